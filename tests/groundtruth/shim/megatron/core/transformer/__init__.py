@@ -1,0 +1,3 @@
+from .transformer_config import TransformerConfig
+
+__all__ = ["TransformerConfig"]

@@ -1,0 +1,24 @@
+"""Errors of the lifter: bad input (a usage error, exit code 2) and constructs it cannot model.
+
+``LiftInputError`` prints as one line ``file:line: expected ...`` so editors can jump to it.
+``Unsupported`` is raised inside a frontend for one construct and turned into an
+``unsupported`` diagnostic by the caller: the verdict is then never a silent pass.
+"""
+from __future__ import annotations
+
+
+class LiftInputError(ValueError):
+    """The kernel file or a command-line argument is malformed."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        self.file, self.line, self.message = file, line, message
+        where = f"{file or '<input>'}:{line if line is not None else 0}"
+        super().__init__(f"{where}: {' '.join(message.split())}")
+
+
+class Unsupported(Exception):
+    """A construct the lifter cannot model; ``line`` is the kernel source line."""
+
+    def __init__(self, line: int | None, reason: str):
+        self.line, self.reason = line, reason
+        super().__init__(f"line {line}: {reason}")

@@ -1,0 +1,249 @@
+"""Run a lifted kernel on concrete sizes, block by block, over a value backend.
+
+Indices are plain ints (sizes are concrete after reduction); element values are whatever
+the backend makes (floats, Z3 terms).  Besides the final tensors the run records what the
+grid checks need: which block wrote each output element and how (plain or atomic),
+reads of never-written on-chip memory, and out-of-bounds element accesses.  Tile ops are
+executed by the handlers registered in ``tile_ops``.
+
+Blocks run one after another in grid order.  That is a faithful model only when no two
+blocks write one element non-atomically — exactly the condition the write-conflict check
+reports, so a verified kernel's result does not depend on the order.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backends import InfinityArithmetic
+from .errors import Unsupported
+from .program import (GLOBAL, BinOp, Call, Const, Expr, If, Kernel, Load, Loop, Select, Stmt, Store,
+                      TileOp, UnOp, Var)
+from .size_env import eval_size
+
+
+@dataclass
+class Fault:
+    """A run-time defect of the kernel on the reduced shapes."""
+
+    check: str  # "out-of-bounds" | "uninitialized-read"
+    line: int | None
+    message: str
+
+
+@dataclass
+class Conflict:
+    buffer: str
+    index: tuple[int, ...]
+    blocks: tuple[tuple[int, ...], tuple[int, ...]]
+    line: int | None
+
+
+@dataclass
+class Trace:
+    outputs: dict[str, np.ndarray]
+    writers: dict[str, np.ndarray]  # -1: no block wrote the element
+    conflicts: list[Conflict] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = field(default_factory=dict)
+
+
+class Machine:
+    """One run of one kernel.  ``tensors`` holds the global tensors (inputs and the initial
+    contents of outputs) as numpy object arrays of backend values."""
+
+    def __init__(self, kernel: Kernel, sizes: dict[str, int], backend: Any, tensors: dict[str, np.ndarray],
+                 record_values: bool = False):
+        self.kernel, self.sizes, self.backend = kernel, dict(sizes), backend
+        self.globals = {name: array.copy() for name, array in tensors.items()}
+        self.shapes = {buf.name: tuple(eval_size(d, sizes) for d in buf.shape) for buf in kernel.params + kernel.allocs}
+        self.scopes = {buf.name: buf.scope for buf in kernel.params + kernel.allocs}
+        self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params}
+        self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
+        self.conflicts: list[Conflict] = []
+        self.faults: list[Fault] = []
+        self._fault_lines: set[tuple[str, int | None]] = set()
+        self.record_values = record_values
+        self.written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = {}
+        self.block: tuple[int, ...] = ()
+        self.block_id = 0
+        self.locals: dict[str, np.ndarray] = {}
+
+    # -- driving --
+    def run(self) -> Trace:
+        from .tile_ops import HANDLERS  # handlers need Machine; imported late to keep one direction
+        self.handlers = HANDLERS
+        extents = [eval_size(axis.extent, self.sizes) for axis in self.kernel.grid]
+        for block_id, block in enumerate(itertools.product(*(range(max(e, 0)) for e in extents))):
+            self.block, self.block_id = block, block_id
+            self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in self.kernel.allocs}
+            env = dict(self.sizes)
+            env.update({axis.var: value for axis, value in zip(self.kernel.grid, block)})
+            self.exec_block(self.kernel.body, env)
+        return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values)
+
+    def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
+        for stmt in stmts:
+            try:
+                self.exec_stmt(stmt, env)
+            except InfinityArithmetic:
+                raise Unsupported(getattr(stmt, "line", None), "arithmetic on an infinity is not modelled") from None
+
+    def exec_stmt(self, stmt: Stmt, env: dict[str, Any]) -> None:
+        if isinstance(stmt, Loop):
+            extent = self.index(stmt.extent, env)
+            for value in range(extent):
+                env[stmt.var] = value
+                self.exec_block(stmt.body, env)
+            env.pop(stmt.var, None)
+        elif isinstance(stmt, If):
+            cond = self.value(stmt.cond, env, stmt.line)
+            if not isinstance(cond, (bool, np.bool_)):
+                raise Unsupported(stmt.line, "branching on tensor data is not modelled")
+            self.exec_block(stmt.then if cond else stmt.orelse, env)
+        elif isinstance(stmt, Store):
+            index = tuple(self.index(i, env) for i in stmt.indices)
+            value = self.value(stmt.value, env, stmt.line)
+            if stmt.atomic:
+                current = self.load(stmt.buffer, index, stmt.line, guarded=False)
+                if current is None:
+                    return
+                value = self.backend.add(current, value)
+            self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=False)
+        elif isinstance(stmt, TileOp):
+            handler = self.handlers.get(stmt.kind)
+            if handler is None:
+                raise Unsupported(stmt.line, f"tile op {stmt.kind} has no semantics")
+            handler(self, stmt, env)
+
+    # -- memory --
+    def array(self, name: str) -> np.ndarray:
+        return self.globals[name] if self.scopes[name] == GLOBAL else self.locals[name]
+
+    def in_bounds(self, name: str, index: tuple[int, ...]) -> bool:
+        shape = self.shapes[name]
+        return len(index) == len(shape) and all(0 <= i < n for i, n in zip(index, shape))
+
+    def load(self, name: str, index: tuple[int, ...], line: int | None, guarded: bool) -> Any:
+        """Read one element; ``guarded`` accesses (inside tile ops) read 0 out of bounds as
+        TileLang's lowering does, unguarded ones are faults."""
+        if not self.in_bounds(name, index):
+            if not guarded:
+                self.fault("out-of-bounds", line, f"reads {name}{list(index)} outside its shape {list(self.shapes[name])}")
+            return self.backend.const(0)
+        value = self.array(name)[index]
+        if value is None:
+            self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")
+            return self.backend.const(0)
+        return value
+
+    def store(self, name: str, index: tuple[int, ...], value: Any, line: int | None, atomic: bool, guarded: bool) -> None:
+        if not self.in_bounds(name, index):
+            if not guarded:
+                self.fault("out-of-bounds", line, f"writes {name}{list(index)} outside its shape {list(self.shapes[name])}")
+            return
+        self.array(name)[index] = value
+        if self.scopes[name] != GLOBAL:
+            return
+        writer = self.writers[name]
+        previous = int(writer[index])
+        if previous == -1:
+            writer[index] = self.block_id
+        elif previous != self.block_id and (not atomic or self.plain[name][index]):
+            if not any(c.buffer == name and c.line == line for c in self.conflicts):
+                self.conflicts.append(Conflict(name, index, (self._block_of(previous), self.block), line))
+        if not atomic:
+            self.plain[name][index] = True
+        if self.record_values:
+            self.written_values.setdefault((name, index), []).append((self.block, value))
+
+    def _block_of(self, block_id: int) -> tuple[int, ...]:
+        extents = [eval_size(axis.extent, self.sizes) for axis in self.kernel.grid]
+        return next(itertools.islice(itertools.product(*(range(e) for e in extents)), block_id, None))
+
+    def fault(self, check: str, line: int | None, message: str) -> None:
+        if (check, line) not in self._fault_lines:
+            self._fault_lines.add((check, line))
+            self.faults.append(Fault(check, line, message))
+
+    # -- expressions --
+    def index(self, expr: Expr, env: dict[str, Any]) -> int:
+        value = self.value(expr, env, None)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise Unsupported(None, f"index {expr} does not evaluate to an integer")
+        return int(value)
+
+    def value(self, expr: Expr, env: dict[str, Any], line: int | None) -> Any:
+        backend = self.backend
+        if isinstance(expr, Const):
+            return expr.value if isinstance(expr.value, (int, bool)) else backend.const(expr.value)
+        if isinstance(expr, Var):
+            if expr.name not in env:
+                raise Unsupported(line, f"{expr.name} has no value on the reduced shapes")
+            return env[expr.name]
+        if isinstance(expr, Load):
+            index = tuple(self.index(i, env) for i in expr.indices)
+            return self.load(expr.buffer, index, line, guarded=False)
+        if isinstance(expr, BinOp):
+            a, b = self.value(expr.a, env, line), self.value(expr.b, env, line)
+            if _is_int(a) and _is_int(b):
+                return _int_op(expr.op, a, b)
+            a, b = _lift(backend, a), _lift(backend, b)
+            if expr.op in ("<", "<=", ">", ">=", "==", "!="):
+                return backend.compare(expr.op, a, b)
+            if expr.op in ("and", "or"):
+                return backend.logic(expr.op, a, b)
+            method = {"+": backend.add, "-": backend.sub, "*": backend.mul, "/": backend.div,
+                      "max": backend.max, "min": backend.min}.get(expr.op)
+            if method is None:
+                raise Unsupported(line, f"operator {expr.op} on tensor values is not modelled")
+            return method(a, b)
+        if isinstance(expr, UnOp):
+            a = self.value(expr.a, env, line)
+            if expr.op == "not":
+                return not a if isinstance(a, bool) else backend.logic("not", a, a)
+            return -a if _is_int(a) else backend.neg(a)
+        if isinstance(expr, Call):
+            args = [_lift(backend, self.value(arg, env, line)) for arg in expr.args]
+            if expr.fn == "cast":
+                return args[0]
+            return backend.call(expr.fn, args)
+        if isinstance(expr, Select):
+            cond = self.value(expr.cond, env, line)
+            if isinstance(cond, (bool, np.bool_)):
+                return self.value(expr.a if cond else expr.b, env, line)
+            return backend.select(cond, _lift(backend, self.value(expr.a, env, line)),
+                                  _lift(backend, self.value(expr.b, env, line)))
+        raise Unsupported(line, f"expression {expr} is not modelled")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, bool, np.integer))
+
+
+def _lift(backend: Any, value: Any) -> Any:
+    return backend.const(value) if _is_int(value) and not isinstance(value, bool) else value
+
+
+def _int_op(op: str, a: int, b: int) -> Any:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op in ("//", "/"):
+        return a // b
+    if op == "%":
+        return a % b
+    if op == "ceildiv":
+        return -(-a // b)
+    if op == "max":
+        return max(a, b)
+    if op == "min":
+        return min(a, b)
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
+            "and": a and b, "or": a or b}[op]

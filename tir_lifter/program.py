@@ -1,0 +1,251 @@
+"""The lifted kernel: what a TileLang / TIR kernel does, as plain frozen dataclasses.
+
+Both frontends (``text_frontend`` reading source with ``ast``, ``tvm_frontend`` walking real
+``PrimFunc`` objects) produce a :class:`Kernel`; everything downstream (size reduction,
+interpretation, checks) reads only this module's types, so the two frontends can be
+compared for equality.
+
+Expressions are one small closed family used both for index arithmetic (``by * block_M``)
+and for element values (``T.max(C_local[i, j], 0)``).  Sizes stay symbolic (``Var("K")``)
+with their values kept separately in ``Kernel.sizes`` so the checker can instantiate them
+on reduced shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+
+# --- expressions --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Const:
+    value: Any  # int, float or bool
+
+    def __str__(self) -> str:
+        return repr(self.value) if isinstance(self.value, float) else str(self.value)
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """``op`` is one of + - * / // % ceildiv min max < <= > >= == != and or."""
+
+    op: str
+    a: "Expr"
+    b: "Expr"
+
+    def __str__(self) -> str:
+        if self.op in ("ceildiv", "min", "max"):
+            return f"{self.op}({self.a}, {self.b})"
+        return f"({self.a} {self.op} {self.b})"
+
+
+@dataclass(frozen=True)
+class UnOp:
+    op: str  # "neg" | "not"
+    a: "Expr"
+
+    def __str__(self) -> str:
+        return f"-{self.a}" if self.op == "neg" else f"not {self.a}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """An intrinsic on values: exp, exp2, log, sqrt, rsqrt, abs, tanh, sigmoid, infinity, cast."""
+
+    fn: str
+    args: tuple["Expr", ...]
+    dtype: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.fn}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Load:
+    buffer: str
+    indices: tuple["Expr", ...]
+
+    def __str__(self) -> str:
+        return f"{self.buffer}[{', '.join(map(str, self.indices))}]"
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+
+    def __str__(self) -> str:
+        return f"select({self.cond}, {self.a}, {self.b})"
+
+
+Expr = Union[Const, Var, BinOp, UnOp, Call, Load, Select]
+
+
+def walk_expr(expr: Expr):
+    """Yield ``expr`` and all its sub-expressions (pre-order)."""
+    yield expr
+    if isinstance(expr, BinOp):
+        yield from walk_expr(expr.a)
+        yield from walk_expr(expr.b)
+    elif isinstance(expr, UnOp):
+        yield from walk_expr(expr.a)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from walk_expr(arg)
+    elif isinstance(expr, Load):
+        for index in expr.indices:
+            yield from walk_expr(index)
+    elif isinstance(expr, Select):
+        yield from walk_expr(expr.cond)
+        yield from walk_expr(expr.a)
+        yield from walk_expr(expr.b)
+
+
+# --- buffers, regions, statements ----------------------------------------------------------
+
+GLOBAL, SHARED, FRAGMENT, LOCAL = "global", "shared", "fragment", "local"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: str
+    scope: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangular piece of a buffer; ``extents`` is None when the tile op infers it
+    from the other operand (TileLang's ``T.copy(A[by * bm, k * bk], A_shared)``)."""
+
+    buffer: str
+    starts: tuple[Expr, ...]
+    extents: tuple[Expr, ...] | None = None
+
+    def __str__(self) -> str:
+        if self.extents is None:
+            return f"{self.buffer}[{', '.join(map(str, self.starts))}]"
+        parts = [f"{s}:+{e}" for s, e in zip(self.starts, self.extents)]
+        return f"{self.buffer}[{', '.join(parts)}]"
+
+
+@dataclass(frozen=True)
+class TileOp:
+    """A whole-tile operation (copy, fill, gemm, reduce, atomic_add); ``attrs`` are
+    name/value pairs so the op stays hashable and comparable."""
+
+    kind: str
+    operands: tuple[Union[Region, Expr], ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+    line: int | None = None
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(name, default)
+
+
+@dataclass(frozen=True)
+class Store:
+    """``buffer[indices] = value`` (``atomic``: ``T.atomic_add(buffer[indices], value)``)."""
+
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+    atomic: bool = False
+    line: int | None = None
+
+
+SERIAL, PIPELINED, PARALLEL = "serial", "pipelined", "parallel"
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    extent: Expr
+    kind: str
+    body: tuple["Stmt", ...]
+    line: int | None = None
+    num_stages: int | None = None
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...] = ()
+    line: int | None = None
+
+
+Stmt = Union[TileOp, Store, Loop, If]
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    var: str
+    extent: Expr
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One lifted kernel.  ``params`` are the global tensors in signature order,
+    ``allocs`` the on-chip buffers, ``sizes`` the named size parameters with their value
+    in the file (None when the file never binds it)."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    allocs: tuple[Buffer, ...]
+    grid: tuple[GridAxis, ...]
+    body: tuple[Stmt, ...]
+    sizes: tuple[tuple[str, int | None], ...] = ()
+    threads: int | None = None
+    line: int | None = None
+    grid_line: int | None = None
+    source: str | None = None
+
+    def buffer(self, name: str) -> Buffer:
+        for buf in self.params + self.allocs:
+            if buf.name == name:
+                return buf
+        raise KeyError(name)
+
+    @property
+    def size_values(self) -> dict[str, int | None]:
+        return dict(self.sizes)
+
+    def with_sizes(self, sizes: dict[str, int | None]) -> "Kernel":
+        return replace(self, sizes=tuple(sizes.items()))
+
+
+def walk_stmts(stmts: tuple[Stmt, ...]):
+    """Yield every statement, descending into loops and ifs."""
+    for stmt in stmts:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from walk_stmts(stmt.body)
+        elif isinstance(stmt, If):
+            yield from walk_stmts(stmt.then)
+            yield from walk_stmts(stmt.orelse)
+
+
+def count_ops(kernel: Kernel) -> int:
+    return sum(1 for stmt in walk_stmts(kernel.body) if isinstance(stmt, (TileOp, Store)))
+
+
+@dataclass
+class LiftResult:
+    """What a frontend hands back: the kernels it lifted and constructs it could not."""
+
+    kernels: list[Kernel] = field(default_factory=list)
+    unsupported: list[tuple[int | None, str]] = field(default_factory=list)
+    references: dict[str, Any] = field(default_factory=dict)

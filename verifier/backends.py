@@ -1,0 +1,250 @@
+"""Two numeric backends behind one interface, so every op is written once.
+
+An op's evaluator is ordinary NumPy code over arrays plus calls to the backend for what is
+not plain arithmetic.  With ``NumpyBackend`` the arrays hold float64/int64 numbers (the
+concrete evaluator, used to re-check counterexamples); with ``Z3Backend`` they are object
+arrays of Z3 terms (the symbolic encoding).  Linear algebra is therefore exact over the reals
+in Z3, and each non-linear op becomes an uninterpreted function of exactly the values it
+reads (``softmax`` of a row of length n gives n functions of that row).  Arguments of
+uninterpreted functions are put in a normal form first so equal arguments give equal terms.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import z3
+
+
+class EvalError(Exception):
+    """The program cannot run on these values (index out of range, bad shapes...)."""
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[float])(x)
+
+
+_NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+}
+
+
+def _softmax(row: np.ndarray) -> np.ndarray:
+    shifted = np.exp(row - row.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+_NUMPY_ROWWISE: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
+    "softmax": lambda x, eps: _softmax(x),
+    "log_softmax": lambda x, eps: np.log(_softmax(x)),
+    "layer_norm": lambda x, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps),
+    "rms_norm": lambda x, eps: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps),
+}
+
+
+class NumpyBackend:
+    symbolic = False
+
+    def is_int(self, array: np.ndarray) -> bool:
+        return np.asarray(array).dtype.kind in "iub"
+
+    def unary(self, name: str, x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return _NUMPY_UNARY[name](np.asarray(x, dtype=float))
+
+    def rowwise(self, name: str, x: np.ndarray, eps: float = 0.0) -> np.ndarray:
+        """Apply a normalisation over the last dim; the output keeps x's shape."""
+        with np.errstate(all="ignore"):
+            return _NUMPY_ROWWISE[name](np.asarray(x, dtype=float), eps)
+
+    def maximum(self, a, b):
+        return np.maximum(a, b)
+
+    def minimum(self, a, b):
+        return np.minimum(a, b)
+
+    def where(self, cond, a, b):
+        return np.where(np.asarray(cond, dtype=bool), a, b)
+
+    def compare(self, op: str, a, b):
+        return {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+                "eq": np.equal, "ne": np.not_equal}[op](a, b)
+
+    def logical(self, op: str, a, b=None):
+        if op == "not":
+            return np.logical_not(a)
+        return {"and": np.logical_and, "or": np.logical_or}[op](a, b)
+
+    def take_rows(self, table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids)
+        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+            raise EvalError(f"index out of range: ids in [{ids.min()}, {ids.max()}] for a table of {table.shape[0]} rows")
+        return table[ids]
+
+    def pick(self, rows: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """rows[..., index[...]]: the entry of each row named by an integer tensor."""
+        index = np.asarray(index)
+        if index.size and (index.min() < 0 or index.max() >= rows.shape[-1]):
+            raise EvalError(f"class index out of range for {rows.shape[-1]} classes")
+        return np.take_along_axis(rows, index[..., None], axis=-1)[..., 0]
+
+    def zeros(self, shape, dtype: str = "f32"):
+        return np.zeros(shape, dtype=np.int64 if dtype.startswith("i") else np.float64)
+
+    def full(self, shape, value, dtype: str = "f32"):
+        return np.full(shape, value, dtype=np.int64 if dtype.startswith("i") else np.float64)
+
+    def cast(self, x, dtype: str):
+        if dtype.startswith("i"):
+            return np.asarray(x).astype(np.int64)
+        if dtype == "bool":
+            return np.asarray(x).astype(bool)
+        return np.asarray(x).astype(np.float64)
+
+
+def _objectwise(function: Callable, *arrays) -> np.ndarray:
+    result = np.frompyfunc(function, len(arrays), 1)(*arrays)
+    return np.asarray(result, dtype=object)
+
+
+def normal_form(term):
+    """A canonical sum-of-monomials form: equal polynomials get the same Z3 term."""
+    if not isinstance(term, z3.ExprRef):
+        return term
+    return z3.simplify(term, som=True)
+
+
+def _to_bool(term):
+    """Numbers in boolean position (a float mask) become comparisons with zero."""
+    if isinstance(term, z3.BoolRef):
+        return term
+    if isinstance(term, (bool, np.bool_)):
+        return z3.BoolVal(bool(term))
+    return term != 0
+
+
+def _as_term(value, integer: bool = False):
+    if isinstance(value, z3.ExprRef):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return z3.BoolVal(bool(value))
+    if integer or isinstance(value, (int, np.integer)):
+        return z3.IntVal(int(value))
+    return z3.RealVal(float(value))
+
+
+class Z3Backend:
+    """Object arrays of Z3 terms.  One instance per proof: it owns the function symbols."""
+
+    symbolic = True
+
+    def __init__(self) -> None:
+        self._functions: dict[tuple, z3.FuncDeclRef] = {}
+        self.uninterpreted_ops: set[str] = set()
+
+    def _function(self, name: str, arity: int, index: int = 0, result=None) -> z3.FuncDeclRef:
+        key = (name, arity, index)
+        if key not in self._functions:
+            self._functions[key] = z3.Function(f"{name}_{arity}_{index}", *([z3.RealSort()] * arity),
+                                               result or z3.RealSort())
+        return self._functions[key]
+
+    def is_int(self, array) -> bool:
+        flat = np.asarray(array, dtype=object).reshape(-1)
+        return bool(flat.size) and all(isinstance(t, z3.ArithRef) and t.is_int() or isinstance(t, (int, np.integer))
+                                       for t in flat[:1])
+
+    def _real(self, term):
+        term = _as_term(term)
+        return z3.ToReal(term) if isinstance(term, z3.ArithRef) and term.is_int() else term
+
+    def unary(self, name: str, x) -> np.ndarray:
+        self.uninterpreted_ops.add(name)
+        function = self._function(name, 1)
+        return _objectwise(lambda t: function(normal_form(self._real(t))), np.asarray(x, dtype=object))
+
+    def rowwise(self, name: str, x, eps: float = 0.0) -> np.ndarray:
+        self.uninterpreted_ops.add(name)
+        x = np.asarray(x, dtype=object)
+        n = x.shape[-1]
+        out = np.empty(x.shape, dtype=object)
+        for index in np.ndindex(*x.shape[:-1]):
+            row = [normal_form(self._real(t)) for t in x[index]]
+            for j in range(n):
+                out[index + (j,)] = self._function(name, n, j)(*row)
+        return out
+
+    def maximum(self, a, b):
+        return _objectwise(lambda p, q: z3.If(_as_term(p) >= _as_term(q), _as_term(p), _as_term(q)), a, b)
+
+    def minimum(self, a, b):
+        return _objectwise(lambda p, q: z3.If(_as_term(p) <= _as_term(q), _as_term(p), _as_term(q)), a, b)
+
+    def where(self, cond, a, b):
+        return _objectwise(lambda c, p, q: z3.If(_to_bool(_as_term(c)), _as_term(p), _as_term(q)), cond, a, b)
+
+    def compare(self, op: str, a, b):
+        functions = {"lt": lambda p, q: p < q, "le": lambda p, q: p <= q, "gt": lambda p, q: p > q,
+                     "ge": lambda p, q: p >= q, "eq": lambda p, q: p == q, "ne": lambda p, q: p != q}
+        return _objectwise(lambda p, q: functions[op](_as_term(p), _as_term(q)), a, b)
+
+    def logical(self, op: str, a, b=None):
+        if op == "not":
+            return _objectwise(lambda p: z3.Not(_to_bool(_as_term(p))), a)
+        combine = z3.And if op == "and" else z3.Or
+        return _objectwise(lambda p, q: combine(_to_bool(_as_term(p)), _to_bool(_as_term(q))), a, b)
+
+    def take_rows(self, table, ids) -> np.ndarray:
+        """Row lookup with symbolic ids: an exact If-chain; out of range is an unknown row."""
+        table = np.asarray(table, dtype=object)
+        ids = np.asarray(ids, dtype=object)
+        rows = table.shape[0]
+        out = np.empty(ids.shape + table.shape[1:], dtype=object)
+        for index in np.ndindex(*ids.shape):
+            key = _as_term(ids[index], integer=True)
+            for col in np.ndindex(*table.shape[1:]):
+                term = self._function("out_of_range_row", 1)(z3.ToReal(key))
+                for r in reversed(range(rows)):
+                    term = z3.If(key == r, _as_term(table[(r,) + col]), term)
+                out[index + col] = term
+        return out
+
+    def pick(self, rows, index) -> np.ndarray:
+        rows = np.asarray(rows, dtype=object)
+        index = np.asarray(index, dtype=object)
+        out = np.empty(index.shape, dtype=object)
+        for position in np.ndindex(*index.shape):
+            key = _as_term(index[position], integer=True)
+            term = self._function("out_of_range_class", 1)(z3.ToReal(key))
+            for c in reversed(range(rows.shape[-1])):
+                term = z3.If(key == c, _as_term(rows[position + (c,)]), term)
+            out[position] = term
+        return out
+
+    def zeros(self, shape, dtype: str = "f32"):
+        return self.full(shape, 0, dtype)
+
+    def full(self, shape, value, dtype: str = "f32"):
+        out = np.empty(tuple(shape), dtype=object)
+        out.fill(_as_term(value, integer=dtype.startswith("i")))
+        return out
+
+    def cast(self, x, dtype: str):
+        """Casts keep the exact real value: the model is exact arithmetic, not float rounding."""
+        if dtype.startswith("i"):
+            return _objectwise(lambda t: z3.ToInt(t) if isinstance(t, z3.ArithRef) and not t.is_int() else t, x)
+        if dtype == "bool":
+            return _objectwise(lambda t: _to_bool(_as_term(t)), x)
+        return _objectwise(lambda t: self._real(t), x)
+
+
+Backend = Any  # NumpyBackend | Z3Backend

@@ -1,0 +1,180 @@
+"""Run the checks in order and decide the verdict.
+
+Order: well-formed -> placements -> temporal -> equivalence.  Placement diagnostics are
+*explanations*: they become violations only when the equivalence check confirms, by concrete
+evaluation, that the program computes something else than its single-device version, and only
+for ops upstream of where the values first diverge.  When the program is proven equivalent
+they are kept as notes (a rule that was stricter than needed), never as a verdict.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from . import counterexample
+from .engine import EngineError
+from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inputs, prove, random_inputs,
+                          run_concrete)
+from .ir import Program
+from .placement_check import PlacementResult, propagate
+from .report import ERROR, NOTE, WARNING, Diagnostic, Report
+from .shapes import ShapeProblem, bound_env, instantiate, prove_divisibility, reduced_env
+from .wellformed import check_structure, infer_shapes
+
+SCREENING_SEEDS = 3
+CONFIRMATION_SEEDS = 8
+
+
+def check_program(program: Program, file: str | None = None, *, timeout_ms: int = SOLVER_TIMEOUT_MS,
+                  temporal: bool = True) -> Report:
+    started = time.perf_counter()
+    report = Report(file or program.source, {name: size for name, size in program.mesh.dims}, ops=len(program.ops))
+    try:
+        _run(program, report, timeout_ms, temporal)
+    finally:
+        report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run(program: Program, report: Report, timeout_ms: int, temporal: bool) -> None:
+    structure = check_structure(program)
+    if structure:
+        report.diagnostics.extend(structure)
+        return
+    try:
+        problems = prove_divisibility(program)
+        env = reduced_env(program)
+    except ShapeProblem as problem:
+        report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
+        return
+    for problem in problems:
+        report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
+    if problems:
+        return
+    declared = bound_env(program)
+    if declared is not None and declared != env:
+        declared_shapes = infer_shapes(instantiate(program, declared))
+        if declared_shapes.diagnostics:
+            report.diagnostics.extend(declared_shapes.diagnostics)
+            return
+    checked = instantiate(program, env)
+    shapes = infer_shapes(checked)
+    if shapes.diagnostics:
+        report.diagnostics.extend(shapes.diagnostics)
+        return
+    report.proven.append("well-formed: SSA, shapes" + (", shard divisibility for all allowed dim values"
+                                                        if program.dims else ""))
+    placement = propagate(checked, shapes.shapes)
+    if temporal:
+        _temporal(program, report)
+    if env:
+        report.extra["reduced_dims"] = env
+    _equivalence(checked, placement, report, timeout_ms)
+
+
+def _temporal(program: Program, report: Report) -> None:
+    try:
+        from .temporal import check_temporal
+    except ImportError:
+        return
+    report.diagnostics.extend(check_temporal(program, report.proven))
+
+
+def _ancestors(program: Program, placement: PlacementResult, op_index: int) -> set[int]:
+    seen, stack = set(), [op_index]
+    while stack:
+        index = stack.pop()
+        if index in seen:
+            continue
+        seen.add(index)
+        stack.extend(placement.producers[a] for a in program.ops[index].args if a in placement.producers)
+    return seen
+
+
+def _attach_placement(program: Program, placement: PlacementResult, report: Report, verdict: str,
+                      divergence: int | None = None, output: str | None = None) -> None:
+    """Keep placement findings as errors only where a confirmed difference explains them."""
+    relevant: set[int] = set()
+    if verdict == "violation":
+        for index in ([divergence] if divergence is not None else []) + [placement.producers.get(output, -1)]:
+            if index is not None and index >= 0:
+                relevant |= _ancestors(program, placement, index)
+    for problem in placement.problems:
+        diagnostic = problem.diagnostic
+        if verdict == "violation" and (problem.op_index in relevant or problem.output == output):
+            report.add(diagnostic)
+        elif verdict == "proven":
+            report.add(replace(diagnostic, severity=NOTE,
+                               message=diagnostic.message + " (flagged by the placement rules, but the program is "
+                                                            "proven equivalent)"))
+        else:
+            report.add(replace(diagnostic, severity=WARNING))
+
+
+def _size(program: Program) -> int:
+    return sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
+
+
+def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int) -> None:
+    if _size(program) > MAX_SYMBOLIC_ELEMENTS:
+        _attach_placement(program, placement, report, "unknown")
+        report.add(Diagnostic("unsupported", ERROR,
+                              f"inputs have {_size(program)} elements, too many to check element by element; "
+                              f"declare the sizes as symbolic dims ('dim H=4096') so they can be reduced"))
+        return
+    try:
+        for seed in range(SCREENING_SEEDS):
+            inputs = random_inputs(program, seed)
+            outcome = run_concrete(program, placement.placements, inputs, seed=seed)
+            if outcome.mismatch:
+                _report_violation(program, placement, report, inputs, outcome, "found by concrete evaluation")
+                return
+        status, values, stats = prove(program, placement.placements, timeout_ms)
+    except EngineError as problem:
+        _attach_placement(program, placement, report, "violation")
+        report.add(Diagnostic("well-formed", ERROR, f"the program cannot run on the mesh: {problem}", problem.line))
+        return
+    report.extra["solver"] = stats
+    if status == "proven":
+        _attach_placement(program, placement, report, "proven")
+        report.proven.append(f"equivalent to the single-device program on mesh {program.mesh} "
+                             f"({stats['cuts']} cut points, {stats['obligations']} solver obligations)")
+        return
+    if status == "sat":
+        candidates = [(model_to_inputs(program, values), values)] if values else []
+        candidates += [({k: np.round(v) if v.dtype.kind == "f" else v for k, v in random_inputs(program, s).items()},
+                        None) for s in range(100, 100 + CONFIRMATION_SEEDS)]
+        for inputs, extra in candidates:
+            outcome = run_concrete(program, placement.placements, inputs,
+                                   extra={k: v for k, v in (extra or {}).items() if isinstance(v, np.ndarray)})
+            if outcome.mismatch:
+                _report_violation(program, placement, report, inputs, outcome,
+                                  "found by Z3 and confirmed by concrete evaluation")
+                return
+    _attach_placement(program, placement, report, "unknown")
+    reason = ("the solver gave up (timeout)" if status == "unknown" else
+              "the solver's counterexample relies on the uninterpreted-function model of non-linear ops and did "
+              "not reproduce with real numbers")
+    report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {reason}"))
+
+
+def _report_violation(program: Program, placement: PlacementResult, report: Report, inputs, outcome, how: str) -> None:
+    """One diagnostic per bug: the placement explanation if there is one, with the counterexample."""
+    name = outcome.mismatch[0]
+    before = len(report.diagnostics)
+    _attach_placement(program, placement, report, "violation", outcome.divergence_op, name)
+    cex = counterexample.build(program, inputs, outcome)
+    explained = [d for d in report.diagnostics[before:] if d.severity == ERROR]
+    if explained:
+        explained[0].counterexample = cex
+        explained[0].message += f" (confirmed: output {name} differs from the single-device program, {how})"
+        return
+    index = outcome.divergence_op if outcome.divergence_op is not None else placement.producers.get(name)
+    op = program.ops[index] if index is not None else None
+    line = op.span.line if op is not None else next((o.span.line for o in program.outputs if o.name == name), None)
+    where = (f"; values first diverge at {op.kind} -> {', '.join(op.results)}" + (f" (line {line})" if line else "")
+             if outcome.divergence_op is not None else "")
+    report.add(Diagnostic("equivalence", ERROR,
+                          f"output {name} differs from the single-device program ({how}){where}", line, cex))

@@ -1,0 +1,188 @@
+"""The verification IR: an SPMD program over a named device mesh.
+
+Every rank runs the same SSA op list on its local tensors; inputs are described by their
+global shape and one placement per mesh dim, collectives name the mesh dim they run over.
+The reference semantics is the same program on a mesh whose dims all have size 1.
+
+Dims are ints or small expressions over named symbols (``H``, ``4*H``, ``H/8``) so a program
+can be checked on reduced shapes (see ``verifier/shapes.py``).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .placements import Placement, R
+
+Dim = Union[int, str]
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where an op came from: a line (and optionally column) of the user's source file."""
+
+    line: int | None = None
+    file: str | None = None
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return "?"
+        return f"{self.file}:{self.line}" if self.file else str(self.line)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Named mesh dims in major-to-minor order, e.g. ``(("dp", 2), ("tp", 4))``."""
+
+    dims: tuple[tuple[str, int], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.dims)
+
+    def size(self, name: str) -> int:
+        for dim_name, size in self.dims:
+            if dim_name == name:
+                return size
+        raise KeyError(name)
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    @property
+    def world(self) -> int:
+        total = 1
+        for _, size in self.dims:
+            total *= size
+        return total
+
+    def unit(self) -> "Mesh":
+        """The same mesh with every dim of size 1: where the reference program runs."""
+        return Mesh(tuple((name, 1) for name, _ in self.dims))
+
+    def __str__(self) -> str:
+        return ",".join(f"{name}={size}" for name, size in self.dims)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str = "f32"
+    placements: tuple[Placement, ...] = ()
+    span: Span = field(default_factory=Span)
+    bounds: tuple[Dim, Dim] | None = None  # integer inputs (token ids): values in [low, high)
+
+    def placement_on(self, mesh: Mesh, mesh_dim: str) -> Placement:
+        if not self.placements:
+            return R
+        return self.placements[mesh.index(mesh_dim)]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One SSA op. ``args`` name values; ``attrs`` hold everything that is not a tensor."""
+
+    results: tuple[str, ...]
+    kind: str
+    args: tuple[str, ...] = ()
+    attrs: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    span: Span = field(default_factory=Span)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    placements: tuple[Placement, ...] = ()
+    span: Span = field(default_factory=Span)
+
+    def placement_on(self, mesh: Mesh, mesh_dim: str) -> Placement:
+        if not self.placements:
+            return R
+        return self.placements[mesh.index(mesh_dim)]
+
+
+@dataclass(frozen=True)
+class Program:
+    mesh: Mesh
+    inputs: tuple[TensorSpec, ...]
+    ops: tuple[Op, ...]
+    outputs: tuple[Output, ...]
+    dims: dict[str, int | None] = field(default_factory=dict, hash=False)
+    requires: tuple[str, ...] = ()
+    source: str | None = None
+
+    def with_mesh(self, mesh: Mesh) -> "Program":
+        return Program(mesh, self.inputs, self.ops, self.outputs, self.dims, self.requires, self.source)
+
+
+# --- dim expressions -------------------------------------------------------------------
+
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
+            ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.USub, ast.Pow)
+
+
+def dim_symbols(dim: Dim) -> set[str]:
+    if isinstance(dim, int):
+        return set()
+    return {node.id for node in ast.walk(ast.parse(dim, mode="eval")) if isinstance(node, ast.Name)}
+
+
+def check_dim_syntax(text: str) -> None:
+    """Raise ValueError unless ``text`` is an arithmetic expression over names and ints."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"expected a dim expression, got {text!r}") from exc
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Constant) and not isinstance(node.value, int)):
+            raise ValueError(f"expected a dim expression over names and ints, got {text!r}")
+
+
+def eval_dim(dim: Dim, env: dict[str, Any]) -> Any:
+    """Evaluate a dim with symbol values from ``env`` (ints, or z3 Int terms).
+
+    ``/`` is exact division: callers prove divisibility separately (well-formedness).
+    """
+    if isinstance(dim, int):
+        return dim
+
+    def walk(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env or env[node.id] is None:
+                raise KeyError(node.id)
+            return env[node.id]
+        if isinstance(node, ast.UnaryOp):
+            return -walk(node.operand)
+        left, right = walk(node.left), walk(node.right)
+        op = type(node.op)
+        if op is ast.Add:
+            return left + right
+        if op is ast.Sub:
+            return left - right
+        if op is ast.Mult:
+            return left * right
+        if op is ast.Pow:
+            return left ** right
+        if op is ast.Mod:
+            return left % right
+        if isinstance(left, int) and isinstance(right, int):
+            return left // right
+        return left / right
+
+    return walk(ast.parse(dim, mode="eval"))
+
+
+def value_names(program: Program) -> list[str]:
+    names = [spec.name for spec in program.inputs]
+    for op in program.ops:
+        names.extend(op.results)
+    return names

@@ -1,0 +1,176 @@
+"""Symbolic dims: divisibility proofs and the reduced shapes the equivalence check runs on.
+
+Why reduced shapes are enough (the TrainVerify argument, restricted to what we model): every
+op we register acts uniformly along each dim — the same formula for every index, with
+collectives and shard offsets depending only on which of ``size`` equal blocks an index falls
+in.  A bug that mis-routes blocks, scales by the group size, or combines the wrong partials
+already shows with one element per block; a bug that confuses two dims (a transpose) shows as
+long as the two dims have different extents.  So we pick the smallest values for the
+symbols that keep every shard non-empty and divisible, that are at least 2, and that are
+pairwise distinct where the constraints allow.  Concrete (non-symbolic) dims are kept as
+written.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+import z3
+
+from .ir import Dim, Program, dim_symbols, eval_dim
+from .placements import Shard
+
+
+class ShapeProblem(Exception):
+    def __init__(self, message: str, line: int | None = None):
+        self.line = line
+        super().__init__(message)
+
+
+def _z3_env(program: Program) -> dict[str, z3.ArithRef]:
+    return {name: z3.Int(name) for name in program.dims}
+
+
+def _requirements(program: Program, env: dict[str, Any]) -> list:
+    constraints = [symbol >= 1 for symbol in env.values()]
+    for name, value in program.dims.items():
+        if value is not None:
+            constraints.append(env[name] == value)
+    for requirement in program.requires:
+        constraints.append(_parse_requirement(requirement, env))
+    return constraints
+
+
+def _parse_requirement(text: str, env: dict[str, Any]):
+    match = re.fullmatch(r"\s*(.+?)\s*(==|>=|<=|>|<|!=)\s*(.+?)\s*", text)
+    if not match:
+        raise ShapeProblem(f"expected a requirement like 'H % 8 == 0', got {text!r}")
+    left, operator, right = eval_dim(match.group(1), env), match.group(2), eval_dim(match.group(3), env)
+    return {"==": left == right, ">=": left >= right, "<=": left <= right, ">": left > right,
+            "<": left < right, "!=": left != right}[operator]
+
+
+def shard_factors(program: Program) -> list[tuple[str, Dim, int, int | None]]:
+    """(input name, dim, number of shards, line) for every sharded input dim."""
+    out = []
+    for spec in program.inputs:
+        factors: dict[int, int] = {}
+        for (mesh_dim, size), placement in zip(program.mesh.dims, spec.placements):
+            if isinstance(placement, Shard):
+                if not -len(spec.shape) <= placement.dim < len(spec.shape):
+                    raise ShapeProblem(f"input {spec.name} of rank {len(spec.shape)} cannot be sharded along dim "
+                                       f"{placement.dim}", spec.span.line)
+                dim = placement.dim % len(spec.shape)
+                factors[dim] = factors.get(dim, 1) * size
+        for dim, factor in factors.items():
+            out.append((spec.name, spec.shape[dim], factor, spec.span.line))
+    return out
+
+
+def _expression_dims(program: Program) -> list[Dim]:
+    """Every dim expression in input shapes and op attributes (so divisions stay exact)."""
+    found: list[Dim] = [d for spec in program.inputs for d in spec.shape if not isinstance(d, int)]
+    for op in program.ops:
+        for value in op.attrs.values():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and dim_symbols_safe(item) and dim_symbols_safe(item) <= set(program.dims):
+                    found.append(item)
+    return found
+
+
+def dim_symbols_safe(text: str) -> set[str]:
+    try:
+        return dim_symbols(text)
+    except SyntaxError:
+        return set()
+
+
+def _exactness(expression: Dim, env: dict[str, Any]) -> list:
+    """Constraints saying every '/' in ``expression`` divides exactly and the value is positive."""
+    import ast
+
+    constraints = []
+    if isinstance(expression, int):
+        return constraints
+    for node in ast.walk(ast.parse(expression, mode="eval")):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
+            constraints.append(eval_dim(ast.unparse(node.left), env) % eval_dim(ast.unparse(node.right), env) == 0)
+    return constraints
+
+
+def prove_divisibility(program: Program) -> list[ShapeProblem]:
+    """Prove, for all symbol values allowed by the program, that each sharded dim divides evenly."""
+    problems = []
+    env = _z3_env(program)
+    base = _requirements(program, env)
+    for name, dim, factor, line in shard_factors(program):
+        try:
+            value = eval_dim(dim, env)
+        except KeyError as missing:
+            problems.append(ShapeProblem(f"input {name} uses undeclared dim {missing.args[0]!r}", line))
+            continue
+        solver = z3.Solver()
+        solver.add(*base, *[c for d in _expression_dims(program) for c in _exactness(d, env)])
+        solver.add(value % factor != 0)
+        if solver.check() == z3.sat:
+            model = solver.model()
+            witness = ", ".join(f"{symbol}={model.eval(env[symbol], model_completion=True)}"
+                                for symbol in sorted(dim_symbols(dim)) if symbol in env)
+            problems.append(ShapeProblem(
+                f"dim {dim} of input {name} is sharded {factor} ways but need not be divisible by {factor}"
+                + (f" (e.g. {witness}); add 'require {dim} % {factor} == 0'" if witness else ""), line))
+    return problems
+
+
+def bound_env(program: Program) -> dict[str, int] | None:
+    """The declared values of every symbol, or None when some symbol is free."""
+    if any(value is None for value in program.dims.values()):
+        return None
+    return {name: int(value) for name, value in program.dims.items()}
+
+
+def reduced_env(program: Program) -> dict[str, int]:
+    """Smallest symbol values keeping shards divisible (see the module docstring)."""
+    if not program.dims:
+        return {}
+    env = _z3_env(program)
+    hard = [symbol >= 1 for symbol in env.values()]
+    hard += [_parse_requirement(r, env) for r in program.requires]
+    for name, dim, factor, line in shard_factors(program):
+        hard.append(eval_dim(dim, env) % factor == 0)
+    for expression in _expression_dims(program):
+        hard += _exactness(expression, env)
+        hard.append(eval_dim(expression, env) >= 1)
+    symbols = list(env.values())
+    soft_sets = [
+        [s >= 2 for s in symbols] + [z3.Distinct(*symbols)] if len(symbols) > 1 else [s >= 2 for s in symbols],
+        [s >= 2 for s in symbols],
+        [],
+    ]
+    for soft in soft_sets:
+        optimizer = z3.Optimize()
+        optimizer.add(*hard, *soft)
+        optimizer.minimize(z3.Sum(symbols) if len(symbols) > 1 else symbols[0])
+        if optimizer.check() == z3.sat:
+            model = optimizer.model()
+            return {name: model.eval(symbol, model_completion=True).as_long() for name, symbol in env.items()}
+    raise ShapeProblem("the dim constraints cannot all hold: " + "; ".join(program.requires))
+
+
+def instantiate(program: Program, env: dict[str, int]) -> Program:
+    """Replace every dim expression (shapes and op attributes) by its value under ``env``."""
+
+    def value_of(item: Any) -> Any:
+        if isinstance(item, str) and item not in program.mesh.names:
+            symbols = dim_symbols_safe(item)
+            if symbols and symbols <= set(env):
+                return int(eval_dim(item, env))
+        return item
+
+    inputs = tuple(replace(spec, shape=tuple(int(eval_dim(d, env)) for d in spec.shape),
+                           bounds=tuple(int(eval_dim(b, env)) for b in spec.bounds) if spec.bounds else None)
+                   for spec in program.inputs)
+    ops = tuple(replace(op, attrs={key: ([value_of(v) for v in value] if isinstance(value, list) else value_of(value))
+                                   for key, value in op.attrs.items()}) for op in program.ops)
+    return replace(program, inputs=inputs, ops=ops, dims={name: env[name] for name in program.dims})

@@ -1,0 +1,99 @@
+"""Async hygiene on each rank: handles are waited, and in-flight buffers are left alone.
+
+Between ``x = all_reduce(h, handle=w)`` and ``wait(handle=w)`` the communication library
+owns the op's buffers: reading what it writes sees a half-reduced tensor, and writing what
+it reads or writes corrupts the message.  Nothing on the happens-before path orders the
+two accesses except the wait, so any such access is a race whatever the timing.
+
+The rules, per rank and in program order (buffers are roots, see ``events.py``):
+
+* an access to a buffer an in-flight op writes, or a write to one it reads, is a race;
+* two in-flight async ops writing one buffer race with each other;
+* every handle is waited on; a wait names a handle issued earlier on the same rank;
+* a handle is not reused while its previous op is still in flight.
+"""
+from __future__ import annotations
+
+from .events import WAIT, Event
+from .findings import ASYNC, Finding
+
+
+def _at(event: Event) -> str:
+    return f"{event.what} at line {event.line}" if event.line is not None else event.what
+
+
+def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[Event]]) -> list[Finding]:
+    """Races between ``event`` and the in-flight ops, found through the buffers it touches."""
+    findings = []
+    for root in event.reads:
+        pending = writers.get(root)
+        if pending is not None:
+            findings.append(Finding(ASYNC, event.line,
+                                    f"{_at(event)} reads `{event.name_of(root)}` before wait(handle={pending.handle}): "
+                                    f"{_at(pending)} is still writing it"))
+    for root in event.writes:
+        pending = writers.get(root)
+        if pending is not None and event.is_async:
+            findings.append(Finding(ASYNC, event.line,
+                                    f"two in-flight async ops write buffer `{root}`: {_at(event)} starts before "
+                                    f"wait(handle={pending.handle}) of {_at(pending)}"))
+            continue
+        for pending in ([pending] if pending is not None else []) + readers.get(root, []):
+            if root not in event.reads or pending.writes != (root,):
+                findings.append(Finding(ASYNC, event.line,
+                                        f"{_at(event)} overwrites `{root}` before wait(handle={pending.handle}): "
+                                        f"{_at(pending)} is still using it"))
+    return findings
+
+
+def check_rank(rank: int, timeline: tuple[Event, ...]) -> list[Finding]:
+    """All async findings of one rank's timeline, in one pass over its events."""
+    findings: list[Finding] = []
+    in_flight: dict[str, Event] = {}
+    writers: dict[str, Event] = {}
+    readers: dict[str, list[Event]] = {}
+    waited: set[str] = set()
+
+    def retire(pending: Event) -> None:
+        for root in pending.writes:
+            if writers.get(root) is pending:
+                del writers[root]
+        for root in pending.reads:
+            if pending in readers.get(root, ()):
+                readers[root].remove(pending)
+
+    for event in timeline:
+        if event.kind == WAIT:
+            pending = in_flight.pop(event.handle, None)
+            if pending is not None:
+                retire(pending)
+            elif event.handle not in waited:
+                findings.append(Finding(ASYNC, event.line,
+                                        f"wait(handle={event.handle}) at line {event.line} names a handle that no "
+                                        f"earlier async op on this rank created", rank))
+            waited.add(event.handle)
+            continue
+        if event.reads or event.writes:
+            for conflict in _conflicts(event, writers, readers):
+                findings.append(Finding(conflict.check, conflict.line, conflict.message, rank))
+        if event.is_async:
+            previous = in_flight.get(event.handle)
+            if previous is not None:
+                findings.append(Finding(ASYNC, event.line,
+                                        f"{_at(event)} reuses handle {event.handle} while {_at(previous)} is still "
+                                        f"in flight, so that op is never waited on", rank))
+            in_flight[event.handle] = event
+            waited.discard(event.handle)
+            for root in event.writes:
+                writers[root] = event
+            for root in event.reads:
+                if root not in event.writes:
+                    readers.setdefault(root, []).append(event)
+    for handle, pending in in_flight.items():
+        findings.append(Finding(ASYNC, pending.line,
+                                f"handle {handle} of {_at(pending)} is never waited on", rank))
+    return findings
+
+
+def check_async(timelines: tuple[tuple[Event, ...], ...]) -> list[Finding]:
+    return [finding for rank, timeline in enumerate(timelines) for finding in check_rank(rank, timeline)]

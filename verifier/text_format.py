@@ -1,0 +1,332 @@
+"""The readable text form of the IR (``.vir``): printer and parser that round-trip.
+
+    # Megatron tensor-parallel MLP
+    mesh tp=2
+    dim S=4, H=8
+    input x: f32[S, H] {tp: R}
+    input w1: f32[H, 4*H] {tp: S(1)}
+    input ids: i64[S] {tp: R} range(0, 100)
+    h = matmul(x, w1) at 12
+    y = all_reduce(h, mesh_dim=tp, op=sum) at 14
+    output y {tp: R}
+
+One statement per line; ``at N`` gives the source line of an op.  Placements name mesh
+dims; a mesh dim left out is ``R``.  Parse errors are ``ParseError``s that print as
+``file:line:col: expected ...``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .ir import Dim, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
+from .placements import Placement, R, parse_placement
+
+
+class ParseError(ValueError):
+    def __init__(self, file: str | None, line: int, col: int, message: str):
+        self.file, self.line, self.col, self.message = file, line, col, message
+        super().__init__(f"{file or '<ir>'}:{line}:{col}: {message}")
+
+
+_TOKEN_RE = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<string>"[^"\n]*")
+  | (?P<number>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
+  | (?P<name>[A-Za-z_][A-Za-z_0-9.]*)
+  | (?P<punct>==|[\[\]{}(),:=*/+\-%@])
+""", re.VERBOSE)
+
+
+@dataclass
+class _Token:
+    kind: str
+    text: str
+    col: int
+
+
+class _Line:
+    """Tokens of one line with a cursor and error reporting in the user's coordinates."""
+
+    def __init__(self, text: str, lineno: int, file: str | None):
+        self.lineno, self.file, self.tokens, self.pos = lineno, file, [], 0
+        self.end_col = len(text) + 1
+        index = 0
+        while index < len(text):
+            match = _TOKEN_RE.match(text, index)
+            if not match:
+                raise ParseError(file, lineno, index + 1, f"expected a token, got {text[index]!r}")
+            if match.lastgroup != "ws":
+                self.tokens.append(_Token(match.lastgroup, match.group(), index + 1))
+            index = match.end()
+
+    def peek(self) -> _Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def error(self, expected: str) -> ParseError:
+        token = self.peek()
+        col = token.col if token else self.end_col
+        got = repr(token.text) if token else "end of line"
+        return ParseError(self.file, self.lineno, col, f"expected {expected}, got {got}")
+
+    def take(self, text: str | None = None, kind: str | None = None, expected: str | None = None) -> _Token:
+        token = self.peek()
+        if token is None or (text is not None and token.text != text) or (kind is not None and token.kind != kind):
+            raise self.error(expected or (repr(text) if text else kind) or "a token")
+        self.pos += 1
+        return token
+
+    def accept(self, text: str) -> bool:
+        token = self.peek()
+        if token is not None and token.text == text:
+            self.pos += 1
+            return True
+        return False
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.tokens)
+
+    def expect_end(self) -> None:
+        if not self.at_end():
+            raise self.error("end of line")
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+def _parse_dim_expr(line: _Line, stops: tuple[str, ...]) -> Dim:
+    start = line.peek()
+    if start is None or start.text in stops:
+        raise line.error("a dim (int, name or expression)")
+    parts, depth = [], 0
+    while True:
+        token = line.peek()
+        if token is None or (depth == 0 and token.text in stops):
+            break
+        if token.text == "(":
+            depth += 1
+        elif token.text == ")":
+            depth -= 1
+        parts.append(token.text)
+        line.pos += 1
+    text = " ".join(parts)
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    try:
+        check_dim_syntax(text)
+    except ValueError:
+        raise ParseError(line.file, line.lineno, start.col, f"expected a dim expression, got {text!r}") from None
+    return text.replace(" ", "")
+
+
+def _parse_value(line: _Line) -> Any:
+    token = line.peek()
+    if token is None:
+        raise line.error("a value")
+    if token.text == "[":
+        line.pos += 1
+        items: list[Any] = []
+        while not line.accept("]"):
+            items.append(_parse_dim_expr(line, (",", "]")))
+            if not line.accept(","):
+                line.take("]", expected="',' or ']'")
+                break
+        return items
+    if token.kind == "string":
+        line.pos += 1
+        return token.text[1:-1]
+    if token.kind == "name" and token.text in ("true", "false", "none"):
+        line.pos += 1
+        return {"true": True, "false": False, "none": None}[token.text]
+    if token.kind == "number" and re.search(r"[.eE]", token.text):
+        line.pos += 1
+        return float(token.text)
+    return _parse_dim_expr(line, (",", ")", "]"))
+
+
+def _parse_placements(line: _Line, mesh: Mesh | None) -> tuple[Placement, ...]:
+    if mesh is None:
+        raise line.error("a 'mesh' line before inputs and outputs")
+    found: dict[str, Placement] = {}
+    if line.accept("{"):
+        while not line.accept("}"):
+            name_token = line.take(kind="name", expected="a mesh dim name")
+            if name_token.text not in mesh.names:
+                raise ParseError(line.file, line.lineno, name_token.col,
+                                 f"expected a mesh dim ({', '.join(mesh.names)}), got {name_token.text!r}")
+            line.take(":", expected="':'")
+            start = line.peek()
+            text = ""
+            while line.peek() is not None and line.peek().text not in (",", "}"):
+                text += line.peek().text
+                line.pos += 1
+            try:
+                found[name_token.text] = parse_placement(text)
+            except ValueError:
+                raise ParseError(line.file, line.lineno, start.col if start else line.end_col,
+                                 f"expected a placement S(d), R, P(sum|avg|max|min) or V, got {text!r}") from None
+            if not line.accept(","):
+                line.take("}", expected="',' or '}'")
+                break
+    return tuple(found.get(name, R) for name in mesh.names)
+
+
+def _parse_span(line: _Line, file: str | None) -> Span:
+    if line.accept("at"):
+        return Span(int(line.take(kind="number", expected="a source line number").text), file)
+    return Span(None, file)
+
+
+def parse_program(text: str, file: str | None = None) -> Program:
+    """Parse ``.vir`` text; raise ``ParseError`` naming line and column on bad input."""
+    mesh: Mesh | None = None
+    source: str | None = None
+    dims: dict[str, int | None] = {}
+    requires: list[str] = []
+    inputs: list[TensorSpec] = []
+    ops: list[Op] = []
+    outputs: list[Output] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        body = raw.split("#", 1)[0]
+        if not body.strip():
+            continue
+        line = _Line(body, lineno, file)
+        head = line.peek()
+        if head.text == "mesh":
+            line.pos += 1
+            pairs = []
+            while not line.at_end():
+                name = line.take(kind="name", expected="a mesh dim name").text
+                line.take("=", expected="'='")
+                size_token = line.take(kind="number", expected="a mesh dim size")
+                if not size_token.text.isdigit() or int(size_token.text) < 1:
+                    raise ParseError(file, lineno, size_token.col, f"expected a positive mesh size, got {size_token.text!r}")
+                pairs.append((name, int(size_token.text)))
+                line.accept(",")
+            if not pairs:
+                raise line.error("mesh dims like tp=2")
+            mesh = Mesh(tuple(pairs))
+        elif head.text == "source":
+            line.pos += 1
+            source = line.take(kind="string", expected="a quoted file name").text[1:-1]
+            line.expect_end()
+        elif head.text == "dim":
+            line.pos += 1
+            while not line.at_end():
+                name = line.take(kind="name", expected="a dim symbol").text
+                dims[name] = int(line.take(kind="number", expected="a dim size").text) if line.accept("=") else None
+                line.accept(",")
+        elif head.text == "require":
+            requires.append(body.strip()[len("require"):].strip())
+        elif head.text in ("input", "param"):
+            line.pos += 1
+            name = line.take(kind="name", expected="an input name").text
+            line.take(":", expected="':'")
+            dtype = line.take(kind="name", expected="a dtype like f32").text
+            line.take("[", expected="'['")
+            shape: list[Dim] = []
+            while not line.accept("]"):
+                shape.append(_parse_dim_expr(line, (",", "]")))
+                if not line.accept(","):
+                    line.take("]", expected="',' or ']'")
+                    break
+            placements = _parse_placements(line, mesh)
+            bounds = None
+            if line.accept("range"):
+                line.take("(", expected="'('")
+                low = _parse_dim_expr(line, (",",))
+                line.take(",", expected="','")
+                high = _parse_dim_expr(line, (")",))
+                line.take(")", expected="')'")
+                bounds = (low, high)
+            span = _parse_span(line, file)
+            line.expect_end()
+            inputs.append(TensorSpec(name, tuple(shape), dtype, placements, span, bounds))
+        elif head.text == "output":
+            line.pos += 1
+            name = line.take(kind="name", expected="an output value name").text
+            placements = _parse_placements(line, mesh)
+            span = _parse_span(line, file)
+            line.expect_end()
+            outputs.append(Output(name, placements, span))
+        else:
+            ops.append(_parse_op(line, file))
+    if mesh is None:
+        raise ParseError(file, 1, 1, "expected a 'mesh' line (e.g. 'mesh tp=2')")
+    return Program(mesh, tuple(inputs), tuple(ops), tuple(outputs), dims, tuple(requires), source)
+
+
+def _parse_op(line: _Line, file: str | None) -> Op:
+    first = line.take(kind="name", expected="a statement (mesh, dim, input, output) or 'name = op(...)'")
+    results: list[str] = []
+    if line.peek() is not None and line.peek().text == "(":
+        kind = first.text  # an op without results: send(...), wait(...)
+    else:
+        results.append(first.text)
+        while line.accept(","):
+            results.append(line.take(kind="name", expected="a result name").text)
+        line.take("=", expected="'='")
+        kind = line.take(kind="name", expected="an op name").text
+    line.take("(", expected="'('")
+    args: list[str] = []
+    attrs: dict[str, Any] = {}
+    while not line.accept(")"):
+        token = line.take(kind="name", expected="an argument name or key=value")
+        if line.accept("="):
+            attrs[token.text] = _parse_value(line)
+        elif attrs:
+            raise ParseError(file, line.lineno, token.col, "expected key=value after the first attribute")
+        else:
+            args.append(token.text)
+        if not line.accept(","):
+            line.take(")", expected="',' or ')'")
+            break
+    span = _parse_span(line, file)
+    line.expect_end()
+    return Op(tuple(results), kind, tuple(args), attrs, span)
+
+
+# --- printing -----------------------------------------------------------------------------
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_format_value(item) for item in value) + "]"
+    if isinstance(value, str):
+        return value if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9.]*|[A-Za-z_0-9*/+\-%()]+", value) else f'"{value}"'
+    return repr(value)
+
+
+def _format_placements(mesh: Mesh, placements: tuple[Placement, ...]) -> str:
+    values = placements or tuple(R for _ in mesh.names)
+    return "{" + ", ".join(f"{name}: {placement}" for name, placement in zip(mesh.names, values)) + "}"
+
+
+def _format_span(span: Span) -> str:
+    return f" at {span.line}" if span.line is not None else ""
+
+
+def print_program(program: Program) -> str:
+    lines = []
+    if program.source:
+        lines.append(f'source "{program.source}"')
+    lines.append("mesh " + ", ".join(f"{name}={size}" for name, size in program.mesh.dims))
+    if program.dims:
+        lines.append("dim " + ", ".join(name if value is None else f"{name}={value}"
+                                        for name, value in program.dims.items()))
+    lines.extend(f"require {requirement}" for requirement in program.requires)
+    for spec in program.inputs:
+        shape = ", ".join(str(dim) for dim in spec.shape)
+        bounds = f" range({spec.bounds[0]}, {spec.bounds[1]})" if spec.bounds else ""
+        lines.append(f"input {spec.name}: {spec.dtype}[{shape}] "
+                     f"{_format_placements(program.mesh, spec.placements)}{bounds}{_format_span(spec.span)}")
+    for op in program.ops:
+        arguments = list(op.args) + [f"{key}={_format_value(value)}" for key, value in op.attrs.items()]
+        head = f"{', '.join(op.results)} = " if op.results else ""
+        lines.append(f"{head}{op.kind}({', '.join(arguments)}){_format_span(op.span)}")
+    for out in program.outputs:
+        lines.append(f"output {out.name} {_format_placements(program.mesh, out.placements)}{_format_span(out.span)}")
+    return "\n".join(lines) + "\n"
