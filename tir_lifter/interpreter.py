@@ -49,6 +49,7 @@ class Trace:
     conflicts: list[Conflict] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = field(default_factory=dict)
+    lines: dict[str, np.ndarray] = field(default_factory=dict)  # source line of each element's last write
 
 
 class Machine:
@@ -63,6 +64,7 @@ class Machine:
         self.scopes = {buf.name: buf.scope for buf in kernel.params + kernel.allocs}
         self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params}
         self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
+        self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params}
         self.conflicts: list[Conflict] = []
         self.faults: list[Fault] = []
         self._fault_lines: set[tuple[str, int | None]] = set()
@@ -83,7 +85,7 @@ class Machine:
             env = dict(self.sizes)
             env.update({axis.var: value for axis, value in zip(self.kernel.grid, block)})
             self.exec_block(self.kernel.body, env)
-        return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values)
+        return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines)
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for stmt in stmts:
@@ -109,8 +111,6 @@ class Machine:
             value = self.value(stmt.value, env, stmt.line)
             if stmt.atomic:
                 current = self.load(stmt.buffer, index, stmt.line, guarded=False)
-                if current is None:
-                    return
                 value = self.backend.add(current, value)
             self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=False)
         elif isinstance(stmt, TileOp):
@@ -148,6 +148,7 @@ class Machine:
         self.array(name)[index] = value
         if self.scopes[name] != GLOBAL:
             return
+        self.lines[name][index] = line
         writer = self.writers[name]
         previous = int(writer[index])
         if previous == -1:

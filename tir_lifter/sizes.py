@@ -84,9 +84,10 @@ def _divisions(exprs: list[Expr]) -> list[BinOp]:
     return found
 
 
-def plan(kernel: Kernel, local: dict[str, int] | None = None) -> Reduction:
-    """Reduced sizes for ``kernel``.  ``local`` pins some symbols (used by the distributed
-    check, which needs a size divisible by the mesh)."""
+def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: bool = False) -> Reduction:
+    """Reduced sizes for ``kernel``.  ``local`` pins some symbols.  ``assume_divisible``
+    instantiates sizes the file leaves unbound as exact multiples of their tiles (used
+    when the kernel has unguarded accesses and the file never says the sizes)."""
     original = kernel.size_values
     exprs = kernel_exprs(kernel)
     loop_vars = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)} | \
@@ -110,7 +111,7 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None) -> Reduction:
     for name in sorted(problem) + sorted(used - tiles - problem - counts):
         if name in sizes:
             continue
-        sizes[name] = _search(name, sizes, original, divisions, kernel)
+        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible)
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
 
 
@@ -119,7 +120,7 @@ def _small(value: int | None, cap: int) -> int:
 
 
 def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], divisions: list[BinOp],
-            kernel: Kernel) -> int:
+            kernel: Kernel, assume_divisible: bool) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
                 and symbols_of(d) <= set(fixed) | {name}]
     known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
@@ -129,12 +130,13 @@ def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], d
     for strict in (True, False):
         for candidate in range(1, _SEARCH_LIMIT):
             trial = dict(fixed, **{name: candidate})
-            if all(_same_case(d, trial, original if known else None, strict) for d in relevant):
+            if all(_same_case(d, trial, original if known else None, strict, assume_divisible) for d in relevant):
                 return candidate
     raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
 
 
-def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None] | None, strict: bool) -> bool:
+def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None] | None, strict: bool,
+               assume_divisible: bool = False) -> bool:
     try:
         n, d = eval_size(div.a, trial), eval_size(div.b, trial)
     except (KeyError, ZeroDivisionError):
@@ -143,7 +145,8 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
         return False
     q, r = n // d, n % d
     if original is None:
-        return q >= 2 and (r != 0 or not strict)
+        wanted = (r == 0) if assume_divisible else (r != 0)
+        return q >= 2 and (wanted or not strict)
     try:
         n0, d0 = eval_size(div.a, original), eval_size(div.b, original)
     except (KeyError, ZeroDivisionError):
@@ -165,8 +168,11 @@ def concrete_cost(kernel: Kernel, sizes: dict[str, int]) -> int:
         per_block += count
     loops = 1
     for stmt in walk_stmts(kernel.body):
-        if isinstance(stmt, Loop) and not symbols_of(stmt.extent) & {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)}:
-            loops = max(loops, eval_size(stmt.extent, sizes))
+        if isinstance(stmt, Loop) and stmt.kind != "parallel":
+            try:
+                loops *= max(eval_size(stmt.extent, sizes), 1)
+            except KeyError:
+                pass
     return blocks * max(per_block, 1) * loops
 
 

@@ -13,14 +13,14 @@ from .report import Counterexample
 MAX_LISTED = 32
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Small nested lists of rounded numbers; large arrays are cut with a marker."""
     array = np.asarray(value)
     if array.dtype.kind == "O":
         return str(value)
     if array.size > MAX_LISTED:
-        flat = array.reshape(-1)[:MAX_LISTED]
-        return {"shape": list(array.shape), "first": [_scalar(v) for v in flat], "truncated": True}
+        return {"shape": list(array.shape), "first": [_scalar(v) for v in array.reshape(-1)[:MAX_LISTED]],
+                "truncated": True}
     return _round(array.tolist())
 
 
@@ -33,32 +33,27 @@ def _scalar(value: Any) -> Any:
 
 
 def _round(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    return _scalar(value)
+    return [_round(v) for v in value] if isinstance(value, list) else _scalar(value)
 
 
-def _element(value: Any, index: tuple[int, ...]) -> Any:
+def _at(value: Any, index: tuple[int, ...]) -> Any:
+    """The element at ``index`` when the array has that shape, else the whole (small) array."""
     array = np.asarray(value)
-    try:
-        return _scalar(array[index]) if index and array.ndim == len(index) else _plain(array)
-    except (IndexError, TypeError):
-        return _plain(array)
+    if index and array.ndim == len(index) and all(i < n for i, n in zip(index, array.shape)):
+        return _scalar(array[index])
+    return plain(array)
 
 
-def build(program: Program, inputs: dict[str, np.ndarray], outcome: ConcreteOutcome, note: str = ""
-          ) -> Counterexample:
-    name, index, reference, per_rank_values = outcome.mismatch
-    labels = [",".join(f"{k}={v}" for k, v in coords.items()) for coords in rank_coords(program.mesh)]
-    per_rank = {f"rank {label}": {name: _plain(value)} for label, value in zip(labels, per_rank_values)}
+def build(program: Program, inputs: dict[str, np.ndarray], outcome: ConcreteOutcome) -> Counterexample:
+    name, index, reference, per_rank_values, got = outcome.mismatch
     where = f"{name}[{','.join(map(str, index))}]" if index else name
-    summary = {where: _element(reference, index)} if index else {name: _plain(reference)}
+    labels = [",".join(f"{k}={v}" for k, v in coords.items()) for coords in rank_coords(program.mesh)]
+    expected, actual = _at(reference, index), _at(got, index)
     return Counterexample(
-        inputs={key: _plain(value) for key, value in inputs.items()},
-        reference={name: _plain(reference), **({"element " + where: _element(reference, index)} if index else {})},
-        per_rank=per_rank,
+        inputs={key: plain(value) for key, value in inputs.items()},
+        reference={where: expected},
+        per_rank={f"rank {label}": {f"local {name}": plain(value)} for label, value in zip(labels, per_rank_values)},
         value=where,
         confirmed=True,
-        note=note or f"the parallel program's {where} differs from the single-device program's "
-                     f"({summary[where] if index else 'see values'})",
+        note=f"single device computes {where} = {expected}; the ranks together give {actual}",
     )

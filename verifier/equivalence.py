@@ -140,7 +140,7 @@ def _close(a: Any, b: Any) -> bool:
 
 @dataclass
 class ConcreteOutcome:
-    mismatch: tuple[str, tuple[int, ...], Any, list[Any]] | None  # output, index, reference, per-rank
+    mismatch: tuple[str, tuple[int, ...], Any, list[Any], Any] | None  # output, index, reference, per-rank, got
     divergence_op: int | None
     reference: dict[str, Any]
     per_rank: list[dict[str, Any]]
@@ -161,8 +161,8 @@ def run_concrete(program: Program, placements: dict[str, tuple[Placement, ...]],
     divergence: list[int] = []
 
     def on_complete(index: int) -> None:
-        if divergence:
-            return
+        if divergence or not program.ops[index].args:
+            return  # rank/world_size/const differ from the reference by design
         for name in program.ops[index].results:
             if not _known(placements.get(name), allow_partial=True):
                 continue
@@ -186,13 +186,13 @@ def run_concrete(program: Program, placements: dict[str, tuple[Placement, ...]],
         for got, expected in candidates:
             got, expected = np.asarray(got), np.asarray(expected)
             if got.shape != expected.shape:
-                mismatch = (out.name, (), want, [env[out.name] for env in per_rank])
+                mismatch = (out.name, (), want, [env[out.name] for env in per_rank], got)
                 break
             if not _close(got, expected):
                 bad = np.argwhere(~np.isclose(got.astype(float), expected.astype(float), rtol=1e-6, atol=1e-8,
                                               equal_nan=True)) if got.dtype.kind != "b" else np.argwhere(got != expected)
                 index = tuple(int(i) for i in bad[0]) if len(bad) else ()
-                mismatch = (out.name, index, want, [env[out.name] for env in per_rank])
+                mismatch = (out.name, index, want, [env[out.name] for env in per_rank], got)
                 break
         if mismatch:
             break
@@ -291,10 +291,10 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
         want = np.asarray(reference[out.name], dtype=object)
         pairs = [(value, want)] + [(a, b) for a, b, _, _ in agreements]
         for got, expected in pairs:
-            got = np.asarray(got, dtype=object)
-            if got.shape != want.shape:
+            got, expected = np.asarray(got, dtype=object), np.asarray(expected, dtype=object)
+            if got.shape != expected.shape:
                 return "sat", {}, stats
-            for x, y in zip(got.reshape(-1), np.asarray(expected, dtype=object).reshape(-1)):
+            for x, y in zip(got.reshape(-1), expected.reshape(-1)):
                 if not _provably_equal(x, y):
                     obligations.append(_disequality(x, y))
     stats["obligations"] = len(obligations)

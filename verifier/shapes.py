@@ -12,6 +12,7 @@ written.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from typing import Any
@@ -130,10 +131,41 @@ def bound_env(program: Program) -> dict[str, int] | None:
     return {name: int(value) for name, value in program.dims.items()}
 
 
+SMALL_ENOUGH = 4096  # declared shapes up to this many input elements are checked as written
+
+
+def _mesh_products(program: Program) -> list[int]:
+    products = {1}
+    for _, size in program.mesh.dims:
+        products |= {p * size for p in products}
+    return sorted(products)
+
+
+def _preserved_divisibility(program: Program, env: dict[str, Any]) -> list:
+    """Divisibility among declared values (H % (tp*D) == 0, ...) must survive the reduction:
+    reshapes that split a dim into heads rely on it even when no 'require' says so."""
+    declared = {name: value for name, value in program.dims.items() if value is not None}
+    constraints = []
+    for a, value_a in declared.items():
+        for b, value_b in [(None, 1)] + list(declared.items()):
+            if b == a:
+                continue
+            for k in _mesh_products(program):
+                divisor = value_b * k
+                if divisor > 1 and value_a % divisor == 0:
+                    constraints.append(env[a] % ((env[b] if b else 1) * k) == 0)
+    return constraints
+
+
 def reduced_env(program: Program) -> dict[str, int]:
     """Smallest symbol values keeping shards divisible (see the module docstring)."""
     if not program.dims:
         return {}
+    declared = bound_env(program)
+    if declared is not None:
+        sized = instantiate(program, declared)
+        if sum(math.prod(int(d) for d in spec.shape) for spec in sized.inputs) <= SMALL_ENOUGH:
+            return declared
     env = _z3_env(program)
     hard = [symbol >= 1 for symbol in env.values()]
     hard += [_parse_requirement(r, env) for r in program.requires]
@@ -142,6 +174,7 @@ def reduced_env(program: Program) -> dict[str, int]:
     for expression in _expression_dims(program):
         hard += _exactness(expression, env)
         hard.append(eval_dim(expression, env) >= 1)
+    hard += _preserved_divisibility(program, env)
     symbols = list(env.values())
     soft_sets = [
         [s >= 2 for s in symbols] + [z3.Distinct(*symbols)] if len(symbols) > 1 else [s >= 2 for s in symbols],
@@ -158,14 +191,28 @@ def reduced_env(program: Program) -> dict[str, int]:
     raise ShapeProblem("the dim constraints cannot all hold: " + "; ".join(program.requires))
 
 
+def _substitute(expression: str, env: dict[str, int]) -> str:
+    import ast
+
+    class Replace(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return ast.Constant(env[node.id]) if node.id in env else node
+
+    return ast.unparse(Replace().visit(ast.parse(expression, mode="eval")))
+
+
 def instantiate(program: Program, env: dict[str, int]) -> Program:
     """Replace every dim expression (shapes and op attributes) by its value under ``env``."""
 
+    mesh_names = set(program.mesh.names)
+
     def value_of(item: Any) -> Any:
-        if isinstance(item, str) and item not in program.mesh.names:
+        if isinstance(item, str) and item not in mesh_names:
             symbols = dim_symbols_safe(item)
             if symbols and symbols <= set(env):
                 return int(eval_dim(item, env))
+            if symbols & set(env) and symbols <= set(env) | mesh_names:
+                return _substitute(item, env)  # e.g. "V/tp": the mesh part is resolved per mesh
         return item
 
     inputs = tuple(replace(spec, shape=tuple(int(eval_dim(d, env)) for d in spec.shape),

@@ -177,7 +177,9 @@ register(OpRule("where", _shape_broadcast, _where_placement,
 def _masked_fill_evaluate(xp, args, attrs, ctx):
     x, mask = args
     value = attrs.get("value", 0.0)
-    return [xp.where(mask, xp.full(np.shape(x), value), x)]
+    integer = xp.is_int(x) and float(value).is_integer()  # filling int ids keeps them ints
+    fill = xp.full(np.shape(x), int(value) if integer else value, "i64" if integer else "f32")
+    return [xp.where(mask, fill, x)]
 
 
 def _masked_fill_placement(placements, ctx):

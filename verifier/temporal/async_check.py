@@ -19,30 +19,37 @@ from .findings import ASYNC, Finding
 
 
 def _at(event: Event) -> str:
-    return f"{event.what} at line {event.line}" if event.line is not None else event.what
+    return f"{event.generic} at line {event.line}" if event.line is not None else event.generic
 
 
 def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[Event]]) -> list[Finding]:
-    """Races between ``event`` and the in-flight ops, found through the buffers it touches."""
-    findings = []
-    for root in event.reads:
+    """Races between ``event`` and the in-flight ops, found through the buffers it touches.
+
+    One finding per buffer, the most specific first: two async writers, then an early
+    read, then an overwrite of a buffer an in-flight op still reads or writes.
+    """
+    findings, reported = [], set()
+    for root in event.writes if event.is_async else ():
         pending = writers.get(root)
         if pending is not None:
+            reported.add(root)
+            findings.append(Finding(ASYNC, event.line,
+                                    f"two in-flight async ops write buffer `{root}`: {_at(event)} starts before "
+                                    f"wait(handle={pending.handle}) of {_at(pending)}"))
+    for root in event.reads:
+        pending = writers.get(root)
+        if pending is not None and root not in reported:
+            reported.add(root)
             findings.append(Finding(ASYNC, event.line,
                                     f"{_at(event)} reads `{event.name_of(root)}` before wait(handle={pending.handle}): "
                                     f"{_at(pending)} is still writing it"))
     for root in event.writes:
-        pending = writers.get(root)
-        if pending is not None and event.is_async:
-            findings.append(Finding(ASYNC, event.line,
-                                    f"two in-flight async ops write buffer `{root}`: {_at(event)} starts before "
-                                    f"wait(handle={pending.handle}) of {_at(pending)}"))
+        if root in reported:
             continue
-        for pending in ([pending] if pending is not None else []) + readers.get(root, []):
-            if root not in event.reads or pending.writes != (root,):
-                findings.append(Finding(ASYNC, event.line,
-                                        f"{_at(event)} overwrites `{root}` before wait(handle={pending.handle}): "
-                                        f"{_at(pending)} is still using it"))
+        users = ([writers[root]] if root in writers else []) + readers.get(root, [])
+        findings.extend(Finding(ASYNC, event.line,
+                                f"{_at(event)} overwrites `{root}` before wait(handle={pending.handle}): "
+                                f"{_at(pending)} is still using it") for pending in users)
     return findings
 
 

@@ -15,7 +15,7 @@ from .async_check import check_async
 from .collective_order import check_collective_order
 from .deadlock import Outcome, check_deadlock
 from .events import COLLECTIVE, Event, project
-from .findings import ASYNC, DEADLOCK, ORDER, P2P, UNSUPPORTED, Finding, to_diagnostics
+from .findings import ASYNC, DEADLOCK, ORDER, P2P, UNSUPPORTED, Finding, plural, to_diagnostics
 from .matching import match
 
 
@@ -49,16 +49,17 @@ def analyse_timelines(timelines: tuple[tuple[Event, ...], ...], findings: list[F
     groups = {event.group for timeline in timelines for event in timeline if event.kind == COLLECTIVE}
     proven: list[str] = []
     if UNSUPPORTED not in checks:
+
         claims = [
             (ASYNC not in checks and asyncs > 0,
-             f"{subject}: all {asyncs} async ops are waited on and no buffer is touched while in flight"),
+             f"{subject}: {plural(asyncs, 'async op')} waited on, no buffer touched while in flight"),
             (P2P not in checks and matching.messages > 0,
-             f"{subject}: all {matching.messages} point-to-point messages are matched send-to-recv"),
+             f"{subject}: {plural(matching.messages, 'point-to-point message')} matched send-to-recv"),
             (ORDER not in checks and matching.collectives > 0,
-             f"{subject}: every member of each of {len(groups)} process group(s) issues the same collectives in "
-             f"the same order"),
+             f"{subject}: collective order agrees within every process group ({plural(len(groups), 'group')}, "
+             f"{plural(matching.collectives, 'matched collective')})"),
             (not checks & {P2P, ORDER, DEADLOCK},
-             f"{subject}: deadlock-free under rendezvous semantics ({world} ranks, {events} events)"),
+             f"{subject}: deadlock-free under rendezvous semantics ({plural(world, 'rank')}, {plural(events, 'event')})"),
         ]
         proven = [claim for holds, claim in claims if holds]
     return TemporalResult(to_diagnostics(findings, world), proven, world, events, outcome)

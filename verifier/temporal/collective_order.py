@@ -20,7 +20,11 @@ def _disagree(first: Event, other: Event) -> bool:
 
 
 def check_collective_order(timelines: tuple[tuple[Event, ...], ...], matching: Matching) -> list[Finding]:
-    """The first inconsistent position of each group, naming both ranks' lines."""
+    """The first inconsistent position of each group, naming both ranks' lines.
+
+    Ranks are named by their rank within the group (``tp rank 1``) so the same bug in
+    every tp group of a ``dp x tp`` mesh is one diagnostic listing the ranks involved.
+    """
     findings: list[Finding] = []
     reported: set = set()
     positions: dict = {}
@@ -32,14 +36,14 @@ def check_collective_order(timelines: tuple[tuple[Event, ...], ...], matching: M
             continue
         (rank0, index0), *others = rendezvous.members
         first = timelines[rank0][index0]
-        for rank, index in others:
+        for position_in_group, (rank, index) in enumerate(others, start=1):
             other = timelines[rank][index]
             if _disagree(first, other):
                 reported.add(rendezvous.group)
-                findings.append(Finding(
-                    ORDER, first.line,
-                    f"collectives out of order on the {rendezvous.group}: as collective #{position} rank {rank0} "
-                    f"issues {first.what} at line {first.line} while rank {rank} issues {other.what} "
-                    f"at line {other.line}"))
+                name = "x".join(rendezvous.group.dims)
+                message = (f"collectives out of order within {name} groups: as its collective #{position} {name} rank 0 "
+                           f"issues {first.what} at line {first.line} while {name} rank {position_in_group} issues "
+                           f"{other.what} at line {other.line}")
+                findings += [Finding(ORDER, first.line, message, rank0), Finding(ORDER, first.line, message, rank)]
                 break
     return findings

@@ -18,20 +18,9 @@ from typing import Any, Callable
 from ..ir import Op, Program
 from .expr import ExprError, evaluate
 from .findings import ASYNC, P2P, UNSUPPORTED, Finding
-from .ranks import RankSpace
+from .ranks import Group, RankSpace
 
 COMPUTE, COLLECTIVE, SEND, RECV, WAIT = "compute", "collective", "send", "recv", "wait"
-
-
-@dataclass(frozen=True)
-class Group:
-    """A process group: the mesh dims it spans and its member ranks (ascending)."""
-
-    dims: tuple[str, ...]
-    members: tuple[int, ...]
-
-    def __str__(self) -> str:
-        return f"{'x'.join(self.dims) or 'world'} group {{{', '.join(map(str, self.members))}}}"
 
 
 @dataclass(frozen=True)
@@ -55,6 +44,12 @@ class Event:
     operands: tuple[str, ...] = ()
     origin: int | None = None
     names: tuple[str, ...] = ()
+    text: str = ""
+
+    @property
+    def generic(self) -> str:
+        """A rank-independent description (``isend(peer=tp+1)``), so findings merge across ranks."""
+        return self.text or self.what
 
     def name_of(self, root: str) -> str:
         """The SSA name this event used for buffer ``root`` (``y`` rather than its root ``h``)."""
@@ -159,7 +154,7 @@ def _collective(state: _RankState, space: RankSpace, index: int, op: Op) -> None
     attrs = "".join(f", {name}={value}" for name, value in signature[2:])
     what = f"{op.kind}({', '.join(op.args)}{attrs}) over {'x'.join(dims)}"
     state.events.append(Event(COLLECTIVE, op.span.line, what, None if handle is None else str(handle),
-                              group=Group(dims, space.group(state.rank, dims)), signature=signature,
+                              group=space.group(state.rank, dims), signature=signature,
                               reads=operands, writes=writes, operands=operands, origin=index, names=op.args))
 
 
@@ -192,7 +187,8 @@ def _point_to_point(state: _RankState, space: RankSpace, index: int, op: Op) -> 
     reads = state.roots(op.args) if kind == SEND else ()
     writes = op.results if kind == RECV else ()
     state.events.append(Event(kind, op.span.line, what, None if handle is None else str(handle), peer=peer,
-                              reads=reads, writes=writes, origin=index, names=op.args))
+                              reads=reads, writes=writes, origin=index, names=op.args,
+                              text=f"{op.kind}(peer={op.attr('peer')})"))
 
 
 def _wait(state: _RankState, space: RankSpace, index: int, op: Op) -> None:

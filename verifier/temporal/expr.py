@@ -9,6 +9,7 @@ as unsupported, never as a silent pass.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from typing import Any, Callable, Mapping
 
@@ -60,18 +61,23 @@ def _walk(node: ast.AST, env: Mapping[str, int]) -> Any:
     raise ExprError(f"unsupported syntax {type(node).__name__}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse(expr: str) -> ast.Expression:
+    """Parsed once per distinct expression: the same ``when`` is evaluated on every rank."""
+    text = expr.replace("&&", " and ").replace("||", " or ")
+    try:
+        return ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(f"cannot parse {expr!r}") from exc
+
+
 def evaluate(expr: Any, env: Mapping[str, int]) -> Any:
     """Value of ``expr`` (an int, a bool or expression text) for one rank's ``env``."""
     if isinstance(expr, (bool, int)):
         return expr
     if not isinstance(expr, str):
         raise ExprError(f"expected an integer expression, got {expr!r}")
-    text = expr.replace("&&", " and ").replace("||", " or ")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ExprError(f"cannot parse {expr!r}") from exc
-    try:
-        return _walk(tree, env)
+        return _walk(_parse(expr), env)
     except ZeroDivisionError as exc:
         raise ExprError(f"division by zero in {expr!r}") from exc

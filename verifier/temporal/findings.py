@@ -26,6 +26,12 @@ class Finding:
     hint: str | None = None
 
 
+def plural(number: int, noun: str) -> str:
+    """``plural(1, "rank")`` -> ``1 rank``; ``plural(4, "rank")`` -> ``4 ranks``."""
+    suffix = "" if number == 1 else "es" if noun.endswith(("ch", "sh", "s", "x")) else "s"
+    return f"{number} {noun}{suffix}"
+
+
 def rank_ranges(ranks: list[int]) -> str:
     """``[0, 1, 2, 3, 6]`` -> ``0-3, 6``: short enough for a 512-rank mesh."""
     ranks = sorted(set(ranks))

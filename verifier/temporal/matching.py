@@ -71,12 +71,12 @@ def _match_messages(timelines: tuple[tuple[Event, ...], ...], matching: Matching
             matching.findings.append(Finding(
                 P2P, timelines[src][send_index].line,
                 f"{timelines[src][send_index].what}{_at(timelines[src][send_index].line)} has no matching recv on rank {dst} "
-                f"(rank {dst} receives {len(into)} message(s) from rank {src}, rank {src} sends {len(out)})", src))
+                f"(rank {dst} receives {len(into)} message(s) from rank {src}, rank {src} sends {len(out)})"))
         for recv_index in into[len(out):]:
             matching.findings.append(Finding(
                 P2P, timelines[dst][recv_index].line,
                 f"{timelines[dst][recv_index].what}{_at(timelines[dst][recv_index].line)} has no matching send on rank {src} "
-                f"(rank {src} sends {len(out)} message(s) to rank {dst}, rank {dst} receives {len(into)})", dst))
+                f"(rank {src} sends {len(out)} message(s) to rank {dst}, rank {dst} receives {len(into)})"))
 
 
 def _match_collectives(timelines: tuple[tuple[Event, ...], ...], matching: Matching) -> None:

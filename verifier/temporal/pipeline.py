@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .check import TemporalResult, analyse_timelines
+from .findings import plural
 from .pipeline_checks import check_pipeline_semantics
 from .pipeline_events import schedule_timelines
 from ..report import Diagnostic
@@ -98,7 +99,8 @@ def with_communication(stages: int, microbatches: int, chunks: int, orders: list
             sent = output(kind, mb, v)
             if sent:
                 actions.append(Action(f"isend_{sent[0][0]}", mb, chunk, sent[1]))
-        actions.append(Action(WAIT_ALL))
+        if any(action.kind.startswith("isend") for action in actions):
+            actions.append(Action(WAIT_ALL))
         ranks.append(tuple(actions))
     return Schedule(stages, microbatches, chunks, tuple(ranks), name)
 
@@ -136,9 +138,9 @@ def analyse_schedule(schedule: Schedule) -> TemporalResult:
     findings = check_pipeline_semantics(schedule)
     result = analyse_timelines(schedule_timelines(schedule), findings, subject="pipeline")
     if not findings:
-        result.proven.insert(0, f"pipeline: each of {schedule.microbatches} microbatch(es) runs forward then "
-                                f"backward exactly once on each of {schedule.virtual_stages} virtual stage(s), "
-                                f"inputs received before use")
+        result.proven.insert(0, f"pipeline: each of {plural(schedule.microbatches, 'microbatch')} runs "
+                                f"forward then backward exactly once on each of "
+                                f"{plural(schedule.virtual_stages, 'virtual stage')}, inputs received before use")
     return result
 
 

@@ -7,9 +7,20 @@ the set of ranks that agree on every coordinate outside ``D``.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir import Mesh
+
+
+@dataclass(frozen=True)
+class Group:
+    """A process group: the mesh dims it spans and its member ranks (ascending)."""
+
+    dims: tuple[str, ...]
+    members: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{'x'.join(self.dims) or 'world'} group {{{', '.join(map(str, self.members))}}}"
 
 
 @dataclass(frozen=True)
@@ -17,6 +28,7 @@ class RankSpace:
     """Every rank of one mesh with its coordinates, and the groups collectives run over."""
 
     mesh: Mesh
+    _groups: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def world(self) -> int:
@@ -46,15 +58,19 @@ class RankSpace:
         env.update(rank=rank, world=self.world)
         return env
 
-    def group(self, rank: int, dims: tuple[str, ...]) -> tuple[int, ...]:
-        """Members (global ranks, ascending) of ``rank``'s group over mesh dims ``dims``."""
+    def group(self, rank: int, dims: tuple[str, ...]) -> Group:
+        """``rank``'s group over mesh dims ``dims``; built once per group, then shared."""
         base = self.coords(rank)
-        members = []
-        for values in itertools.product(*(range(self.mesh.size(name)) for name in dims)):
-            coords = dict(base)
-            coords.update(zip(dims, values))
-            members.append(self.rank_of(coords))
-        return tuple(sorted(members))
+        key = (dims, tuple(value for name, value in base.items() if name not in dims))
+        group = self._groups.get(key)
+        if group is None:
+            members = []
+            for values in itertools.product(*(range(self.mesh.size(name)) for name in dims)):
+                coords = dict(base)
+                coords.update(zip(dims, values))
+                members.append(self.rank_of(coords))
+            group = self._groups[key] = Group(dims, tuple(sorted(members)))
+        return group
 
     def peer(self, rank: int, coordinate: int, dims: tuple[str, ...]) -> int | None:
         """Global rank of ``coordinate`` along mesh dim ``dims`` in ``rank``'s group.

@@ -1,0 +1,229 @@
+"""The single-device checks of a lifted kernel on reduced sizes.
+
+1. run the kernel over Z3 terms (``interpreter``) and collect run-time faults
+   (out-of-bounds element access, reads of never-written on-chip memory);
+2. grid checks: two blocks writing one output element without an atomic (a race whose
+   result depends on block order — split-K with a plain copy), output elements no block
+   writes (a grid sized with floor instead of ceil division);
+3. functional check: every remaining output element equals the spec, proven by Z3
+   (``unsat`` of "some element differs").
+
+Every violation carries a counterexample re-checked by running the same lifted kernel
+on floats (``counterexample.py``); a Z3 witness that floats do not reproduce is reported
+as inconclusive (``unsupported``), never as a violation or a pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import z3
+
+from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
+
+from .backends import FloatBackend, Z3Backend
+from .counterexample import confirm_mismatch, describe_block, find_concrete_mismatch, fmt, random_inputs
+from .errors import Unsupported
+from .interpreter import Machine, Trace
+from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
+from .sizes import Reduction
+from .spec import Spec, SpecError, evaluate
+
+_SOLVER_TIMEOUT_MS = 20000
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list[Diagnostic]
+    proven: list[str]
+
+
+def written_buffers(kernel: Kernel) -> dict[str, bool]:
+    """Global tensors the kernel writes -> True when every write is atomic (then the
+    tensor is assumed zero-initialised by the caller, as TileLang's split-K examples do)."""
+    atomic: dict[str, bool] = {}
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, Store) and kernel.buffer(stmt.buffer).scope == GLOBAL:
+            atomic[stmt.buffer] = atomic.get(stmt.buffer, True) and stmt.atomic
+        elif isinstance(stmt, TileOp) and stmt.kind in ("copy", "atomic_add", "fill"):
+            dst = stmt.operands[1] if stmt.kind != "fill" else stmt.operands[0]
+            if isinstance(dst, Region) and kernel.buffer(dst.buffer).scope == GLOBAL:
+                atomic[dst.buffer] = atomic.get(dst.buffer, True) and stmt.kind == "atomic_add"
+    return atomic
+
+
+def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]] | None = None
+                     ) -> dict[str, np.ndarray]:
+    """One Z3 real per input element; outputs start as fresh unknowns (``C_init``) or 0
+    for atomically accumulated ones."""
+    from .size_env import eval_size
+    written = written_buffers(kernel)
+    tensors: dict[str, np.ndarray] = {}
+    for buf in kernel.params:
+        shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
+        array = np.empty(shape, dtype=object)
+        for index in np.ndindex(shape):
+            if written.get(buf.name) is True:
+                array[index] = z3.RealVal(0)
+            else:
+                suffix = "_init" if buf.name in written else ""
+                array[index] = z3.Real(f"{buf.name}{suffix}{list(index)}")
+        tensors[buf.name] = array
+    return tensors
+
+
+def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> CheckResult:
+    sizes = reduction.sizes
+    diagnostics: list[Diagnostic] = []
+    proven: list[str] = []
+    tensors = symbolic_tensors(kernel, sizes)
+    trace = Machine(kernel, sizes, Z3Backend(), tensors).run()
+    where = f"on reduced sizes {reduction.describe()}"
+
+    for fault in trace.faults:
+        diagnostics.append(_fault_diagnostic(kernel, sizes, fault))
+    excluded: dict[str, set[tuple[int, ...]]] = {}
+    for conflict in trace.conflicts:
+        diagnostics.append(_conflict_diagnostic(kernel, sizes, conflict))
+        excluded.setdefault(conflict.buffer, set()).update(_conflicting(trace, conflict.buffer))
+    written = written_buffers(kernel)
+    for name in written:
+        uncovered = [tuple(int(i) for i in idx) for idx in np.argwhere(trace.writers[name] == -1)]
+        if uncovered:
+            diagnostics.append(_coverage_diagnostic(kernel, sizes, name, uncovered))
+            excluded.setdefault(name, set()).update(uncovered)
+    if not trace.faults and not trace.conflicts and not any(d.check == "coverage" for d in diagnostics):
+        proven.append(f"grid: every element of {', '.join(written) or 'no output'} is written by exactly one block "
+                      f"(or only atomically) {where}")
+    if spec is None:
+        return CheckResult(diagnostics, proven)
+    diagnostics_spec, proven_spec = _functional(kernel, spec, reduction, tensors, trace, excluded, where)
+    return CheckResult(diagnostics + diagnostics_spec, proven + proven_spec)
+
+
+def _conflicting(trace: Trace, name: str) -> set[tuple[int, ...]]:
+    return {c.index for c in trace.conflicts if c.buffer == name}
+
+
+def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[str, np.ndarray], trace: Trace,
+                excluded: dict[str, set[tuple[int, ...]]], where: str) -> tuple[list[Diagnostic], list[str]]:
+    try:
+        expected = evaluate(spec, {n: tensors[n] for n in spec.inputs}, Z3Backend())
+    except SpecError as exc:
+        return [Diagnostic("unsupported", ERROR, f"spec '{spec.text}' uses {exc}, which is not modelled", kernel.line)], []
+    diffs, cells = [], []
+    for name in spec.outputs:
+        got, want = trace.outputs[name], expected[name]
+        if got.shape != want.shape:
+            return [Diagnostic("spec", ERROR, f"kernel writes {name} of shape {list(got.shape)} but the spec "
+                               f"'{spec.text}' gives shape {list(want.shape)} {where}", kernel.line)], []
+        for index in np.ndindex(got.shape):
+            if index in excluded.get(name, set()):
+                continue
+            diffs.append(got[index] != want[index])
+            cells.append((name, index))
+    if not diffs:
+        return [], []
+    solver = z3.Solver()
+    solver.set("timeout", _SOLVER_TIMEOUT_MS)
+    solver.add(z3.Or(diffs))
+    status = solver.check()
+    if status == z3.unsat:
+        return [], [f"kernel computes {spec.text} ({spec.origin}) {where}"]
+    if status == z3.unknown:
+        return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
+                           f"({solver.reason_unknown()})", kernel.line)], []
+    model = solver.model()
+    bad = [cell for cell, diff in zip(cells, diffs) if z3.is_true(model.eval(diff, model_completion=True))]
+    inputs = _model_inputs(kernel, model, tensors)
+    witness = confirm_mismatch(kernel, spec, reduction.sizes, inputs, bad)
+    if witness is None:
+        witness = find_concrete_mismatch(kernel, spec, reduction.sizes, bad)
+    if witness is None:
+        return [Diagnostic("unsupported", ERROR, f"Z3 found a difference from '{spec.text}' that concrete evaluation "
+                           "does not reproduce (uninterpreted function); cannot conclude", kernel.line)], []
+    name, index = witness.cell
+    line = witness.line or kernel.line
+    message = (f"kernel does not compute {spec.text}: {name}{list(index)} is {fmt(witness.got)} but the spec gives "
+               f"{fmt(witness.want)} {where}")
+    return [Diagnostic("spec", ERROR, message, line, witness.counterexample)], []
+
+
+def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, array in tensors.items():
+        values = np.empty(array.shape, dtype=float)
+        for index in np.ndindex(array.shape):
+            value = model.eval(array[index], model_completion=True)
+            values[index] = _to_float(value)
+        out[name] = values
+    return out
+
+
+def _to_float(value: Any) -> float:
+    if z3.is_rational_value(value):
+        return value.numerator_as_long() / value.denominator_as_long()
+    if z3.is_algebraic_value(value):
+        return float(value.approx(12).as_decimal(12).rstrip("?"))
+    return 0.0
+
+
+def _fault_diagnostic(kernel: Kernel, sizes: dict[str, int], fault: Any) -> Diagnostic:
+    inputs = random_inputs(kernel, sizes, seed=0)
+    machine = Machine(kernel, sizes, FloatBackend(), inputs)
+    machine.run()
+    confirmed = any(f.check == fault.check and f.line == fault.line for f in machine.faults)
+    example = Counterexample(inputs={"sizes": dict(sizes)}, reference={}, per_rank={},
+                             value=f"line {fault.line} {fault.message}", confirmed=confirmed,
+                             note="re-run on floats" if confirmed else "not reproduced on floats")
+    return Diagnostic(fault.check, ERROR, f"kernel {fault.message} on reduced sizes "
+                      f"{_sizes(sizes)}", fault.line, example)
+
+
+def _conflict_diagnostic(kernel: Kernel, sizes: dict[str, int], conflict: Any) -> Diagnostic:
+    inputs = random_inputs(kernel, sizes, seed=1)
+    machine = Machine(kernel, sizes, FloatBackend(), inputs, record_values=True)
+    machine.run()
+    writes = machine.written_values.get((conflict.buffer, conflict.index), [])
+    by_block = {describe_block(kernel, block): fmt(value) for block, value in writes}
+    confirmed = len({v for v in by_block.values()}) > 1
+    first, second = (describe_block(kernel, b) for b in conflict.blocks)
+    example = Counterexample(inputs={"sizes": dict(sizes), **{k: v.tolist() for k, v in inputs.items()}},
+                             reference={}, per_rank=by_block,
+                             value=f"{conflict.buffer}{list(conflict.index)} written by {first} and {second}",
+                             confirmed=confirmed,
+                             note="blocks write different values: the result depends on block order")
+    message = (f"blocks {first} and {second} both write {conflict.buffer}{list(conflict.index)} without an atomic; "
+               f"the result depends on which block runs last (use T.atomic_add or reduce the partial results)")
+    return Diagnostic("write-conflict", ERROR, message, conflict.line, example)
+
+
+def _coverage_diagnostic(kernel: Kernel, sizes: dict[str, int], name: str, cells: list[tuple[int, ...]]) -> Diagnostic:
+    lo = [min(c[a] for c in cells) for a in range(len(cells[0]))]
+    hi = [max(c[a] for c in cells) for a in range(len(cells[0]))]
+    box = ", ".join(f"{a}" if a == b else f"{a}:{b + 1}" for a, b in zip(lo, hi))
+    from .size_env import eval_size
+    grid = ", ".join(f"{axis.var} in range({axis.extent} = {eval_size(axis.extent, sizes)})" for axis in kernel.grid)
+    inputs = random_inputs(kernel, sizes, seed=2)
+    machine = Machine(kernel, sizes, FloatBackend(), inputs)
+    trace = machine.run()
+    confirmed = bool(trace.writers[name][cells[0]] == -1)
+    example = Counterexample(inputs={"sizes": dict(sizes)}, reference={},
+                             per_rank={"grid": {axis.var: eval_size(axis.extent, sizes) for axis in kernel.grid}},
+                             value=f"{name}[{box}] is never written", confirmed=confirmed,
+                             note="re-run on floats: the element keeps its initial value")
+    message = (f"no block writes {name}[{box}] ({len(cells)} elements) on reduced sizes {_sizes(sizes)}; "
+               f"grid is {grid} (size the grid with T.ceildiv)")
+    return Diagnostic("coverage", ERROR, message, kernel.grid_line or kernel.line, example)
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def note(message: str, line: int | None = None) -> Diagnostic:
+    return Diagnostic("note", NOTE, message, line)
+
+
+__all__ = ["check_kernel", "CheckResult", "written_buffers", "symbolic_tensors", "Unsupported", "note"]

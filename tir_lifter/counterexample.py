@@ -1,0 +1,106 @@
+"""Concrete witnesses: inputs a user can paste, re-checked by running the lifted kernel on floats.
+
+Z3 works with exact reals and uninterpreted functions; a witness is only reported as a
+violation after the float interpreter reproduces it on the same lifted kernel, so what the
+user sees is an ordinary run, not a solver artefact.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from verifier.report import Counterexample
+
+from .backends import FloatBackend
+from .interpreter import Machine
+from .program import Kernel
+from .size_env import eval_size
+from .spec import Spec, SpecError, evaluate
+
+_TOLERANCE = 1e-6
+
+
+@dataclass
+class Witness:
+    cell: tuple[str, tuple[int, ...]]
+    got: float
+    want: float
+    line: int | None
+    counterexample: Counterexample
+
+
+def fmt(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.6g}"
+
+
+def describe_block(kernel: Kernel, block: tuple[int, ...]) -> str:
+    return "(" + ", ".join(f"{axis.var}={value}" for axis, value in zip(kernel.grid, block)) + ")"
+
+
+def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
+                  shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Small integers (exact in floats) for every global tensor; atomically accumulated
+    outputs start at zero, as the kernel's caller must provide."""
+    from .checks import written_buffers
+    rng = np.random.default_rng(seed)
+    written = written_buffers(kernel)
+    out: dict[str, np.ndarray] = {}
+    for buf in kernel.params:
+        shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
+        if written.get(buf.name) is True:
+            out[buf.name] = np.zeros(shape)
+        else:
+            out[buf.name] = rng.integers(-3, 4, size=shape).astype(float)
+    return out
+
+
+def _objects(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(array, dtype=float).astype(object) for name, array in arrays.items()}
+
+
+def run_float(kernel: Kernel, sizes: dict[str, int], inputs: dict[str, np.ndarray]):
+    return Machine(kernel, sizes, FloatBackend(), _objects(inputs)).run()
+
+
+def _close(a: Any, b: Any) -> bool:
+    a, b = float(a), float(b)
+    if np.isnan(a) or np.isnan(b):
+        return np.isnan(a) and np.isnan(b)
+    return abs(a - b) <= _TOLERANCE * (1.0 + abs(b))
+
+
+def confirm_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+                     cells: list[tuple[str, tuple[int, ...]]]) -> Witness | None:
+    """Run kernel and spec on floats; return the first of ``cells`` where they differ."""
+    trace = run_float(kernel, sizes, inputs)
+    try:
+        expected = evaluate(spec, _objects({n: inputs[n] for n in spec.inputs}), FloatBackend())
+    except (SpecError, ZeroDivisionError, OverflowError):
+        return None
+    for name, index in cells:
+        got, want = trace.outputs[name][index], expected[name][index]
+        if not _close(got, want):
+            example = Counterexample(
+                inputs={"sizes": dict(sizes), **{n: np.asarray(inputs[n]).tolist() for n in spec.inputs}},
+                reference={name: np.asarray(expected[name], dtype=float).tolist()},
+                per_rank={"kernel": {name: np.asarray(trace.outputs[name], dtype=float).tolist()}},
+                value=f"{name}{list(index)}: kernel {fmt(got)}, spec {fmt(want)}",
+                confirmed=True, note="re-checked by running the lifted kernel on these inputs")
+            return Witness((name, index), float(got), float(want), trace.lines[name][index], example)
+    return None
+
+
+def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],
+                           cells: list[tuple[str, tuple[int, ...]]], tries: int = 8) -> Witness | None:
+    """When the solver's model does not reproduce on floats, try a few random inputs."""
+    for seed in range(tries):
+        witness = confirm_mismatch(kernel, spec, sizes, random_inputs(kernel, sizes, seed), cells)
+        if witness is not None:
+            return witness
+    return None

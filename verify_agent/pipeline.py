@@ -1,0 +1,130 @@
+"""source -> frontend (-> LLM for what it cannot read) -> IR -> verifier -> report (-> fixes).
+
+The one place where the stages of `translate` are chained, so the CLI, `fix` and `review`
+share them.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from frontends.base import SourceError, Translation
+from verifier.report import ERROR, NOTE, Diagnostic, Report
+
+Progress = Optional[Callable[[str], None]]
+
+
+@dataclass
+class TranslateOptions:
+    entry: Optional[str] = None
+    mesh: Optional[str] = None
+    inputs: dict = field(default_factory=dict)
+    llm: str = "auto"
+    base_url: Optional[str] = None
+    model: Optional[str] = None
+    max_rounds: int = 3
+    no_cache: bool = False
+    fix: bool = False
+
+
+@dataclass
+class TranslateResult:
+    report: Optional[Report] = None
+    translation: Optional[Translation] = None
+    ir_text: Optional[str] = None
+    usage_error: Optional[str] = None
+
+
+def llm_configured(options: TranslateOptions) -> bool:
+    return bool(options.base_url or os.environ.get("OPENAI_BASE_URL"))
+
+
+def _unsupported_report(path: str, translation: Translation, note: str) -> Report:
+    report = Report(path, _mesh_of(translation), ops=len(translation.program.ops) if translation.program else 0)
+    for item in translation.unsupported:
+        report.add(Diagnostic("unsupported", ERROR, f"cannot translate {item.construct}: {item.reason}", item.line))
+    report.add(Diagnostic("unsupported", NOTE, note))
+    return report
+
+
+def _mesh_of(translation: Translation) -> dict:
+    if translation.program is None:
+        return {}
+    return {name: size for name, size in translation.program.mesh.dims}
+
+
+def translate_and_verify(source: str, path: str, options: TranslateOptions, progress: Progress = None
+                         ) -> TranslateResult:
+    from frontends import translate_source
+    from verifier.check import check_program
+    from verifier.text_format import print_program
+
+    started = time.perf_counter()
+    try:
+        translation = translate_source(source, path, entry=options.entry, mesh=options.mesh,
+                                       inputs=options.inputs or None)
+    except SourceError as error:
+        return TranslateResult(usage_error=str(error))
+    needs_llm = options.llm == "full" or (options.llm == "auto" and translation.unsupported)
+    if needs_llm and options.llm != "off":
+        translation, note = _llm(source, path, translation, options, progress)
+        if translation.unsupported or translation.program is None:
+            report = _unsupported_report(path, translation, note)
+            report.seconds = time.perf_counter() - started
+            return TranslateResult(report, translation)
+    elif translation.unsupported or translation.program is None:
+        report = _unsupported_report(path, translation,
+                                     "these regions need the LLM translator (set OPENAI_BASE_URL or --base-url, "
+                                     "--llm auto); nothing was verified" if options.llm != "off" else
+                                     "the LLM translator is off (--llm off); nothing was verified")
+        report.seconds = time.perf_counter() - started
+        return TranslateResult(report, translation)
+    program = translation.program
+    if progress:
+        progress(f"translated {path} ({translation.style}, entry {translation.entry}): {len(program.ops)} ops; "
+                 f"verifying on mesh {program.mesh}")
+    report = check_program(program, path)
+    report.extra["style"] = translation.style
+    report.extra["entry"] = translation.entry
+    if translation.provenance:
+        report.extra["provenance"] = translation.provenance
+    for note in getattr(translation, "notes", []) or []:
+        report.add(Diagnostic("translation", NOTE, str(note)))
+    if options.fix and report.verdict == "violations":
+        _add_fixes(source, path, translation, report, options, progress)
+    report.seconds = time.perf_counter() - started
+    return TranslateResult(report, translation, print_program(program))
+
+
+def _llm(source: str, path: str, translation: Translation, options: TranslateOptions, progress: Progress):
+    """Hand the file to the LLM loop when one is configured; otherwise say what needed it."""
+    if not llm_configured(options):
+        try:
+            from agent.cache import has_cached_response  # offline replay of recorded answers
+        except ImportError:
+            has_cached_response = None
+        if has_cached_response is None or not has_cached_response(source, options.model):
+            return translation, ("these regions need the LLM translator (set OPENAI_BASE_URL or --base-url); "
+                                 "nothing was verified")
+    try:
+        from agent import LLMError, LLMSettings, llm_translate
+    except ImportError:
+        return translation, "the LLM translator is not available in this installation"
+    settings = LLMSettings.from_options(base_url=options.base_url, model=options.model, mode=options.llm,
+                                        max_rounds=options.max_rounds, no_cache=options.no_cache)
+    try:
+        outcome = llm_translate(source, path, translation, settings, progress)
+    except LLMError as error:
+        return translation, f"LLM translation failed: {error}"
+    return outcome.translation, outcome.note
+
+
+def _add_fixes(source: str, path: str, translation: Translation, report: Report, options: TranslateOptions,
+               progress: Progress) -> None:
+    try:
+        from verifier.synthesis import suggest_fixes
+    except ImportError:
+        return
+    report.fixes.extend(suggest_fixes(source, path, translation, report, progress=progress))

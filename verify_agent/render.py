@@ -1,0 +1,126 @@
+"""Reports for people (rich text), machines (JSON) and code-scanning UIs (SARIF 2.1.0)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from verifier.report import ERROR, NOTE, UNSUPPORTED, VERIFIED, VIOLATIONS, WARNING, Diagnostic, Report
+
+_VERDICT_STYLE = {VERIFIED: "bold green", VIOLATIONS: "bold red", UNSUPPORTED: "bold yellow"}
+_SEVERITY_STYLE = {ERROR: "red", WARNING: "yellow", NOTE: "cyan"}
+TOOL_URI = "https://github.com/verify-agent/verify-agent"
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, default=str)
+
+
+def _summary(report: Report) -> Text:
+    errors = sum(1 for d in report.diagnostics if d.severity == ERROR and d.check != "unsupported")
+    text = Text()
+    text.append(report.verdict.upper(), style=_VERDICT_STYLE[report.verdict])
+    where = report.file or "<program>"
+    mesh = ",".join(f"{k}={v}" for k, v in report.mesh.items())
+    text.append(f"  {where}  mesh {mesh}  {report.ops} ops  {report.seconds:.2f}s")
+    if errors:
+        text.append(f"  {errors} violation{'s' if errors != 1 else ''}", style="red")
+    return text
+
+
+def _source_line(source_lines: list[str] | None, line: int | None) -> str | None:
+    if source_lines is None or line is None or not 1 <= line <= len(source_lines):
+        return None
+    return source_lines[line - 1].rstrip()
+
+
+def _counterexample_tables(diagnostic: Diagnostic) -> list[Table]:
+    cex = diagnostic.counterexample
+    tables = []
+    inputs = Table(title="counterexample inputs", show_header=True, header_style="bold")
+    inputs.add_column("input")
+    inputs.add_column("value")
+    for name, value in cex.inputs.items():
+        inputs.add_row(name, _short(value))
+    tables.append(inputs)
+    values = Table(title=cex.note, show_header=True, header_style="bold")
+    values.add_column("where")
+    values.add_column("value")
+    for name, value in cex.reference.items():
+        values.add_row(f"single device: {name}", _short(value))
+    for rank, entries in cex.per_rank.items():
+        for name, value in entries.items():
+            values.add_row(f"{rank}: {name}", _short(value))
+    tables.append(values)
+    return tables
+
+
+def _short(value: Any, limit: int = 90) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_text(report: Report, console: Console, source_lines: list[str] | None = None, show_ir: str | None = None
+                ) -> None:
+    if show_ir:
+        console.print(Text(show_ir.rstrip(), style="dim"))
+    for diagnostic in report.diagnostics:
+        style = _SEVERITY_STYLE.get(diagnostic.severity, "")
+        location = f"{report.file or '<program>'}:{diagnostic.line}" if diagnostic.line else (report.file or "")
+        head = Text()
+        head.append(f"{diagnostic.severity}", style=f"bold {style}")
+        head.append(f" [{diagnostic.check}] ", style="dim")
+        head.append(f"{location}: " if location else "")
+        head.append(diagnostic.message)
+        console.print(head)
+        code = _source_line(source_lines, diagnostic.line)
+        if code is not None:
+            console.print(Text(f"    {diagnostic.line:>4} | {code}", style="dim"))
+        if diagnostic.hint:
+            console.print(Text(f"    hint: {diagnostic.hint}", style="cyan"))
+        if diagnostic.counterexample is not None:
+            for table in _counterexample_tables(diagnostic):
+                console.print(table)
+    for fix in report.fixes:
+        console.print(Text(f"fix (comm cost {fix.comm_cost:.3g}): {fix.description}", style="green"))
+        console.print(Text(fix.patch.rstrip(), style="green"))
+    if report.verdict == VERIFIED:
+        for fact in report.proven:
+            console.print(Text(f"  proven: {fact}", style="green"))
+    console.print(_summary(report))
+
+
+def render_sarif(reports: list[Report]) -> str:
+    """SARIF 2.1.0 with one result per error/warning diagnostic, located on its source line."""
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for report in reports:
+        for diagnostic in report.diagnostics:
+            if diagnostic.severity == NOTE:
+                continue
+            rule_id = f"verify-agent/{diagnostic.check}"
+            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"{diagnostic.check} check"}})
+            result: dict[str, Any] = {
+                "ruleId": rule_id,
+                "level": "error" if diagnostic.severity == ERROR else "warning",
+                "message": {"text": diagnostic.message + (f" Hint: {diagnostic.hint}" if diagnostic.hint else "")},
+            }
+            if report.file:
+                location: dict[str, Any] = {"artifactLocation": {"uri": report.file}}
+                if diagnostic.line:
+                    location["region"] = {"startLine": diagnostic.line}
+                result["locations"] = [{"physicalLocation": location}]
+            if diagnostic.counterexample is not None:
+                result["properties"] = {"counterexample": diagnostic.counterexample.to_json()}
+            results.append(result)
+    sarif = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "verify-agent", "informationUri": TOOL_URI,
+                                      "rules": list(rules.values())}},
+                  "results": results}],
+    }
+    return json.dumps(sarif, indent=2, default=str)
