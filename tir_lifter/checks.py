@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 import z3
 
-from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
+from verifier.report import ERROR, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend
 from .counterexample import confirm_mismatch, describe_block, find_concrete_mismatch, fmt, random_inputs
-from .errors import Unsupported
 from .interpreter import Machine, Trace
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
@@ -79,7 +78,7 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     proven: list[str] = []
     tensors = symbolic_tensors(kernel, sizes)
     trace = Machine(kernel, sizes, Z3Backend(), tensors).run()
-    where = f"on reduced sizes {reduction.describe()}"
+    where = reduction.where()
 
     for fault in trace.faults:
         diagnostics.append(_fault_diagnostic(kernel, sizes, fault))
@@ -103,7 +102,7 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
 
 
 def _conflicting(trace: Trace, name: str) -> set[tuple[int, ...]]:
-    return {c.index for c in trace.conflicts if c.buffer == name}
+    return set(trace.conflict_cells.get(name, set()))
 
 
 def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[str, np.ndarray], trace: Trace,
@@ -130,7 +129,8 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     solver.add(z3.Or(diffs))
     status = solver.check()
     if status == z3.unsat:
-        return [], [f"kernel computes {spec.text} ({spec.origin}) {where}"]
+        scope = " on every element written by exactly one block" if any(excluded.values()) else ""
+        return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"]
     if status == z3.unknown:
         return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
                            f"({solver.reason_unknown()})", kernel.line)], []
@@ -186,10 +186,12 @@ def _conflict_diagnostic(kernel: Kernel, sizes: dict[str, int], conflict: Any) -
     machine = Machine(kernel, sizes, FloatBackend(), inputs, record_values=True)
     machine.run()
     writes = machine.written_values.get((conflict.buffer, conflict.index), [])
-    by_block = {describe_block(kernel, block): fmt(value) for block, value in writes}
-    confirmed = len({v for v in by_block.values()}) > 1
+    cell = f"{conflict.buffer}{list(conflict.index)}"
+    by_block = {f"block {describe_block(kernel, block)}": {cell: fmt(value)} for block, value in writes}
+    confirmed = len({v[cell] for v in by_block.values()}) > 1
     first, second = (describe_block(kernel, b) for b in conflict.blocks)
-    example = Counterexample(inputs={"sizes": dict(sizes), **{k: v.tolist() for k, v in inputs.items()}},
+    written = written_buffers(kernel)
+    example = Counterexample(inputs={"sizes": dict(sizes), **{k: v.tolist() for k, v in inputs.items() if k not in written}},
                              reference={}, per_rank=by_block,
                              value=f"{conflict.buffer}{list(conflict.index)} written by {first} and {second}",
                              confirmed=confirmed,
@@ -200,10 +202,8 @@ def _conflict_diagnostic(kernel: Kernel, sizes: dict[str, int], conflict: Any) -
 
 
 def _coverage_diagnostic(kernel: Kernel, sizes: dict[str, int], name: str, cells: list[tuple[int, ...]]) -> Diagnostic:
-    lo = [min(c[a] for c in cells) for a in range(len(cells[0]))]
-    hi = [max(c[a] for c in cells) for a in range(len(cells[0]))]
-    box = ", ".join(f"{a}" if a == b else f"{a}:{b + 1}" for a, b in zip(lo, hi))
     from .size_env import eval_size
+    box = _describe_cells(name, cells, tuple(eval_size(d, sizes) for d in kernel.buffer(name).shape))
     grid = ", ".join(f"{axis.var} in range({axis.extent} = {eval_size(axis.extent, sizes)})" for axis in kernel.grid)
     inputs = random_inputs(kernel, sizes, seed=2)
     machine = Machine(kernel, sizes, FloatBackend(), inputs)
@@ -211,19 +211,29 @@ def _coverage_diagnostic(kernel: Kernel, sizes: dict[str, int], name: str, cells
     confirmed = bool(trace.writers[name][cells[0]] == -1)
     example = Counterexample(inputs={"sizes": dict(sizes)}, reference={},
                              per_rank={"grid": {axis.var: eval_size(axis.extent, sizes) for axis in kernel.grid}},
-                             value=f"{name}[{box}] is never written", confirmed=confirmed,
+                             value=f"{box} never written", confirmed=confirmed,
                              note="re-run on floats: the element keeps its initial value")
-    message = (f"no block writes {name}[{box}] ({len(cells)} elements) on reduced sizes {_sizes(sizes)}; "
+    message = (f"no block writes {box} ({len(cells)} elements) on reduced sizes {_sizes(sizes)}; "
                f"grid is {grid} (size the grid with T.ceildiv)")
     return Diagnostic("coverage", ERROR, message, kernel.grid_line or kernel.line, example)
 
 
+def _describe_cells(name: str, cells: list[tuple[int, ...]], shape: tuple[int, ...]) -> str:
+    """Uncovered elements as whole slices when they are (``C[4, :]``), else examples."""
+    missing = set(cells)
+    slices, covered = [], set()
+    for axis, extent in enumerate(shape):
+        for value in sorted({c[axis] for c in cells}):
+            full = {c for c in np.ndindex(shape) if c[axis] == value}
+            if full <= missing:
+                parts = [":" if a != axis else str(value) for a in range(len(shape))]
+                slices.append(f"{name}[{', '.join(parts)}]")
+                covered |= full
+    if covered == missing:
+        return " and ".join(slices)
+    examples = ", ".join(f"{name}{list(c)}" for c in sorted(missing)[:3])
+    return f"{examples}{', ...' if len(missing) > 3 else ''}"
+
+
 def _sizes(sizes: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def note(message: str, line: int | None = None) -> Diagnostic:
-    return Diagnostic("note", NOTE, message, line)
-
-
-__all__ = ["check_kernel", "CheckResult", "written_buffers", "symbolic_tensors", "Unsupported", "note"]

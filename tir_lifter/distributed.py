@@ -241,9 +241,10 @@ def check_distributed(kernel: Kernel, spec: Spec, mesh_dims: tuple[tuple[str, in
 def _local_symbols(kernel: Kernel, placements: dict[str, Placement], world: int, line: int | None):
     """Sharded sizes: symbol -> local value in the file (None if unbound)."""
     sharded: dict[str, tuple[str, int]] = {}
+    written = written_buffers(kernel)
     for name, placement in placements.items():
-        if not isinstance(placement, Shard):
-            continue
+        if not isinstance(placement, Shard) or name in written:
+            continue  # an output's placement is reached by the collective, not by the kernel
         buf = kernel.buffer(name)
         dim = placement.dim % len(buf.shape)
         size = buf.shape[dim]
@@ -255,7 +256,7 @@ def _local_symbols(kernel: Kernel, placements: dict[str, Placement], world: int,
         for dim, size in enumerate(buf.shape):
             if isinstance(size, Var) and size.name in sharded and not (
                     isinstance(placements.get(buf.name), Shard) and placements[buf.name].dim % len(buf.shape) == dim):
-                if buf.name in written_buffers(kernel):
+                if buf.name in written:
                     continue  # an output whose sharded dim is local by construction
                 other, odim = sharded[size.name]
                 return Diagnostic("placement", ERROR, f"{other} is sharded along {size.name} (dim {odim}) but {buf.name} "
@@ -289,6 +290,11 @@ def _prove(kernel: Kernel, spec: Spec, mesh_name: str, world: int, placements: d
         outs.append(Machine(kernel, local_sizes, z3b, tensors).run().outputs[out_name])
     kind, attrs = collective if collective else (None, {})
     assembled = _apply_collective(kind, attrs, outs, have, z3b)
+    if problem is not None:  # the rules already say it is wrong: find the concrete witness first
+        witness = _float_witness(kernel, spec, world, placements, local_sizes, global_sizes, kind, attrs, have,
+                                 out_name)
+        if witness is not None:
+            return [_violation(spec, kind, mesh_name, world, problem, witness, line)], []
     try:
         expected = evaluate(spec, {n: global_tensors[n] for n in spec.inputs}, Z3Backend())[out_name]
     except SpecError as exc:
@@ -310,9 +316,14 @@ def _prove(kernel: Kernel, spec: Spec, mesh_name: str, world: int, placements: d
     if witness is None:
         reason = problem or "Z3 witness not reproduced on floats"
         return [Diagnostic("unsupported", ERROR, f"distributed check inconclusive: {reason}", line)], []
+    return [_violation(spec, kind, mesh_name, world, problem, witness, line)], []
+
+
+def _violation(spec: Spec, kind: str | None, mesh_name: str, world: int, problem: str | None,
+               witness: Counterexample, line: int | None) -> Diagnostic:
     message = (f"per-rank kernel + {kind or 'no collective'} over {mesh_name}={world} does not compute {spec.text}"
                + (f": {problem}" if problem else "") + f" ({witness.value})")
-    return [Diagnostic("distributed", ERROR, message, line, witness)], []
+    return Diagnostic("distributed", ERROR, message, line, witness)
 
 
 def _rank_tensors(kernel: Kernel, global_tensors: dict[str, np.ndarray], placements: dict[str, Placement],

@@ -14,7 +14,7 @@ checks the tiling (offsets, bounds, grid, accumulation) against it.
 """
 from __future__ import annotations
 
-from .program import (GLOBAL, BinOp, Call, Const, Expr, Kernel, Load, Region, Store, TileOp, walk_expr,
+from .program import (GLOBAL, BinOp, Call, Const, Expr, Kernel, Load, Store, TileOp, walk_expr,
                       walk_stmts)
 
 

@@ -50,6 +50,7 @@ class Trace:
     faults: list[Fault] = field(default_factory=list)
     written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = field(default_factory=dict)
     lines: dict[str, np.ndarray] = field(default_factory=dict)  # source line of each element's last write
+    conflict_cells: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
 
 
 class Machine:
@@ -66,6 +67,7 @@ class Machine:
         self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
         self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params}
         self.conflicts: list[Conflict] = []
+        self.conflict_cells: dict[str, set[tuple[int, ...]]] = {}
         self.faults: list[Fault] = []
         self._fault_lines: set[tuple[str, int | None]] = set()
         self.record_values = record_values
@@ -85,7 +87,8 @@ class Machine:
             env = dict(self.sizes)
             env.update({axis.var: value for axis, value in zip(self.kernel.grid, block)})
             self.exec_block(self.kernel.body, env)
-        return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines)
+        return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
+                     self.conflict_cells)
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for stmt in stmts:
@@ -154,6 +157,7 @@ class Machine:
         if previous == -1:
             writer[index] = self.block_id
         elif previous != self.block_id and (not atomic or self.plain[name][index]):
+            self.conflict_cells.setdefault(name, set()).add(index)
             if not any(c.buffer == name and c.line == line for c in self.conflicts):
                 self.conflicts.append(Conflict(name, index, (self._block_of(previous), self.block), line))
         if not atomic:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Callable
 
 from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 
@@ -28,9 +29,10 @@ def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh
     """Lift ``path`` and check it; raise :class:`LiftInputError` on bad input.
 
     ``frontend``: ``"text"`` reads the source with ``ast``; ``"tvm"`` imports the file and
-    walks TileLang's own PrimFuncs (needs ``tilelang``); ``"auto"`` uses the text reader
-    and falls back to TileLang when the text reader meets a construct it does not know
-    and TileLang is installed.
+    walks the PrimFunc TileLang builds at the reduced sizes (needs ``tilelang``), and
+    reports where it differs from the source reading; ``"auto"`` uses the text reader and
+    falls back to TileLang when the text reader meets a construct it does not know and
+    TileLang is installed.  Distributed checks always run on the source reading.
     """
     start = time.perf_counter()
     try:
@@ -40,45 +42,55 @@ def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh
         raise LiftInputError(f"expected a readable kernel file ({exc.strerror})", path, 0) from None
     mesh_dims = parse_mesh(mesh, path)
     report = Report(file=path, mesh=dict(mesh_dims))
-    lifted = _lift(source, path, kernel, frontend)
+    lifted = lift_source(source, path, kernel)
     if len(lifted.kernels) > 1:
         names = ", ".join(k.name for k in lifted.kernels)
         raise LiftInputError(f"expected --kernel NAME: the file defines several kernels ({names})", path,
                              lifted.kernels[1].line)
-    lifted_kernel = lifted.kernels[0]
-    placements = parse_shards(shards or [], [b.name for b in lifted_kernel.params], path)
-    report.ops = count_ops(lifted_kernel)
-    report.extra["kernel"] = lifted_kernel.name
-    if lifted.unsupported:
+    text_kernel = lifted.kernels[0]
+    placements = parse_shards(shards or [], [b.name for b in text_kernel.params], path)
+    report.ops = count_ops(text_kernel)
+    report.extra["kernel"] = text_kernel.name
+    use_tvm = frontend == "tvm" or (frontend == "auto" and bool(lifted.unsupported) and _tvm_available())
+    if lifted.unsupported and not use_tvm:
         for line, reason in lifted.unsupported:
             report.add(Diagnostic("unsupported", ERROR, reason, line))
         report.seconds = time.perf_counter() - start
         return report
-    resolved = _resolve_spec(lifted_kernel, lifted, spec, path, report)
+    report.extra["frontend"] = "tvm" if use_tvm else "text"
+    resolved = _resolve_spec(text_kernel, lifted, spec, path, report)
+    build = _tvm_builder(path, text_kernel, lifted, report) if use_tvm else (lambda sizes: text_kernel)
     try:
-        _check(lifted_kernel, resolved, report, mesh_dims, placements)
+        _check(text_kernel, build, resolved, report, mesh_dims, placements)
     except Unsupported as exc:
-        report.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or lifted_kernel.line))
+        report.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or text_kernel.line))
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _lift(source: str, path: str, kernel: str | None, frontend: str) -> LiftResult:
-    if frontend == "tvm":
-        from .tvm_frontend import lift_module
-        return lift_module(path, kernel)
-    result = lift_source(source, path, kernel)
-    if frontend == "auto" and result.unsupported:
-        try:
-            from .tvm_frontend import available, lift_module
-        except ImportError:
-            return result
-        if available():
-            fallback = lift_module(path, kernel)
-            if fallback.kernels and not fallback.unsupported:
-                fallback.references = result.references
-                return fallback
-    return result
+def _tvm_available() -> bool:
+    from .tvm_frontend import available
+    return available()
+
+
+def _tvm_builder(path: str, text_kernel: Kernel, lifted: LiftResult, report: Report) -> Callable[[dict], Kernel]:
+    """Build the kernel with TileLang at the requested sizes; compare with the source reading."""
+    from .compare import difference, normalize
+    from .tvm_frontend import lift_module
+
+    def build(sizes: dict[str, int]) -> Kernel:
+        result = lift_module(path, text_kernel.name, sizes)
+        if result.unsupported:
+            line, reason = result.unsupported[0]
+            raise Unsupported(line, f"TileLang PrimFunc: {reason}")
+        built = result.kernels[0]
+        if not lifted.unsupported:
+            diff = difference(normalize(text_kernel, sizes), normalize(built, {}))
+            if diff and not any(d.check == "frontend-mismatch" for d in report.diagnostics):
+                report.add(Diagnostic("frontend-mismatch", WARNING, f"TileLang's PrimFunc differs from the source "
+                                      f"reading: {diff}", text_kernel.line))
+        return built
+    return build
 
 
 def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: str, report: Report) -> Spec | None:
@@ -99,17 +111,23 @@ def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: st
     return None
 
 
-def _check(kernel: Kernel, spec: Spec | None, report: Report, mesh_dims: tuple[tuple[str, int], ...],
-           placements: dict) -> None:
+def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, report: Report,
+           mesh_dims: tuple[tuple[str, int], ...], placements: dict) -> None:
+    """``kernel`` is the source reading (sizes symbolic); ``build(sizes)`` gives the kernel
+    to run at those sizes (the same one, or TileLang's PrimFunc built at them)."""
     unbound = [name for name, value in kernel.sizes if value is None]
     reduction = plan(kernel)
     if concrete_cost(kernel, reduction.sizes) > _MAX_COST:
+        if not reduction.sizes:
+            raise Unsupported(kernel.line, "the kernel has only literal sizes, too large to check and with no named "
+                              "size to reduce; write it as a factory over named sizes (def matmul(M, N, K, block_M, "
+                              "...)) or print it at small sizes")
         raise Unsupported(kernel.line, f"reduced sizes {reduction.describe()} are still too large to check")
-    result = check_kernel(kernel, spec, reduction)
+    result = check_kernel(build(reduction.sizes), spec, reduction)
     out_of_bounds = [d for d in result.diagnostics if d.check == "out-of-bounds"]
     if unbound and out_of_bounds:
         divisible = plan(kernel, assume_divisible=True)
-        retry = check_kernel(kernel, spec, divisible)
+        retry = check_kernel(build(divisible.sizes), spec, divisible)
         if not any(d.check == "out-of-bounds" for d in retry.diagnostics):
             for diag in out_of_bounds:
                 report.add(Diagnostic("out-of-bounds", WARNING, f"{diag.message}; checked assuming sizes "

@@ -111,6 +111,18 @@ def walk_expr(expr: Expr):
         yield from walk_expr(expr.b)
 
 
+def fold_const(expr: Expr) -> Expr:
+    """Fold negation and arithmetic of two float constants (``-T.infinity()`` and TVM's
+    ``inf * -1.0`` both become ``Const(-inf)``), so both frontends agree."""
+    if isinstance(expr, UnOp) and expr.op == "neg" and isinstance(expr.a, Const) and not isinstance(expr.a.value, bool):
+        return Const(-expr.a.value)
+    if isinstance(expr, BinOp) and isinstance(expr.a, Const) and isinstance(expr.b, Const) and \
+            (isinstance(expr.a.value, float) or isinstance(expr.b.value, float)) and expr.op in ("*", "+", "-"):
+        a, b = expr.a.value, expr.b.value
+        return Const(a * b if expr.op == "*" else a + b if expr.op == "+" else a - b)
+    return expr
+
+
 # --- buffers, regions, statements ----------------------------------------------------------
 
 GLOBAL, SHARED, FRAGMENT, LOCAL = "global", "shared", "fragment", "local"

@@ -137,8 +137,8 @@ def module_env(tree: ast.Module) -> SizeEnv:
     """Module-level constants: ``M = 1024``, ``dtype = "float16"``, ``N = 2 * M``."""
     env = SizeEnv()
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            _bind(env, stmt.targets[0].id, stmt.value)
+        if isinstance(stmt, ast.Assign):
+            _bind_local(env, stmt)
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             _bind(env, stmt.target.id, stmt.value)
     return env

@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import Unsupported
-from .program import (BinOp, Const, Expr, If, Kernel, Load, Loop, Region, Store, TileOp, Var, walk_expr,
-                      walk_stmts)
+from .program import BinOp, Expr, If, Kernel, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
@@ -41,6 +40,9 @@ class Reduction:
     sizes: dict[str, int]
     original: dict[str, int | None]
     tile_symbols: frozenset[str]
+
+    def where(self) -> str:
+        return f"on reduced sizes {self.describe()}" if self.sizes else "at the kernel's literal sizes"
 
     def describe(self) -> str:
         parts = []
@@ -174,20 +176,3 @@ def concrete_cost(kernel: Kernel, sizes: dict[str, int]) -> int:
             except KeyError:
                 pass
     return blocks * max(per_block, 1) * loops
-
-
-def instantiate(expr: Expr, sizes: dict[str, int]) -> Expr:
-    """``expr`` with size symbols replaced by constants (used to compare two lifts)."""
-    if isinstance(expr, Var) and expr.name in sizes:
-        return Const(sizes[expr.name])
-    if isinstance(expr, BinOp):
-        a, b = instantiate(expr.a, sizes), instantiate(expr.b, sizes)
-        if isinstance(a, Const) and isinstance(b, Const) and isinstance(a.value, int) and isinstance(b.value, int):
-            try:
-                return Const(eval_size(BinOp(expr.op, a, b), {}))
-            except (KeyError, ZeroDivisionError):
-                pass
-        return BinOp(expr.op, a, b)
-    if isinstance(expr, Load):
-        return Load(expr.buffer, tuple(instantiate(i, sizes) for i in expr.indices))
-    return expr

@@ -74,7 +74,8 @@ def spec_from_reference(func: ast.FunctionDef, inputs: list[str], outputs: list[
     rename = dict(zip(params, inputs))
     body: list[str] = []
     for stmt in func.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
             continue
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             body.append(f"{stmt.targets[0].id} = {ast.unparse(_Rename(rename).visit(stmt.value))}")

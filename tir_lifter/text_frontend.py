@@ -20,7 +20,7 @@ from typing import Callable
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call,
                       Const, Expr, GridAxis, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt,
-                      Store, TileOp, UnOp, Var)
+                      Store, TileOp, UnOp, Var, fold_const)
 from .size_env import SizeEnv, const_value, factory_env, find_call, module_env
 
 _DTYPES = {"float": "float32", "half": "float16", "float32": "float32", "float16": "float16",
@@ -393,7 +393,7 @@ class _KernelReader:
             return BinOp(ops[type(node.op)], self._expr(node.left), self._expr(node.right))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
-                return UnOp("neg", self._expr(node.operand))
+                return fold_const(UnOp("neg", self._expr(node.operand)))
             if isinstance(node.op, ast.Not):
                 return UnOp("not", self._expr(node.operand))
             if isinstance(node.op, ast.UAdd):

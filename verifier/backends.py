@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 import z3
+from z3.z3 import _to_expr_ref
 
 
 class EvalError(Exception):
@@ -65,6 +66,9 @@ class NumpyBackend:
         """Apply a normalisation over the last dim; the output keeps x's shape."""
         with np.errstate(all="ignore"):
             return _NUMPY_ROWWISE[name](np.asarray(x, dtype=float), eps)
+
+    def matmul(self, a, b):
+        return np.matmul(a, b)
 
     def maximum(self, a, b):
         return np.maximum(a, b)
@@ -121,6 +125,26 @@ def normal_form(term):
     if not isinstance(term, z3.ExprRef):
         return term
     return z3.simplify(term, som=True)
+
+
+def _apply(function: z3.FuncDeclRef, args: list) -> z3.ExprRef:
+    """``function(*args)`` through the C API: z3py's __call__ re-checks sorts on every call,
+    which dominated the run time of row-wise ops."""
+    array = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return _to_expr_ref(z3.Z3_mk_app(function.ctx.ref(), function.ast, len(args), array), function.ctx)
+
+
+def _sum_of_products(lefts: list, rights: list) -> Any:
+    """sum_k lefts[k] * rights[k] as one n-ary Z3 term (constants folded by the caller)."""
+    ctx = lefts[0].ctx
+    products = []  # wrapped at once: the wrapper holds the reference count
+    for a, b in zip(lefts, rights):
+        pair = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        products.append(_to_expr_ref(z3.Z3_mk_mul(ctx.ref(), 2, pair), ctx))
+    if len(products) == 1:
+        return products[0]
+    array = (z3.Ast * len(products))(*[p.as_ast() for p in products])
+    return _to_expr_ref(z3.Z3_mk_add(ctx.ref(), len(products), array), ctx)
 
 
 def _to_bool(term):
@@ -180,8 +204,32 @@ class Z3Backend:
         for index in np.ndindex(*x.shape[:-1]):
             row = [normal_form(self._real(t)) for t in x[index]]
             for j in range(n):
-                out[index + (j,)] = self._function(name, n, j)(*row)
+                out[index + (j,)] = _apply(self._function(name, n, j), row)
         return out
+
+    def matmul(self, a, b) -> np.ndarray:
+        """Exact matrix product with n-ary sums (batched like numpy.matmul)."""
+        a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = np.broadcast_to(a, batch + a.shape[-2:])
+        b = np.broadcast_to(b, batch + b.shape[-2:])
+        out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype=object)
+        a, b = self._reals(a), self._reals(b)
+        for index in np.ndindex(*batch):
+            left, right = a[index], b[index]
+            columns = [list(right[:, j]) for j in range(right.shape[1])]
+            for i in range(left.shape[0]):
+                row = list(left[i])
+                for j, column in enumerate(columns):
+                    out[index + (i, j)] = _sum_of_products(row, column)
+        return out
+
+    def _reals(self, array: np.ndarray) -> np.ndarray:
+        """Make every entry a Real term; checked once per array since ints are rare here."""
+        flat = array.reshape(-1)
+        if flat.size and all(isinstance(t, z3.ArithRef) and not t.is_int() for t in (flat[0], flat[-1])):
+            return array
+        return _objectwise(self._real, array)
 
     def maximum(self, a, b):
         return _objectwise(lambda p, q: z3.If(_as_term(p) >= _as_term(q), _as_term(p), _as_term(q)), a, b)

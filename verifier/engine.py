@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .backends import EvalError
-from .ir import Mesh, Op, Program, eval_dim
+from .ir import Mesh, Op, Program, eval_dim, parse_expression
 from .registry import RankContext, ShapeError, get_rule
 
 
@@ -33,7 +33,7 @@ class EngineError(Exception):
 
 def eval_predicate(expression: str, env: dict[str, int]) -> bool:
     """Evaluate a ``when=`` condition such as ``tp == 0 and pp % 2 == 1`` over mesh coords."""
-    tree = ast.parse(expression, mode="eval")
+    tree = parse_expression(expression)
 
     def walk(node):
         if isinstance(node, ast.Expression):

@@ -204,12 +204,14 @@ def run_concrete(program: Program, placements: dict[str, tuple[Placement, ...]],
 def _provably_equal(a: Any, b: Any) -> bool:
     if not isinstance(a, z3.ExprRef) and not isinstance(b, z3.ExprRef):
         return bool(a == b)
+    if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and a.eq(b):
+        return True  # the same hash-consed term
     a = a if isinstance(a, z3.ExprRef) else (z3.BoolVal(bool(a)) if isinstance(a, (bool, np.bool_)) else z3.RealVal(a))
     b = b if isinstance(b, z3.ExprRef) else (z3.BoolVal(bool(b)) if isinstance(b, (bool, np.bool_)) else z3.RealVal(b))
     if z3.is_bool(a) or z3.is_bool(b):
         return z3.is_true(z3.simplify(a == b))
     difference = normal_form(a - b)
-    return z3.is_rational_value(difference) and difference.as_fraction() == 0
+    return z3.is_rational_value(difference) and difference.numerator_as_long() == 0
 
 
 def _arrays_equal(a: Any, b: Any) -> bool:

@@ -10,6 +10,7 @@ can be checked on reduced shapes (see ``verifier/shapes.py``).
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -126,10 +127,16 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.
             ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.USub, ast.Pow)
 
 
+@functools.lru_cache(maxsize=4096)
+def parse_expression(text: str) -> ast.Expression:
+    """Dim and predicate expressions repeat a lot; parse each text once."""
+    return ast.parse(text, mode="eval")
+
+
 def dim_symbols(dim: Dim) -> set[str]:
     if isinstance(dim, int):
         return set()
-    return {node.id for node in ast.walk(ast.parse(dim, mode="eval")) if isinstance(node, ast.Name)}
+    return {node.id for node in ast.walk(parse_expression(dim)) if isinstance(node, ast.Name)}
 
 
 def check_dim_syntax(text: str) -> None:
@@ -178,7 +185,12 @@ def eval_dim(dim: Dim, env: dict[str, Any]) -> Any:
             return left // right
         return left / right
 
-    return walk(ast.parse(dim, mode="eval"))
+    return walk(parse_expression(dim))
+
+
+def mesh_sizes(mesh: Mesh) -> dict[str, int]:
+    """Names usable in dim expressions for the mesh: ``tp_size`` is the size of ``tp``."""
+    return {f"{name}_size": size for name, size in mesh.dims}
 
 
 def value_names(program: Program) -> list[str]:

@@ -33,6 +33,11 @@ def _z3_env(program: Program) -> dict[str, z3.ArithRef]:
     return {name: z3.Int(name) for name in program.dims}
 
 
+def mesh_size_names(program: Program) -> dict[str, int]:
+    """In dim expressions ``tp_size`` is the size of mesh dim ``tp`` (1 in the reference)."""
+    return {f"{name}_size": size for name, size in program.mesh.dims}
+
+
 def _requirements(program: Program, env: dict[str, Any]) -> list:
     constraints = [symbol >= 1 for symbol in env.values()]
     for name, value in program.dims.items():
@@ -72,10 +77,12 @@ def shard_factors(program: Program) -> list[tuple[str, Dim, int, int | None]]:
 def _expression_dims(program: Program) -> list[Dim]:
     """Every dim expression in input shapes and op attributes (so divisions stay exact)."""
     found: list[Dim] = [d for spec in program.inputs for d in spec.shape if not isinstance(d, int)]
+    known = set(program.dims) | set(mesh_size_names(program))
     for op in program.ops:
         for value in op.attrs.values():
             for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and dim_symbols_safe(item) and dim_symbols_safe(item) <= set(program.dims):
+                symbols = dim_symbols_safe(item) if isinstance(item, str) else set()
+                if symbols and symbols <= known and symbols & set(program.dims):
                     found.append(item)
     return found
 
@@ -105,14 +112,20 @@ def prove_divisibility(program: Program) -> list[ShapeProblem]:
     problems = []
     env = _z3_env(program)
     base = _requirements(program, env)
+    full = {**env, **mesh_size_names(program)}
+    exactness = [c for d in set(_expression_dims(program)) for c in _exactness(d, full)]
+    seen: set[tuple[Dim, int]] = set()
     for name, dim, factor, line in shard_factors(program):
         try:
             value = eval_dim(dim, env)
         except KeyError as missing:
             problems.append(ShapeProblem(f"input {name} uses undeclared dim {missing.args[0]!r}", line))
             continue
+        if (dim, factor) in seen:
+            continue  # one proof per (dim, shard count): inputs of repeated layers share them
+        seen.add((dim, factor))
         solver = z3.Solver()
-        solver.add(*base, *[c for d in _expression_dims(program) for c in _exactness(d, env)])
+        solver.add(*base, *exactness)
         solver.add(value % factor != 0)
         if solver.check() == z3.sat:
             model = solver.model()
@@ -134,29 +147,6 @@ def bound_env(program: Program) -> dict[str, int] | None:
 SMALL_ENOUGH = 4096  # declared shapes up to this many input elements are checked as written
 
 
-def _mesh_products(program: Program) -> list[int]:
-    products = {1}
-    for _, size in program.mesh.dims:
-        products |= {p * size for p in products}
-    return sorted(products)
-
-
-def _preserved_divisibility(program: Program, env: dict[str, Any]) -> list:
-    """Divisibility among declared values (H % (tp*D) == 0, ...) must survive the reduction:
-    reshapes that split a dim into heads rely on it even when no 'require' says so."""
-    declared = {name: value for name, value in program.dims.items() if value is not None}
-    constraints = []
-    for a, value_a in declared.items():
-        for b, value_b in [(None, 1)] + list(declared.items()):
-            if b == a:
-                continue
-            for k in _mesh_products(program):
-                divisor = value_b * k
-                if divisor > 1 and value_a % divisor == 0:
-                    constraints.append(env[a] % ((env[b] if b else 1) * k) == 0)
-    return constraints
-
-
 def reduced_env(program: Program) -> dict[str, int]:
     """Smallest symbol values keeping shards divisible (see the module docstring)."""
     if not program.dims:
@@ -171,10 +161,10 @@ def reduced_env(program: Program) -> dict[str, int]:
     hard += [_parse_requirement(r, env) for r in program.requires]
     for name, dim, factor, line in shard_factors(program):
         hard.append(eval_dim(dim, env) % factor == 0)
-    for expression in _expression_dims(program):
-        hard += _exactness(expression, env)
-        hard.append(eval_dim(expression, env) >= 1)
-    hard += _preserved_divisibility(program, env)
+    full = {**env, **mesh_size_names(program)}
+    for expression in set(_expression_dims(program)):
+        hard += _exactness(expression, full)
+        hard.append(eval_dim(expression, full) >= 1)
     symbols = list(env.values())
     soft_sets = [
         [s >= 2 for s in symbols] + [z3.Distinct(*symbols)] if len(symbols) > 1 else [s >= 2 for s in symbols],
@@ -211,8 +201,8 @@ def instantiate(program: Program, env: dict[str, int]) -> Program:
             symbols = dim_symbols_safe(item)
             if symbols and symbols <= set(env):
                 return int(eval_dim(item, env))
-            if symbols & set(env) and symbols <= set(env) | mesh_names:
-                return _substitute(item, env)  # e.g. "V/tp": the mesh part is resolved per mesh
+            if symbols & set(env) and symbols <= set(env) | set(mesh_size_names(program)):
+                return _substitute(item, env)  # e.g. "V/tp_size": the mesh part is resolved per mesh
         return item
 
     inputs = tuple(replace(spec, shape=tuple(int(eval_dim(d, env)) for d in spec.shape),

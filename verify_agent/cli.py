@@ -177,11 +177,31 @@ def lift(
     raise typer.Exit(emit([report], format, source.splitlines()))
 
 
-def main() -> None:  # pragma: no cover - console entry
+def main() -> None:
+    """Console entry: an internal failure is one line and exit 3 (inconclusive), not a traceback."""
     try:
-        app()
-    except KeyboardInterrupt:
+        app(standalone_mode=False)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
+    except click_exceptions() as usage:
+        usage.show()
+        sys.exit(EXIT_USAGE)
+    except Exception as error:  # noqa: BLE001 - last line of defence for the user
+        if os.environ.get("VERIFY_AGENT_DEBUG"):
+            raise
+        Console(stderr=True).print(f"[bold red]internal error:[/] {error.__class__.__name__}: {error} "
+                                   f"(set VERIFY_AGENT_DEBUG=1 for the traceback)", highlight=False)
+        sys.exit(3)
+
+
+def click_exceptions() -> tuple:
+    try:  # typer >= 0.20 vendors click
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions
+    return (exceptions.UsageError,)
 
 
 __all__ = ["app", "emit", "fail_usage", "Diagnostic"]

@@ -34,6 +34,8 @@ cotangent and compares gradients:
   all-reduce it); if the rank gradients have disjoint supports (each rank consumed its own
   shard, e.g. ``x.chunk(world)[rank]``) their sum is compared; otherwise every rank's
   gradient is compared to the reference (a partial gradient left unreduced fails here).
+  Parameters marked ``sequence_parallel`` (Megatron) get their gradients all-reduced over
+  the tensor-parallel group first, as Megatron's gradient finalisation does.
   Raw ``torch.distributed`` collectives are invisible to autograd (an all-reduce
   back-propagates as the identity), so gradient mode is meaningful for code whose
   communication is autograd-aware: custom ``torch.autograd.Function``, Megatron mappings,
@@ -353,6 +355,10 @@ class _Group:
             return
         for rank, p in enumerate(self.procs):
             if not p.is_alive() and p.exitcode not in (0, None) and rank not in self.exited:
+                if not self.job_started:
+                    self._fatal(f"worker rank {rank} died during start-up (exit code {p.exitcode}); "
+                                "the parent's __main__ must be importable by spawned processes")
+                    return
                 idx = self.current.get(rank)
                 if idx is None:
                     idx = next((i for i in self.pending if self.specs[i] not in self.outcome), None)
@@ -476,6 +482,8 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
             if loss is None:
                 raise RuntimeError("gradient mode: no output depends on the inputs through autograd")
             loss.backward()
+            if kind == "module" and world > 1:
+                _finalize_sequence_parallel_grads(params, megatron_ps)
             for i, t in enumerate(leaves):
                 if isinstance(t, torch.Tensor) and t.requires_grad:
                     g = t.grad if t.grad is not None else torch.zeros_like(t)
@@ -497,6 +505,18 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
                 megatron_ps.destroy_model_parallel()
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
+
+
+def _finalize_sequence_parallel_grads(params, megatron_ps):
+    """Megatron's gradient finalisation all-reduces, over the tensor-parallel group, the
+    gradients of parameters marked ``sequence_parallel`` (LayerNorm weights and biases
+    applied to sequence shards): each rank only saw its own tokens."""
+    import torch.distributed as dist
+
+    group = megatron_ps.get_tensor_model_parallel_group() if megatron_ps is not None else None
+    for _, p, _ in params:
+        if getattr(p, "sequence_parallel", False) and p.grad is not None:
+            dist.all_reduce(p.grad, group=group)
 
 
 def _import_file(path: str, name: str):

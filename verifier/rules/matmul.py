@@ -70,7 +70,7 @@ def matmul_placement(placements, ctx: PlacementContext) -> list[Placement]:
 
 
 register(OpRule("matmul", _matmul_shape, matmul_placement,
-                lambda xp, args, attrs, ctx: [args[0] @ args[1]], arity=(2, 2)))
+                lambda xp, args, attrs, ctx: [xp.matmul(args[0], args[1])], arity=(2, 2)))
 
 
 def _transpose_last(array):
@@ -109,7 +109,7 @@ def _linear_placement(placements, ctx: PlacementContext) -> list[Placement]:
 
 
 def _linear_evaluate(xp, args, attrs, ctx):
-    out = args[0] @ _transpose_last(args[1])
+    out = xp.matmul(args[0], _transpose_last(args[1]))
     return [out + args[2] if len(args) == 3 else out]
 
 

@@ -112,16 +112,16 @@ def _sdpa_evaluate(xp, args, attrs, ctx):
     q, k, v = args
     scale = attrs.get("scale")
     scale = 1.0 / math.sqrt(np.shape(q)[-1]) if scale is None else float(scale)
-    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    scores = xp.matmul(q, np.swapaxes(k, -1, -2)) * scale
     if not attrs.get("causal"):
-        return [xp.rowwise("softmax", scores) @ v]
+        return [xp.matmul(xp.rowwise("softmax", scores), v)]
     length, keys = np.shape(scores)[-2:]
     weights = (xp.zeros(np.shape(scores)) if xp.symbolic else np.zeros(np.shape(scores)))
     weights = np.array(weights, dtype=object if xp.symbolic else float)
     for i in range(length):
         visible = min(keys, i + 1)  # torch's is_causal: query i sees keys 0..i
         weights[..., i, :visible] = xp.rowwise("softmax", scores[..., i, :visible])
-    return [weights @ v]
+    return [xp.matmul(weights, v)]
 
 
 register(OpRule("sdpa", _sdpa_shape, _sdpa_placement, _sdpa_evaluate, arity=(3, 3)))

@@ -10,11 +10,21 @@ import math
 import numpy as np
 
 from ..placements import Partial, Placement, R, Replicate, Shard, V, Varying
+from ..ir import dim_symbols, eval_dim, mesh_sizes
 from ..registry import OpRule, PlacementContext, PlacementError, ShapeError, norm_dim, register
 
 
-def resolve_shape(target, numel: int) -> tuple[int, ...]:
-    target = [int(d) for d in target]
+def _unit_sizes(shape) -> dict[str, int]:
+    """Placement rules see global shapes, i.e. the program on a mesh of size 1."""
+    return {name: 1 for d in shape if isinstance(d, str) for name in dim_symbols(d) if name.endswith("_size")}
+
+
+def resolve_shape(target, numel: int, env: dict[str, int]) -> tuple[int, ...]:
+    """Target dims may use ``tp_size`` (the mesh dim's size) so one IR fits every mesh size."""
+    try:
+        target = [int(eval_dim(d, env)) for d in target]
+    except KeyError as missing:
+        raise ShapeError(f"reshape target uses unknown name {missing.args[0]!r}") from None
     if target.count(-1) > 1:
         raise ShapeError("reshape allows at most one -1")
     known = math.prod(d for d in target if d != -1)
@@ -28,7 +38,7 @@ def resolve_shape(target, numel: int) -> tuple[int, ...]:
 
 
 def _reshape_shape(shapes, attrs, mesh):
-    return [resolve_shape(attrs["shape"], math.prod(shapes[0]))]
+    return [resolve_shape(attrs["shape"], math.prod(shapes[0]), mesh_sizes(mesh))]
 
 
 def _groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[range, range]]:
@@ -55,7 +65,7 @@ def _reshape_placement(placements, ctx: PlacementContext) -> list[Placement]:
     if not isinstance(placement, Shard):
         return [placement]
     src = tuple(ctx.shapes[0])
-    dst = resolve_shape(ctx.attrs["shape"], math.prod(src))
+    dst = resolve_shape(ctx.attrs["shape"], math.prod(src), _unit_sizes(ctx.attrs["shape"]))
     dim = placement.dim % len(src)
     for ins, outs in _groups(src, dst):
         if dim not in ins:
@@ -71,7 +81,7 @@ def _reshape_placement(placements, ctx: PlacementContext) -> list[Placement]:
 
 def _reshape_evaluate(xp, args, attrs, ctx):
     x = args[0]
-    return [np.reshape(x, resolve_shape(attrs["shape"], int(np.size(x))))]
+    return [np.reshape(x, resolve_shape(attrs["shape"], int(np.size(x)), mesh_sizes(ctx.mesh)))]
 
 
 register(OpRule("reshape", _reshape_shape, _reshape_placement, _reshape_evaluate, required_attrs=("shape",)))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import eval_dim
+from ..ir import eval_dim, mesh_sizes
 from ..placements import Partial, Placement, R, Shard, V, Varying
 from ..registry import OpRule, PlacementContext, PlacementError, ShapeError, describe, norm_dim, register
 
@@ -22,8 +22,8 @@ register(OpRule("ones", lambda s, a, m: [_shape_attr(a)], lambda p, ctx: [R],
 
 def _const_value(attrs, ctx):
     value = attrs.get("value", 0)
-    if isinstance(value, str):  # a dim expression over mesh-dim sizes, e.g. "V/tp"
-        value = eval_dim(value, {name: ctx.size(name) for name in ctx.mesh.names})
+    if isinstance(value, str):  # a dim expression over mesh-dim sizes, e.g. "V/tp_size"
+        value = eval_dim(value, mesh_sizes(ctx.mesh))
     return value
 
 

@@ -49,7 +49,6 @@ def analyse_timelines(timelines: tuple[tuple[Event, ...], ...], findings: list[F
     groups = {event.group for timeline in timelines for event in timeline if event.kind == COLLECTIVE}
     proven: list[str] = []
     if UNSUPPORTED not in checks:
-
         claims = [
             (ASYNC not in checks and asyncs > 0,
              f"{subject}: {plural(asyncs, 'async op')} waited on, no buffer touched while in flight"),
@@ -59,7 +58,8 @@ def analyse_timelines(timelines: tuple[tuple[Event, ...], ...], findings: list[F
              f"{subject}: collective order agrees within every process group ({plural(len(groups), 'group')}, "
              f"{plural(matching.collectives, 'matched collective')})"),
             (not checks & {P2P, ORDER, DEADLOCK},
-             f"{subject}: deadlock-free under rendezvous semantics ({plural(world, 'rank')}, {plural(events, 'event')})"),
+             f"{subject}: deadlock-free under rendezvous semantics "
+             f"({plural(world, 'rank')}, {plural(events, 'event')})"),
         ]
         proven = [claim for holds, claim in claims if holds]
     return TemporalResult(to_diagnostics(findings, world), proven, world, events, outcome)

@@ -41,9 +41,9 @@ def check_collective_order(timelines: tuple[tuple[Event, ...], ...], matching: M
             if _disagree(first, other):
                 reported.add(rendezvous.group)
                 name = "x".join(rendezvous.group.dims)
-                message = (f"collectives out of order within {name} groups: as its collective #{position} {name} rank 0 "
-                           f"issues {first.what} at line {first.line} while {name} rank {position_in_group} issues "
-                           f"{other.what} at line {other.line}")
+                message = (f"collectives out of order within {name} groups: as its collective #{position} "
+                           f"{name} rank 0 issues {first.what} at line {first.line} while {name} rank "
+                           f"{position_in_group} issues {other.what} at line {other.line}")
                 findings += [Finding(ORDER, first.line, message, rank0), Finding(ORDER, first.line, message, rank)]
                 break
     return findings

@@ -27,9 +27,13 @@ COMPUTE, COLLECTIVE, SEND, RECV, WAIT = "compute", "collective", "send", "recv",
 class Event:
     """One thing a rank does, in its program order.
 
+    ``kind`` is one of compute/collective/send/recv/wait; ``what`` describes it for this
+    rank (``recv from rank 1``), ``text`` for every rank (``recv(peer=1-tp)``).
+    ``handle`` makes a collective or message asynchronous (or names what a wait waits for).
     ``signature`` is what members of a collective (or the two ends of a message) must agree
     on, without shapes: ``("all_reduce", ("tp",), ("op", "sum"))``.  ``reads``/``writes``
-    are buffer roots, ``operands`` the roots of a collective's tensor arguments in order.
+    are buffer roots, ``names`` the SSA names read (parallel to ``reads``), ``operands``
+    the roots of a collective's tensor arguments, ``origin`` the index of the IR op.
     """
 
     kind: str
@@ -95,10 +99,6 @@ class Projection:
     space: RankSpace
     timelines: tuple[tuple[Event, ...], ...]
     findings: tuple[Finding, ...] = ()
-
-    @property
-    def event_count(self) -> int:
-        return sum(len(timeline) for timeline in self.timelines)
 
 
 def mesh_dims_of(op: Op) -> tuple[str, ...]:

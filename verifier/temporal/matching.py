@@ -68,14 +68,16 @@ def _match_messages(timelines: tuple[tuple[Event, ...], ...], matching: Matching
             matching.rendezvous.append(Rendezvous(((src, send_index), (dst, recv_index))))
             matching.messages += 1
         for send_index in out[len(into):]:
+            send = timelines[src][send_index]
             matching.findings.append(Finding(
-                P2P, timelines[src][send_index].line,
-                f"{timelines[src][send_index].what}{_at(timelines[src][send_index].line)} has no matching recv on rank {dst} "
+                P2P, send.line,
+                f"{send.what}{_at(send.line)} has no matching recv on rank {dst} "
                 f"(rank {dst} receives {len(into)} message(s) from rank {src}, rank {src} sends {len(out)})"))
         for recv_index in into[len(out):]:
+            recv = timelines[dst][recv_index]
             matching.findings.append(Finding(
-                P2P, timelines[dst][recv_index].line,
-                f"{timelines[dst][recv_index].what}{_at(timelines[dst][recv_index].line)} has no matching send on rank {src} "
+                P2P, recv.line,
+                f"{recv.what}{_at(recv.line)} has no matching send on rank {src} "
                 f"(rank {src} sends {len(out)} message(s) to rank {dst}, rank {dst} receives {len(into)})"))
 
 

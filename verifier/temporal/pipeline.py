@@ -85,7 +85,11 @@ def with_communication(stages: int, microbatches: int, chunks: int, orders: list
         arrived: set[tuple[str, int, int]] = set()
         for kind, mb, chunk in order:
             v = chunk * stages + rank
-            needed = ("act", mb, v - 1) if kind == F and v > 0 else ("grad", mb, v + 1) if kind == B and v < last else None
+            needed = None
+            if kind == F and v > 0:
+                needed = ("act", mb, v - 1)
+            elif kind == B and v < last:
+                needed = ("grad", mb, v + 1)
             if needed is not None and needed not in arrived:
                 source = needed[2] % stages
                 queue = channels[(source, rank)]
@@ -123,14 +127,20 @@ def interleaved_1f1b(stages: int, microbatches: int, chunks: int = 2) -> Schedul
     return with_communication(stages, microbatches, chunks, orders, "interleaved")
 
 
-GENERATORS: dict[str, Callable[..., Schedule]] = {"gpipe": gpipe, "1f1b": one_f_one_b, "interleaved": interleaved_1f1b}
+GENERATORS: dict[str, Callable[[int, int, int], Schedule]] = {
+    "gpipe": lambda stages, microbatches, chunks: gpipe(stages, microbatches),
+    "1f1b": lambda stages, microbatches, chunks: one_f_one_b(stages, microbatches),
+    "interleaved": interleaved_1f1b,
+}
 
 
 def generate(name: str, stages: int, microbatches: int, chunks: int = 1) -> Schedule:
-    """``generate("1f1b", 4, 8)``; ``chunks`` applies to ``"interleaved"`` only."""
+    """``generate("1f1b", 4, 8)``, ``generate("interleaved", 4, 8, chunks=2)``."""
     if name not in GENERATORS:
         raise ValueError(f"unknown schedule {name!r}; expected one of {', '.join(GENERATORS)}")
-    return GENERATORS[name](stages, microbatches, chunks) if name == "interleaved" else GENERATORS[name](stages, microbatches)
+    if chunks != 1 and name != "interleaved":
+        raise ValueError(f"{name} has one model chunk per rank; use 'interleaved' for chunks={chunks}")
+    return GENERATORS[name](stages, microbatches, chunks)
 
 
 def analyse_schedule(schedule: Schedule) -> TemporalResult:
@@ -144,5 +154,9 @@ def analyse_schedule(schedule: Schedule) -> TemporalResult:
     return result
 
 
-def check_schedule(schedule: Schedule) -> list[Diagnostic]:
-    return analyse_schedule(schedule).diagnostics
+def check_schedule(schedule: Schedule, proven: list[str] | None = None) -> list[Diagnostic]:
+    """Diagnostics of ``schedule``; properties proven are appended to ``proven``."""
+    result = analyse_schedule(schedule)
+    if proven is not None:
+        proven.extend(result.proven)
+    return result.diagnostics

@@ -34,7 +34,8 @@ class _Walk:
     findings: list[Finding] = field(default_factory=list)
 
     def problem(self, action: Action, position: int, message: str) -> None:
-        self.findings.append(Finding(PIPELINE, action.line, f"rank {self.rank}, action {position} ({action}): {message}"))
+        self.findings.append(Finding(PIPELINE, action.line,
+                                     f"rank {self.rank}, action {position} ({action}): {message}"))
 
     def stage(self, action: Action) -> int:
         return self.schedule.virtual(self.rank, action.chunk)

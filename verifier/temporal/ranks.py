@@ -47,10 +47,6 @@ class RankSpace:
             rank = rank * size + coords[name]
         return rank
 
-    def all_coords(self) -> list[dict[str, int]]:
-        sizes = [range(size) for _, size in self.mesh.dims]
-        return [dict(zip(self.mesh.names, values)) for values in itertools.product(*sizes)]
-
     def env(self, rank: int) -> dict[str, int]:
         """Names a ``when=``/``peer=`` expression may use on this rank."""
         env = self.coords(rank)
@@ -85,10 +81,3 @@ class RankSpace:
         coords = self.coords(rank)
         coords[dims[0]] = coordinate
         return self.rank_of(coords)
-
-    def label(self, rank: int) -> str:
-        """``rank 5 (dp=1, tp=1)`` on multi-dim meshes, ``rank 1`` on 1-D ones."""
-        if len(self.mesh.dims) <= 1:
-            return f"rank {rank}"
-        coords = ", ".join(f"{name}={value}" for name, value in self.coords(rank).items())
-        return f"rank {rank} ({coords})"

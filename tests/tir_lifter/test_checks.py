@@ -1,0 +1,75 @@
+"""Single-device checks on small kernels written for the purpose."""
+from __future__ import annotations
+
+from tir_lifter import run_lift
+
+from lifter_helpers import gemm_source, line_of
+
+
+def test_swapped_block_index_is_a_spec_violation_with_a_confirmed_counterexample(write_kernel):
+    path = write_kernel(gemm_source(b_copy="B[k * block_K, by * block_N]"))
+    report = run_lift(path, frontend="text")
+    assert report.verdict == "violations"
+    [diag] = [d for d in report.diagnostics if d.check == "spec"]
+    assert diag.counterexample.confirmed
+    assert "kernel" in diag.counterexample.per_rank and "C" in diag.counterexample.reference
+    assert diag.line == line_of(path, "T.copy(C_local, C[")
+
+
+def test_missing_clear_of_the_accumulator_is_an_uninitialized_read(write_kernel):
+    path = write_kernel(gemm_source(clear="pass"))
+    report = run_lift(path, frontend="text")
+    [diag] = [d for d in report.diagnostics if d.check == "uninitialized-read"]
+    assert diag.line == line_of(path, "T.gemm(")
+    assert report.verdict == "violations"
+
+
+def test_wrong_user_spec_is_refuted(write_kernel):
+    report = run_lift(write_kernel(gemm_source()), spec="C = A @ B.T", frontend="text")
+    assert report.verdict == "violations"
+    assert any(d.check == "spec" and "A @ B.T" in d.message for d in report.diagnostics)
+
+
+def test_transposed_gemm_spec_is_inferred(write_kernel):
+    source = gemm_source().replace("T.gemm(A_shared, B_shared, C_local)", "T.gemm(A_shared, B_shared, C_local, transpose_B=True)")
+    source = source.replace("B: T.Tensor((K, N), dtype)", "B: T.Tensor((N, K), dtype)")
+    source = source.replace("B_shared = T.alloc_shared((block_K, block_N), dtype)", "B_shared = T.alloc_shared((block_N, block_K), dtype)")
+    source = source.replace("T.copy(B[k * block_K, bx * block_N], B_shared)", "T.copy(B[bx * block_N, k * block_K], B_shared)")
+    report = run_lift(write_kernel(source), frontend="text")
+    assert report.extra["spec"] == "C = A @ B.T"
+    assert report.verdict == "verified"
+
+
+UNGUARDED = '''
+import tilelang.language as T
+
+
+def add(M, N, block_M, block_N):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = A[by * block_M + i, bx * block_N + j] + B[by * block_M + i, bx * block_N + j]
+    return main
+{call}
+'''
+
+
+def test_unguarded_access_with_a_remainder_is_out_of_bounds(write_kernel):
+    report = run_lift(write_kernel(UNGUARDED.format(call="func = add(1000, 1000, 64, 64)")), frontend="text")
+    assert report.verdict == "violations"
+    assert any(d.check == "out-of-bounds" and d.severity == "error" for d in report.diagnostics)
+
+
+def test_unbound_sizes_with_unguarded_access_are_checked_assuming_divisibility(write_kernel):
+    report = run_lift(write_kernel(UNGUARDED.format(call="")), frontend="text")
+    assert report.verdict == "verified"
+    assert any(d.check == "out-of-bounds" and d.severity == "warning" and "multiples" in d.message
+               for d in report.diagnostics)
+
+
+def test_guarded_access_with_unbound_sizes_is_verified_with_a_partial_tile(write_kernel):
+    guarded = UNGUARDED.replace("                C[by", "                if by * block_M + i < M and bx * block_N + j < N:\n                    C[by")
+    report = run_lift(write_kernel(guarded.format(call="")), frontend="text")
+    assert report.verdict == "verified"
+    assert report.extra["reduced_sizes"]["M"] == 5

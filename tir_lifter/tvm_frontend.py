@@ -1,0 +1,334 @@
+"""Lift real ``PrimFunc`` objects built by TileLang itself (needs ``pip install tilelang``).
+
+The user's file is imported and its kernel factories are called with the sizes the
+checker asks for (so TileLang builds the reduced kernel itself); the resulting PrimFunc
+is walked node by node with a dispatch table from TVM node types to converters, and
+every ``tl.tileop.*`` call is mapped to the same :class:`TileOp` the text frontend makes.
+TVM's own ``stmt_functor.post_order_visit`` lists every intrinsic the function calls, so
+an unknown one is reported as unsupported up front instead of being skipped.
+
+PrimFuncs carry no source spans; lines are transferred from the text reading of the same
+file when the two agree statement by statement.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import replace
+from typing import Any, Callable
+
+from .errors import LiftInputError, Unsupported
+from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
+                      Expr, GridAxis, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
+                      UnOp, Var, fold_const, walk_stmts)
+
+
+def available() -> bool:
+    """True when TileLang (and its bundled TVM) can be imported here."""
+    try:
+        import tilelang  # noqa: F401
+        import tvm  # noqa: F401
+    except Exception:  # any import-time failure (missing CUDA libraries, ABI) means "not here"
+        return False
+    return True
+
+
+def import_user_file(path: str) -> Any:
+    """Import the kernel file as a module without running its ``__main__`` block."""
+    name = "_lifted_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LiftInputError("expected an importable Python file", path, 1)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module failed: report where, as input error
+        raise LiftInputError(f"expected the file to import with tilelang installed ({type(exc).__name__}: {exc})",
+                             path, 1) from None
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def build_primfunc(module: Any, name: str, sizes: dict[str, int]) -> Any:
+    """The PrimFunc named ``name``: a module-level PrimFunc, or a factory called with the
+    integer sizes it accepts (other parameters keep their defaults)."""
+    from tvm import tirx
+    obj = getattr(module, name, None)
+    if isinstance(obj, tirx.PrimFunc):
+        return obj
+    if not callable(obj):
+        raise LiftInputError(f"expected {name!r} to be a kernel factory or a PrimFunc", getattr(module, "__file__", None), 1)
+    params = inspect.signature(obj).parameters
+    kwargs = {k: v for k, v in sizes.items() if k in params}
+    func = obj(**kwargs)
+    if not isinstance(func, tirx.PrimFunc):
+        func = getattr(func, "prim_func", func)  # tilelang.jit wrappers expose the PrimFunc
+    if not isinstance(func, tirx.PrimFunc):
+        raise LiftInputError(f"expected {name}(...) to return a PrimFunc", getattr(module, "__file__", None), 1)
+    return func
+
+
+def lift_module(path: str, kernel: str | None = None, sizes: dict[str, int] | None = None) -> LiftResult:
+    """Lift the kernels of ``path`` through TileLang; ``sizes`` overrides the sizes the
+    file binds (the checker passes the reduced ones)."""
+    from .text_frontend import lift_source
+    with open(path, encoding="utf-8") as handle:
+        text = lift_source(handle.read(), path, kernel)
+    module = import_user_file(path)
+    result = LiftResult(references=text.references)
+    for text_kernel in text.kernels:
+        bound = {k: v for k, v in text_kernel.sizes if v is not None}
+        bound.update(sizes or {})
+        func = build_primfunc(module, text_kernel.name, bound)
+        try:
+            lifted = from_primfunc(func, text_kernel.name, path)
+        except Unsupported as exc:
+            result.unsupported.append((exc.line, exc.reason))
+            continue
+        result.kernels.append(transfer_lines(lifted, text_kernel))
+    return result
+
+
+# --- PrimFunc -> Kernel -------------------------------------------------------------------
+
+_TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce", "tl.tileop.atomicadd",
+               "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
+               "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
+               "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else"}
+
+
+def _op_name(call: Any) -> str:
+    op = call.op
+    return getattr(op, "name", str(op))
+
+
+def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
+    from tvm import tirx
+    from tvm.tirx import stmt_functor
+    unknown: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call) and _op_name(node) not in _TILE_CALLS and _op_name(node) not in unknown:
+            unknown.append(_op_name(node))
+    stmt_functor.post_order_visit(func.body, visit)
+    if unknown:
+        raise Unsupported(None, f"TileLang intrinsic {unknown[0]} is not modelled")
+    walker = _Walker()
+    params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
+    body = walker.stmt(func.body)
+    body, allocs = _fold_reduce_staging(body, walker.allocs)
+    return Kernel(name=name, params=params, allocs=tuple(allocs), grid=tuple(walker.grid), body=body,
+                  sizes=(), threads=walker.threads, source=source)
+
+
+def _fold_reduce_staging(body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[tuple[Stmt, ...], list[Buffer]]:
+    """TileLang stages a shared-memory reduce source through a fragment it creates
+    (``copy(A_s, A_s_frag); reduce(A_s_frag, ...)``); reading ``A_s`` directly is the same
+    program, and is what the source says."""
+    created = {b.name for b in allocs if "_frag" in b.name}
+    dropped: set[str] = set()
+
+    def walk(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        items = list(stmts)
+        i = 0
+        while i < len(items):
+            stmt = items[i]
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            if isinstance(stmt, TileOp) and stmt.kind == "copy" and stmt.operands[1].buffer in created \
+                    and isinstance(nxt, TileOp) and nxt.kind == "reduce" and nxt.operands[0].buffer == stmt.operands[1].buffer:
+                dropped.add(stmt.operands[1].buffer)
+                out.append(replace(nxt, operands=(stmt.operands[0],) + nxt.operands[1:]))
+                i += 2
+                continue
+            if isinstance(stmt, Loop):
+                stmt = replace(stmt, body=walk(stmt.body))
+            elif isinstance(stmt, If):
+                stmt = replace(stmt, then=walk(stmt.then), orelse=walk(stmt.orelse))
+            out.append(stmt)
+            i += 1
+        return tuple(out)
+    new_body = walk(body)
+    used = {getattr(op, "buffer", None) for s in walk_stmts(new_body) if isinstance(s, TileOp) for op in s.operands}
+    return new_body, [b for b in allocs if b.name not in dropped or b.name in used]
+
+
+class _Walker:
+    """Dispatch on TVM node type names; one converter per node kind."""
+
+    def __init__(self) -> None:
+        self.allocs: list[Buffer] = []
+        self.grid: list[GridAxis] = []
+        self.threads: int | None = None
+        self.lets: dict[str, Expr] = {}
+        self.thread_vars: set[str] = set()
+
+    def buffer(self, buf: Any, scope: str | None = None) -> Buffer:
+        text = buf.scope()
+        scope = scope or (SHARED if text.startswith("shared") else FRAGMENT if "fragment" in text
+                          else LOCAL if text.startswith("local") else GLOBAL)
+        shape = tuple(self.expr(d) for d in buf.shape)
+        dtype = str(buf.dtype)
+        return Buffer(buf.name, shape, {"float": "float32"}.get(dtype, dtype), scope)
+
+    # -- statements --
+    def stmt(self, node: Any) -> tuple[Stmt, ...]:
+        handler: Callable[[Any], tuple[Stmt, ...]] | None = getattr(self, "_s_" + type(node).__name__, None)
+        if handler is None:
+            raise Unsupported(None, f"TIR statement {type(node).__name__} is not modelled")
+        return handler(node)
+
+    def _s_SBlockRealize(self, node: Any) -> tuple[Stmt, ...]:
+        return self.stmt(node.block)
+
+    def _s_SBlock(self, node: Any) -> tuple[Stmt, ...]:
+        for buf in node.alloc_buffers:
+            self.allocs.append(self.buffer(buf))
+        for key, value in (node.annotations or {}).items():
+            if str(key) == "tl.launch_threads":
+                self.threads = int(value[0])
+        return self.stmt(node.body)
+
+    _s_BlockRealize = _s_SBlockRealize
+    _s_Block = _s_SBlock
+
+    def _s_SeqStmt(self, node: Any) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for child in node.seq:
+            out.extend(self.stmt(child))
+        return tuple(out)
+
+    def _s_For(self, node: Any) -> tuple[Stmt, ...]:
+        var = node.loop_var.name
+        if int(node.min) != 0:
+            raise Unsupported(None, "loops with a non-zero start are not modelled")
+        kind = int(node.kind)
+        if node.thread_binding is not None:
+            tag = node.thread_binding.thread_tag
+            if not tag.startswith("blockIdx"):
+                raise Unsupported(None, f"explicit {tag} binding is not modelled")
+            self.grid.append(GridAxis(var, self.expr(node.extent)))
+            return self.stmt(node.body)
+        stages = node.annotations.get("num_stages") if node.annotations else None
+        loop_kind = PARALLEL if kind in (1, 2) else PIPELINED if stages is not None else SERIAL
+        return (Loop(var, self.expr(node.extent), loop_kind, self.stmt(node.body), None,
+                     int(stages) if stages is not None else None),)
+
+    def _s_Bind(self, node: Any) -> tuple[Stmt, ...]:
+        from tvm import tirx
+        if isinstance(node.value, tirx.Call) and _op_name(node.value) == "tl.launch_thread_idx":
+            self.thread_vars.add(node.var.name)
+        else:
+            self.lets[node.var.name] = self.expr(node.value)
+        return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
+
+    _s_LetStmt = _s_Bind
+
+    def _s_AttrStmt(self, node: Any) -> tuple[Stmt, ...]:
+        return self.stmt(node.body)
+
+    def _s_DeclBuffer(self, node: Any) -> tuple[Stmt, ...]:
+        return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
+
+    def _s_AllocBuffer(self, node: Any) -> tuple[Stmt, ...]:
+        self.allocs.append(self.buffer(node.buffer))
+        return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
+
+    def _s_IfThenElse(self, node: Any) -> tuple[Stmt, ...]:
+        orelse = self.stmt(node.else_case) if node.else_case is not None else ()
+        return (If(self.expr(node.condition), self.stmt(node.then_case), orelse),)
+
+    def _s_BufferStore(self, node: Any) -> tuple[Stmt, ...]:
+        return (Store(node.buffer.name, tuple(self.expr(i) for i in node.indices), self.expr(node.value)),)
+
+    def _s_Evaluate(self, node: Any) -> tuple[Stmt, ...]:
+        call = node.value
+        name = _op_name(call)
+        args = list(call.args)
+        if name == "tl.tileop.copy":
+            return (TileOp("copy", (self.region(args[0]), self.region(args[1]))),)
+        if name == "tl.tileop.fill":
+            return (TileOp("fill", (self.region(args[0]), self.expr(args[1]))),)
+        if name == "tl.tileop.gemm":
+            attrs = (("transpose_A", bool(int(args[3]))), ("transpose_B", bool(int(args[4]))),
+                     ("clear_accum", bool(int(args[9]))))
+            return (TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs),)
+        if name == "tl.tileop.reduce":
+            attrs = (("op", str(args[2].value)), ("dim", int(args[3])), ("clear", bool(int(args[4]))))
+            return (TileOp("reduce", (self.region(args[0]), self.region(args[1])), attrs),)
+        if name == "tl.tileop.atomicadd":
+            return (TileOp("atomic_add", (self.region(args[0]), self.region(args[1]))),)
+        if name == "tl.atomic_add_elem_op":
+            target = args[0].args[0]
+            return (Store(target.buffer.name, tuple(self.expr(i) for i in target.indices), self.expr(args[1]), True),)
+        raise Unsupported(None, f"TileLang call {name} is not modelled")
+
+    def region(self, call: Any) -> Region:
+        load = call.args[0]
+        starts = tuple(self.expr(i) for i in load.indices)
+        extents = tuple(self.expr(e) for e in call.args[2:])
+        extents = (Const(1),) * (len(starts) - len(extents)) + extents
+        return Region(load.buffer.name, starts, extents)
+
+    # -- expressions --
+    def expr(self, node: Any) -> Expr:
+        kind = type(node).__name__
+        if kind == "IntImm":
+            return Const(bool(node.value)) if str(node.dtype) == "bool" else Const(int(node.value))
+        if kind == "FloatImm":
+            return Const(float(node.value))
+        if kind in ("Var", "SizeVar"):
+            if node.name in self.thread_vars:
+                raise Unsupported(None, f"per-thread index {node.name} is not modelled")
+            return self.lets.get(node.name, Var(node.name))
+        binary = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Div": "/", "Mod": "%",
+                  "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",
+                  "And": "and", "Or": "or"}
+        if kind in binary:
+            return fold_const(BinOp(binary[kind], self.expr(node.a), self.expr(node.b)))
+        if kind == "Not":
+            return UnOp("not", self.expr(node.a))
+        if kind == "BufferLoad":
+            return Load(node.buffer.name, tuple(self.expr(i) for i in node.indices))
+        if kind == "Cast":
+            return Call("cast", (self.expr(node.value),), str(node.dtype))
+        if kind == "Select":
+            return Select(self.expr(node.condition), self.expr(node.true_value), self.expr(node.false_value))
+        if kind == "Call":
+            name = _op_name(node).split(".")[-1]
+            if name == "infinity":
+                return Const(float("inf"))
+            if name == "if_then_else":
+                return Select(*(self.expr(a) for a in node.args))
+            fn = {"fabs": "abs"}.get(name, name)
+            return Call(fn, tuple(self.expr(a) for a in node.args))
+        raise Unsupported(None, f"TIR expression {kind} is not modelled")
+
+
+def transfer_lines(lifted: Kernel, text: Kernel) -> Kernel:
+    """Give the PrimFunc's statements the source lines of the text reading, when both list
+    the same statements in the same order."""
+    ours = [s for s in walk_stmts(lifted.body)]
+    theirs = [s for s in walk_stmts(text.body)]
+    if [type(s).__name__ + getattr(s, "kind", "") for s in ours] != \
+            [type(s).__name__ + getattr(s, "kind", "") for s in theirs]:
+        return replace(lifted, line=text.line, grid_line=text.grid_line)
+    lines = {id(a): b.line for a, b in zip(ours, theirs)}
+
+    def relabel(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out = []
+        for stmt in stmts:
+            line = lines.get(id(stmt))
+            if isinstance(stmt, Loop):
+                stmt = replace(stmt, body=relabel(stmt.body), line=line)
+            elif isinstance(stmt, If):
+                stmt = replace(stmt, then=relabel(stmt.then), orelse=relabel(stmt.orelse), line=line)
+            else:
+                stmt = replace(stmt, line=line)
+            out.append(stmt)
+        return tuple(out)
+    return replace(lifted, body=relabel(lifted.body), line=text.line, grid_line=text.grid_line)
