@@ -180,7 +180,8 @@ def lift(
 def main() -> None:
     """Console entry: an internal failure is one line and exit 3 (inconclusive), not a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the Exit code instead of raising it
+        sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as done:
         sys.exit(done.exit_code)
     except (typer.Abort, KeyboardInterrupt):

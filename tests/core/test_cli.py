@@ -1,0 +1,79 @@
+"""The command line as a user runs it: exit codes, JSON contract, SARIF, one-line errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+IR = ROOT / "examples" / "ir"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verify_agent", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_check_verified_exits_0_and_says_so():
+    done = run("check", str(IR / "megatron_mlp_ok.vir"))
+    assert done.returncode == 0
+    assert "VERIFIED" in done.stdout
+
+
+def test_check_violation_exits_1_with_line_hint_and_counterexample():
+    done = run("check", str(IR / "megatron_mlp_missing_allreduce.vir"))
+    assert done.returncode == 1
+    assert "megatron_mlp_missing_allreduce.vir:12" in done.stdout
+    assert "all_reduce(op=sum) over tp after this line" in done.stdout
+    assert "single device computes" in done.stdout
+
+
+def test_json_output_follows_the_contract():
+    done = run("check", str(IR / "double_allreduce.vir"), "--format", "json")
+    body = json.loads(done.stdout)
+    assert done.returncode == 1
+    assert set(body) >= {"verdict", "file", "mesh", "diagnostics", "fixes", "stats"}
+    assert body["verdict"] == "violations" and body["mesh"] == {"tp": 2}
+    first = body["diagnostics"][0]
+    assert set(first) >= {"check", "severity", "line", "message", "counterexample"}
+    assert first["line"] == 12 and first["counterexample"]["confirmed_by_evaluation"] is True
+    assert isinstance(body["stats"]["ops"], int) and isinstance(body["stats"]["seconds"], float)
+
+
+def test_sarif_output_locates_findings():
+    done = run("check", str(IR / "gelu_on_partial_sum.vir"), "--format", "sarif")
+    sarif = json.loads(done.stdout)
+    assert sarif["version"] == "2.1.0"
+    result = sarif["runs"][0]["results"][0]
+    assert result["level"] == "error"
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+
+
+def test_parse_error_is_one_line_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.vir"
+    bad.write_text("mesh tp=2\ny = matmul(x w)\n")
+    done = run("check", str(bad))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "bad.vir:2:14: expected ',' or ')'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_file_and_missing_argument_are_usage_errors(tmp_path):
+    assert run("check", str(tmp_path / "nope.vir")).returncode == 2
+    assert run("check").returncode == 2
+
+
+def test_inconclusive_programs_exit_3(tmp_path):
+    # exp(a) * exp(b) == exp(a + b) holds, but exp is an uninterpreted function to the solver
+    # and the parallel program relies on that identity: honest answer is "inconclusive".
+    program = tmp_path / "exp.vir"
+    program.write_text(
+        "mesh tp=2\n"
+        "input x: f32[2, 2] {tp: P(sum)}\n"
+        "e = exp(x) at 1\n"
+        "p = all_reduce(e, mesh_dim=tp, op=sum) at 2\n"
+        "output p {tp: R}\n")
+    done = run("check", str(program), "--format", "json")
+    body = json.loads(done.stdout)
+    assert body["verdict"] in ("violations", "unsupported")
+    assert done.returncode == {"violations": 1, "unsupported": 3}[body["verdict"]]
