@@ -52,6 +52,7 @@ class Tensor:
     origin: str = ""  # how the value was made, for messages
     storage: list | None = None  # the tensors that share memory with this one (views)
     stale: str | None = None  # why reading this view is no longer modelled
+    param: Any = None  # ParamInfo when this tensor is a module parameter (an IR input made on first read)
 
     @property
     def ndim(self) -> int:

@@ -36,7 +36,22 @@ _NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
     "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+    # derivatives, used by generated backward programs
+    "dgelu": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi),
+    "dsilu": lambda x: (1.0 / (1.0 + np.exp(-x))) * (1.0 + x * (1.0 - 1.0 / (1.0 + np.exp(-x)))),
 }
+
+
+def _layer_norm_backward(x: np.ndarray, eps: float, grad: np.ndarray) -> np.ndarray:
+    sigma = np.sqrt(x.var(-1, keepdims=True) + eps)
+    xhat = (x - x.mean(-1, keepdims=True)) / sigma
+    return (grad - grad.mean(-1, keepdims=True) - xhat * (grad * xhat).mean(-1, keepdims=True)) / sigma
+
+
+def _rms_norm_backward(x: np.ndarray, eps: float, grad: np.ndarray) -> np.ndarray:
+    inverse = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    y = x * inverse
+    return inverse * (grad - y * (grad * y).mean(-1, keepdims=True))
 
 
 def _softmax(row: np.ndarray) -> np.ndarray:
@@ -50,6 +65,10 @@ _NUMPY_ROWWISE: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
     "layer_norm": lambda x, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps),
     "rms_norm": lambda x, eps: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps),
 }
+_NUMPY_ROWWISE_WITH_GRAD: dict[str, Callable[[np.ndarray, float, np.ndarray], np.ndarray]] = {
+    "layer_norm_backward": _layer_norm_backward,
+    "rms_norm_backward": _rms_norm_backward,
+}
 
 
 class NumpyBackend:
@@ -62,9 +81,11 @@ class NumpyBackend:
         with np.errstate(all="ignore"):
             return _NUMPY_UNARY[name](np.asarray(x, dtype=float))
 
-    def rowwise(self, name: str, x: np.ndarray, eps: float = 0.0) -> np.ndarray:
-        """Apply a normalisation over the last dim; the output keeps x's shape."""
+    def rowwise(self, name: str, x: np.ndarray, eps: float = 0.0, grad: np.ndarray | None = None) -> np.ndarray:
+        """Apply a normalisation (or its backward, given the incoming ``grad``) over the last dim."""
         with np.errstate(all="ignore"):
+            if grad is not None:
+                return _NUMPY_ROWWISE_WITH_GRAD[name](np.asarray(x, dtype=float), eps, np.asarray(grad, dtype=float))
             return _NUMPY_ROWWISE[name](np.asarray(x, dtype=float), eps)
 
     def matmul(self, a, b):
@@ -196,15 +217,19 @@ class Z3Backend:
         function = self._function(name, 1)
         return _objectwise(lambda t: function(normal_form(self._real(t))), np.asarray(x, dtype=object))
 
-    def rowwise(self, name: str, x, eps: float = 0.0) -> np.ndarray:
+    def rowwise(self, name: str, x, eps: float = 0.0, grad=None) -> np.ndarray:
+        """Output j of a row is an uninterpreted function of the whole row (and the row of ``grad``)."""
         self.uninterpreted_ops.add(name)
         x = np.asarray(x, dtype=object)
         n = x.shape[-1]
+        grad = None if grad is None else np.broadcast_to(np.asarray(grad, dtype=object), x.shape)
         out = np.empty(x.shape, dtype=object)
         for index in np.ndindex(*x.shape[:-1]):
             row = [normal_form(self._real(t)) for t in x[index]]
+            if grad is not None:
+                row += [normal_form(self._real(t)) for t in grad[index]]
             for j in range(n):
-                out[index + (j,)] = _apply(self._function(name, n, j), row)
+                out[index + (j,)] = _apply(self._function(name, len(row), j), row)
         return out
 
     def matmul(self, a, b) -> np.ndarray:

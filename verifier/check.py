@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import counterexample
+from .backward import BackwardUnsupported, gradient_program
 from .engine import EngineError
 from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inputs, prove, random_inputs,
                           run_concrete)
@@ -64,6 +65,17 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool) -> N
     if shapes.diagnostics:
         report.diagnostics.extend(shapes.diagnostics)
         return
+    if checked.gradients:
+        try:
+            checked = gradient_program(checked, shapes.shapes)
+        except BackwardUnsupported as problem:
+            report.add(Diagnostic("unsupported", ERROR, str(problem), problem.line))
+            return
+        shapes = infer_shapes(checked)
+        if shapes.diagnostics:
+            report.diagnostics.extend(shapes.diagnostics)
+            return
+        report.extra["backward_ops"] = len(checked.ops) - len(program.ops)
     report.proven.append("well-formed: SSA, shapes" + (", shard divisibility for all allowed dim values"
                                                         if program.dims else ""))
     placement = propagate(checked, shapes.shapes)

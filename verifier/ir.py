@@ -108,6 +108,28 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Gradient:
+    """Check the gradient of ``input``: its final value (after any synchronisation written in
+    the backward section) is ``value`` and must be placed as ``placements``."""
+
+    input: str
+    value: str
+    placements: tuple[Placement, ...] = ()
+    span: Span = field(default_factory=Span)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A named op list (``def``): bodies of custom autograd functions."""
+
+    name: str
+    params: tuple[str, ...]
+    ops: tuple[Op, ...]
+    returns: tuple[str, ...]
+    span: Span = field(default_factory=Span)
+
+
+@dataclass(frozen=True)
 class Program:
     mesh: Mesh
     inputs: tuple[TensorSpec, ...]
@@ -116,9 +138,9 @@ class Program:
     dims: dict[str, int | None] = field(default_factory=dict, hash=False)
     requires: tuple[str, ...] = ()
     source: str | None = None
-
-    def with_mesh(self, mesh: Mesh) -> "Program":
-        return Program(mesh, self.inputs, self.ops, self.outputs, self.dims, self.requires, self.source)
+    gradients: tuple[Gradient, ...] = ()
+    backward_ops: tuple[Op, ...] = ()  # gradient synchronisation, run after the generated backward
+    functions: dict[str, Function] = field(default_factory=dict, hash=False)
 
 
 # --- dim expressions -------------------------------------------------------------------

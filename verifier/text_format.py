@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Dim, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
+from .ir import Dim, Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
 from .placements import Placement, R, parse_placement
 
 
@@ -186,13 +186,54 @@ def parse_program(text: str, file: str | None = None) -> Program:
     inputs: list[TensorSpec] = []
     ops: list[Op] = []
     outputs: list[Output] = []
+    gradients: list[Gradient] = []
+    backward_ops: list[Op] = []
+    functions: dict[str, Function] = {}
+    target = ops  # where the next op goes: forward, backward section, or a def body
+    function: tuple[str, tuple[str, ...], list[Op], int] | None = None
     for lineno, raw in enumerate(text.splitlines(), start=1):
         body = raw.split("#", 1)[0]
         if not body.strip():
             continue
         line = _Line(body, lineno, file)
         head = line.peek()
-        if head.text == "mesh":
+        if function is not None:
+            if head.text == "return":
+                line.pos += 1
+                returns = [line.take(kind="name", expected="a value name").text]
+                while line.accept(","):
+                    returns.append(line.take(kind="name", expected="a value name").text)
+                line.expect_end()
+                name, params, body_ops, start = function
+                functions[name] = Function(name, params, tuple(body_ops), tuple(returns), Span(start, file))
+                function = None
+            else:
+                function[2].append(_parse_op(line, file))
+            continue
+        if head.text == "def":
+            line.pos += 1
+            name = line.take(kind="name", expected="a function name").text
+            line.take("(", expected="'('")
+            params: list[str] = []
+            while not line.accept(")"):
+                params.append(line.take(kind="name", expected="a parameter name").text)
+                if not line.accept(","):
+                    line.take(")", expected="',' or ')'")
+                    break
+            line.take(":", expected="':'")
+            line.expect_end()
+            function = (name, tuple(params), [], lineno)
+        elif head.text == "backward" and len(line.tokens) == 1:
+            target = backward_ops
+        elif head.text == "grad" and len(line.tokens) > 1 and line.tokens[1].kind == "name":
+            line.pos += 1
+            name = line.take(kind="name", expected="an input name").text
+            value = line.take(kind="name", expected="a value name").text if line.accept("=") else f"grad_{name}"
+            placements = _parse_placements(line, mesh) if line.peek() is not None and line.peek().text == "{" else ()
+            span = _parse_span(line, file)
+            line.expect_end()
+            gradients.append(Gradient(name, value, placements, span))
+        elif head.text == "mesh":
             line.pos += 1
             pairs = []
             while not line.at_end():
@@ -250,10 +291,13 @@ def parse_program(text: str, file: str | None = None) -> Program:
             line.expect_end()
             outputs.append(Output(name, placements, span))
         else:
-            ops.append(_parse_op(line, file))
+            target.append(_parse_op(line, file))
+    if function is not None:
+        raise ParseError(file, function[3], 1, f"expected 'return ...' to end def {function[0]}")
     if mesh is None:
         raise ParseError(file, 1, 1, "expected a 'mesh' line (e.g. 'mesh tp=2')")
-    return Program(mesh, tuple(inputs), tuple(ops), tuple(outputs), dims, tuple(requires), source)
+    return Program(mesh, tuple(inputs), tuple(ops), tuple(outputs), dims, tuple(requires), source,
+                   tuple(gradients), tuple(backward_ops), functions)
 
 
 def _parse_op(line: _Line, file: str | None) -> Op:
@@ -323,10 +367,24 @@ def print_program(program: Program) -> str:
         bounds = f" range({spec.bounds[0]}, {spec.bounds[1]})" if spec.bounds else ""
         lines.append(f"input {spec.name}: {spec.dtype}[{shape}] "
                      f"{_format_placements(program.mesh, spec.placements)}{bounds}{_format_span(spec.span)}")
-    for op in program.ops:
-        arguments = list(op.args) + [f"{key}={_format_value(value)}" for key, value in op.attrs.items()]
-        head = f"{', '.join(op.results)} = " if op.results else ""
-        lines.append(f"{head}{op.kind}({', '.join(arguments)}){_format_span(op.span)}")
+    for function in program.functions.values():
+        lines.append(f"def {function.name}({', '.join(function.params)}):")
+        lines.extend("    " + _format_op(op) for op in function.ops)
+        lines.append(f"    return {', '.join(function.returns)}")
+    lines.extend(_format_op(op) for op in program.ops)
     for out in program.outputs:
         lines.append(f"output {out.name} {_format_placements(program.mesh, out.placements)}{_format_span(out.span)}")
+    if program.backward_ops:
+        lines.append("backward")
+        lines.extend(_format_op(op) for op in program.backward_ops)
+    for gradient in program.gradients:
+        value = "" if gradient.value == f"grad_{gradient.input}" else f" = {gradient.value}"
+        placements = f" {_format_placements(program.mesh, gradient.placements)}" if gradient.placements else ""
+        lines.append(f"grad {gradient.input}{value}{placements}{_format_span(gradient.span)}")
     return "\n".join(lines) + "\n"
+
+
+def _format_op(op: Op) -> str:
+    arguments = list(op.args) + [f"{key}={_format_value(value)}" for key, value in op.attrs.items()]
+    head = f"{', '.join(op.results)} = " if op.results else ""
+    return f"{head}{op.kind}({', '.join(arguments)}){_format_span(op.span)}"

@@ -7,7 +7,7 @@ import pytest
 from verifier.check import check_program
 from verifier.text_format import parse_program
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "ir").glob("*.vir"))
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "ir").rglob("*.vir"))
 
 # The line each buggy example must be blamed on (the op that is wrong, or after which the
 # missing collective belongs).
@@ -22,6 +22,9 @@ BLAMED_LINE = {
     "gather_wrong_dim.vir": 11,
     "bias_before_allreduce.vir": 10,
     "sequence_parallel_wrong_dim.vir": 15,
+    "megatron_mlp_f_missing_backward_allreduce.vir": 10,
+    "sequence_parallel_norm_grad_not_reduced.vir": 10,
+    "dp_gradient_averaged_twice.vir": 21,
 }
 
 
@@ -48,3 +51,9 @@ def test_example_verdict(path):
         assert confirmed and confirmed[0].confirmed
     else:
         assert any("equivalent to the single-device program" in fact for fact in report.proven)
+
+
+def test_backward_examples_check_gradients_too():
+    path = Path(__file__).parents[2] / "examples" / "ir" / "backward" / "megatron_mlp_fg_ok.vir"
+    report = check_program(parse_program(path.read_text(), str(path)), str(path))
+    assert report.verdict == "verified" and report.extra["backward_ops"] > 10

@@ -190,6 +190,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _importable_in_children():
+    """Spawned children import this module by its name with the parent's ``sys.path``
+    (captured when a process starts): make sure the directory it is importable from is on it."""
+    root = None
+    if __name__ not in ("__main__", "__mp_main__"):
+        root = str(Path(__file__).resolve().parents[len(__name__.split(".")) - 1])
+    added = root is not None and root not in sys.path
+    if added:
+        sys.path.append(root)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(root)
+
+
 @dataclass
 class _Outcome:
     """What one group of ranks did with one program."""
@@ -222,11 +240,12 @@ class _Group:
         port = _free_port() if self.world > 1 else 0
         jobs = [(i, dataclasses.asdict(self.specs[i])) for i in self.pending]
         self.procs = []
-        for rank in range(self.world):
-            p = self.ctx.Process(target=_worker, args=(rank, self.world, port, jobs, self.queue, self.use_shim),
-                                 daemon=True)
-            p.start()
-            self.procs.append(p)
+        with _importable_in_children():
+            for rank in range(self.world):
+                p = self.ctx.Process(target=_worker, args=(rank, self.world, port, jobs, self.queue, self.use_shim),
+                                     daemon=True)
+                p.start()
+                self.procs.append(p)
         self.started_at = time.monotonic()
         self.job_started: dict[int, float] = {}
         self.current: dict[int, int | None] = {r: None for r in range(self.world)}

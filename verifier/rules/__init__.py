@@ -1,2 +1,2 @@
 """Importing this package registers every op rule (one module per family of ops)."""
-from . import collectives, elementwise, matmul, nn, p2p, reductions, shape_ops, spmd  # noqa: F401
+from . import collectives, elementwise, gradients, matmul, nn, p2p, reductions, shape_ops, spmd  # noqa: F401

@@ -273,3 +273,33 @@ register(OpRule("vocab_parallel_cross_entropy", _vpce_shape, _vpce_on_dim,
                 evaluate_group=lambda xp, per_rank_args, attrs: [[loss] for loss in _vpce_group(xp, per_rank_args,
                                                                                                  attrs)],
                 arity=(2, 2), required_attrs=("mesh_dim",)))
+
+
+# --- backward of the fused vocab-parallel ops: the full gradient, each rank keeps its shard --
+
+def _vpe_grad_group(xp, per_rank_args, attrs):
+    from .gradients import _embedding_grad_evaluate
+
+    ids, grad = per_rank_args[0][0], per_rank_args[0][1]
+    table = np.concatenate([args[2] for args in per_rank_args], axis=0)
+    (full,) = _embedding_grad_evaluate(xp, [ids, grad, table], attrs, None)
+    return [[piece] for piece in _split(full, 0, len(per_rank_args))]
+
+
+def _vpce_grad_group(xp, per_rank_args, attrs):
+    from .gradients import _ce_grad_evaluate
+
+    logits = np.concatenate([args[0] for args in per_rank_args], axis=-1)
+    (full,) = _ce_grad_evaluate(xp, [logits, per_rank_args[0][1], per_rank_args[0][2]], attrs, None)
+    return [[piece] for piece in _split(full, np.ndim(full) - 1, len(per_rank_args))]
+
+
+def _keep_shard_placement(position: int):
+    """The gradient of a shard is sharded like it."""
+    return lambda placements, ctx: [placements[position]]
+
+
+register(OpRule("vocab_parallel_embedding_grad", lambda s, a, m: [tuple(s[2])], _keep_shard_placement(2),
+                evaluate_group=_vpe_grad_group, arity=(3, 3), required_attrs=("mesh_dim",)))
+register(OpRule("vocab_parallel_cross_entropy_grad", lambda s, a, m: [tuple(s[0])], _keep_shard_placement(0),
+                evaluate_group=_vpce_grad_group, arity=(3, 3), required_attrs=("mesh_dim",)))

@@ -108,20 +108,23 @@ def _sdpa_placement(placements, ctx: PlacementContext) -> list[Placement]:
                          f"along the sequence and the head dim must not be split")
 
 
-def _sdpa_evaluate(xp, args, attrs, ctx):
-    q, k, v = args
-    scale = attrs.get("scale")
+def attention_probs(xp, q, k, causal: bool, scale):
+    """softmax(q k^T * scale) with torch's is_causal mask (query i sees keys 0..i)."""
     scale = 1.0 / math.sqrt(np.shape(q)[-1]) if scale is None else float(scale)
     scores = xp.matmul(q, np.swapaxes(k, -1, -2)) * scale
-    if not attrs.get("causal"):
-        return [xp.matmul(xp.rowwise("softmax", scores), v)]
+    if not causal:
+        return xp.rowwise("softmax", scores)
     length, keys = np.shape(scores)[-2:]
-    weights = (xp.zeros(np.shape(scores)) if xp.symbolic else np.zeros(np.shape(scores)))
-    weights = np.array(weights, dtype=object if xp.symbolic else float)
+    weights = np.array(xp.zeros(np.shape(scores)), dtype=object if xp.symbolic else float)
     for i in range(length):
-        visible = min(keys, i + 1)  # torch's is_causal: query i sees keys 0..i
+        visible = min(keys, i + 1)
         weights[..., i, :visible] = xp.rowwise("softmax", scores[..., i, :visible])
-    return [xp.matmul(weights, v)]
+    return weights
+
+
+def _sdpa_evaluate(xp, args, attrs, ctx):
+    q, k, v = args
+    return [xp.matmul(attention_probs(xp, q, k, bool(attrs.get("causal")), attrs.get("scale")), v)]
 
 
 register(OpRule("sdpa", _sdpa_shape, _sdpa_placement, _sdpa_evaluate, arity=(3, 3)))

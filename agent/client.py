@@ -1,0 +1,170 @@
+"""Talk to an OpenAI-compatible chat endpoint: one request in, one answer out, or one clear error.
+
+Transient trouble (HTTP 429, 5xx, timeouts, connection resets) is retried with exponential
+backoff (honouring ``Retry-After``) under a total deadline, with ``tenacity``.  Everything
+else is the user's to fix and becomes an ``LLMError`` with a one-line message: a bad key
+(401), an unknown model (404), no server at the URL (connection refused).  A 400 that
+complains about ``response_format`` means the endpoint has no structured output; the caller
+falls back to asking for ``.vir`` text (``StructuredOutputUnsupported``).
+"""
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
+
+from .settings import LLMSettings
+
+
+class LLMError(Exception):
+    """The endpoint cannot be used; the message is one line a user can act on."""
+
+
+class StructuredOutputUnsupported(Exception):
+    """The endpoint rejected ``response_format`` json_schema."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tokens_in: int
+    tokens_out: int
+    response_format: str  # "json" | "vir"
+    truncated: bool = False
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _refused(exc: BaseException) -> bool:
+    return any(isinstance(e, ConnectionRefusedError) for e in _chain(exc))
+
+
+def _unresolvable(exc: BaseException) -> bool:
+    return any(isinstance(e, socket.gaierror) for e in _chain(exc))
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _quota(exc: BaseException) -> bool:
+    body = getattr(exc, "body", None)
+    text = str(body if body is not None else exc).lower()
+    return "insufficient_quota" in text
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APITimeoutError):
+        return True
+    if isinstance(exc, openai.APIConnectionError):
+        return not (_refused(exc) or _unresolvable(exc))
+    status = _status(exc)
+    if status == 429:
+        return not _quota(exc)
+    return status is not None and status >= 500
+
+
+def _first_line(exc: BaseException) -> str:
+    message = getattr(exc, "message", None) or str(exc)
+    return message.strip().splitlines()[0][:300] if message.strip() else exc.__class__.__name__
+
+
+def _about_response_format(exc: BaseException) -> bool:
+    text = str(getattr(exc, "body", None) or "") + " " + str(exc)
+    return any(word in text.lower() for word in ("response_format", "json_schema", "structured output",
+                                                   "guided_json", "response format"))
+
+
+class ChatClient:
+    def __init__(self, settings: LLMSettings):
+        if not settings.base_url:
+            raise LLMError("no LLM endpoint configured: pass --base-url or set OPENAI_BASE_URL")
+        if not settings.model:
+            raise LLMError(f"no model for the LLM endpoint {settings.base_url}: pass --model or set VERIFY_AGENT_MODEL")
+        self.settings = settings
+        self.url = settings.base_url.rstrip("/")
+        # max_retries=0: tenacity does the retrying, under one deadline.
+        self.openai = openai.OpenAI(base_url=self.url, api_key=settings.api_key or "not-needed", max_retries=0,
+                                    timeout=settings.request_timeout)
+
+    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> Completion:
+        """One answer; ``schema`` asks for structured JSON output."""
+        settings = self.settings
+        arguments: dict[str, Any] = {"model": settings.model, "messages": messages,
+                                     "temperature": settings.temperature, "max_tokens": settings.max_tokens}
+        if schema is not None:
+            arguments["response_format"] = {"type": "json_schema",
+                                            "json_schema": {"name": "vir_program", "schema": schema, "strict": False}}
+        started = time.monotonic()
+        retrying = Retrying(retry=retry_if_exception(_transient), wait=self._wait,
+                            stop=stop_after_attempt(settings.retry_attempts) | stop_after_delay(settings.retry_deadline),
+                            reraise=True, sleep=time.sleep)
+        try:
+            response = retrying(self.openai.chat.completions.create, **arguments)
+        except openai.APIError as exc:
+            raise self._error(exc, schema is not None, time.monotonic() - started) from None
+        return self._completion(response, "json" if schema is not None else "vir")
+
+    def _wait(self, state: RetryCallState) -> float:
+        settings = self.settings
+        backoff = min(settings.retry_max_wait, settings.retry_initial_wait * 2 ** (state.attempt_number - 1))
+        exc = state.outcome.exception() if state.outcome else None
+        response = getattr(exc, "response", None)
+        header = response.headers.get("retry-after") if response is not None else None
+        try:
+            asked = float(header) if header is not None else 0.0
+        except ValueError:
+            asked = 0.0
+        return max(backoff, min(asked, settings.retry_max_wait))
+
+    def _error(self, exc: openai.APIError, structured: bool, elapsed: float) -> Exception:
+        url, model = self.url, self.settings.model
+        status = _status(exc)
+        if isinstance(exc, openai.APIConnectionError) and _refused(exc):
+            return LLMError(f"no LLM endpoint at {url} (connection refused): start the server or fix --base-url / "
+                            f"OPENAI_BASE_URL")
+        if isinstance(exc, openai.APIConnectionError) and _unresolvable(exc):
+            return LLMError(f"cannot resolve the host of the LLM endpoint {url}: check --base-url / OPENAI_BASE_URL")
+        if status == 401:
+            return LLMError(f"the LLM endpoint {url} rejected the API key (401 Unauthorized): check OPENAI_API_KEY")
+        if status == 403:
+            return LLMError(f"the LLM endpoint {url} refused access (403 Forbidden): {_first_line(exc)}")
+        if status == 404:
+            return LLMError(f"model {model!r} not found at {url} (404): check --model / VERIFY_AGENT_MODEL "
+                            f"(and that the base URL ends in /v1)")
+        if status == 429 and _quota(exc):
+            return LLMError(f"the LLM endpoint {url} says the quota is exhausted (429 insufficient_quota)")
+        if status in (400, 422) and structured and _about_response_format(exc):
+            return StructuredOutputUnsupported(_first_line(exc))
+        if _transient(exc):
+            what = "timed out" if isinstance(exc, openai.APITimeoutError) else (
+                f"kept failing (HTTP {status})" if status else "kept dropping the connection")
+            return LLMError(f"the LLM endpoint {url} {what}; gave up after {elapsed:.0f} s of retries")
+        if status is not None:
+            return LLMError(f"the LLM endpoint {url} rejected the request (HTTP {status}): {_first_line(exc)}")
+        return LLMError(f"the LLM endpoint {url} failed: {_first_line(exc)}")
+
+    def _completion(self, response: Any, response_format: str) -> Completion:
+        try:
+            choice = response.choices[0]
+        except (AttributeError, IndexError, TypeError):
+            raise LLMError(f"the LLM endpoint {self.url} returned no choices") from None
+        message = choice.message
+        text = message.content if message is not None else None
+        refusal = getattr(message, "refusal", None)
+        if text is None and refusal:
+            raise LLMError(f"the model refused to answer: {str(refusal).splitlines()[0][:200]}")
+        usage = getattr(response, "usage", None)
+        return Completion(text or "", int(getattr(usage, "prompt_tokens", 0) or 0),
+                          int(getattr(usage, "completion_tokens", 0) or 0), response_format,
+                          truncated=getattr(choice, "finish_reason", None) == "length")
