@@ -21,6 +21,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from .calls import rename_body
 from .ir import Op, Output, Program, Span, TensorSpec
 from .placements import R, Shard
 
@@ -430,6 +431,26 @@ NO_GRADIENT = {"lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", 
                "world_size", "const", "zeros", "ones", "wait"}
 
 
+def _custom_backward(builder: Builder, program: Program, marker: Op, grads: dict[str, str], depends: set[str]
+                     ) -> None:
+    """Run the user's backward body (a custom autograd.Function) for a whole call region."""
+    function = program.functions.get(marker.attrs["backward"])
+    args, results = marker.attrs["call_args"], marker.attrs["call_results"]
+    if function is None:
+        raise BackwardUnsupported(marker, f"backward={marker.attrs['backward']!r} is not defined")
+    if len(function.params) != len(args) + len(results) or len(function.returns) != len(args):
+        raise BackwardUnsupported(marker, f"backward {function.name} must take {len(args) + len(results)} "
+                                          f"values (inputs, then output gradients) and return {len(args)}")
+    incoming = [grads.get(r) or builder.emit("zeros_like", [r]) for r in results]
+    body, names = rename_body(function, f"b{next(builder.counter)}.", dict(zip(function.params, args + incoming)))
+    builder.ops.extend(body)
+    for arg, returned in zip(args, function.returns):
+        if returned == "none" or arg not in depends:
+            continue
+        grad = names.get(returned, returned)
+        grads[arg] = builder.emit("add", [grads[arg], grad]) if arg in grads else grad
+
+
 def _cotangent_placements(placements):
     return tuple(p if isinstance(p, Shard) else R for p in placements)
 
@@ -460,7 +481,15 @@ def gradient_program(program: Program, shapes: dict[str, tuple[int, ...]]) -> Pr
         cotangents.append(TensorSpec(name, shapes[out.name], "f32", _cotangent_placements(out.placements), out.span))
         builder.shapes[name] = shapes[out.name]
         grads[out.name] = name
+    handled_regions: set[int] = set()
     for op in reversed(program.ops):
+        region = op.attrs.get("call_region")
+        if region is not None and op.attrs.get("backward", "none") != "none":
+            if "call_args" in op.attrs and region not in handled_regions:
+                handled_regions.add(region)
+                builder.span = op.span
+                _custom_backward(builder, program, op, grads, depends)
+            continue
         outgoing = [grads.get(r) for r in op.results]
         if all(g is None for g in outgoing) or not any(a in depends for a in op.args):
             continue

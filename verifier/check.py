@@ -15,6 +15,7 @@ import numpy as np
 
 from . import counterexample
 from .backward import BackwardUnsupported, gradient_program
+from .calls import CallError, expand_calls
 from .engine import EngineError
 from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inputs, prove, random_inputs,
                           run_concrete)
@@ -60,7 +61,11 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool) -> N
         if declared_shapes.diagnostics:
             report.diagnostics.extend(declared_shapes.diagnostics)
             return
-    checked = instantiate(program, env)
+    try:
+        checked = expand_calls(instantiate(program, env))
+    except CallError as problem:
+        report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
+        return
     shapes = infer_shapes(checked)
     if shapes.diagnostics:
         report.diagnostics.extend(shapes.diagnostics)

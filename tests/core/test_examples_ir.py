@@ -25,6 +25,7 @@ BLAMED_LINE = {
     "megatron_mlp_f_missing_backward_allreduce.vir": 10,
     "sequence_parallel_norm_grad_not_reduced.vir": 10,
     "dp_gradient_averaged_twice.vir": 21,
+    "custom_function_f_missing_allreduce.vir": 20,
 }
 
 

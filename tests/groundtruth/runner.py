@@ -66,7 +66,6 @@ import traceback
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -783,9 +782,16 @@ def _compare_param_grad(name, shard, ref, per_rank, rtol, atol) -> OutputDetail:
     return _compare_each_rank(name, ref, per_rank, rtol, atol, note)
 
 
+_CONSEQUENTIAL = ("Connection closed by peer", "did not finish after a peer failed", "Connection reset by peer")
+
+
 def _first_error(errors: dict) -> str:
-    rank = sorted(errors)[0]
-    return f"rank {rank}: {errors[rank]}"
+    """The most telling error: a rank's own failure rather than a peer's reaction to it."""
+    order = list(errors)  # arrival order
+    rank = min(order, key=lambda r: (any(m in errors[r] for m in _CONSEQUENTIAL), order.index(r)))
+    text = f"rank {rank}: {errors[rank]}"
+    others = [f"rank {r}: {errors[r].strip().splitlines()[-1]}" for r in order if r != rank]
+    return text + ("\n" + "\n".join(others) if others else "")
 
 
 def _compare(job: Job, ref: _Outcome, par: _Outcome) -> GroundTruthResult:

@@ -74,3 +74,7 @@ def _local_chunk_evaluate(xp, args, attrs, ctx):
 
 register(OpRule("local_chunk", _local_chunk_shape, _local_chunk_placement, _local_chunk_evaluate,
                 required_attrs=("mesh_dim", "dim")))
+
+
+# ``call`` is inlined before any evaluation (verifier/calls.py); registered for the structure check.
+register(OpRule("call", lambda s, a, m: [], lambda p, ctx: [], arity=(0, 64), required_attrs=("forward",)))
