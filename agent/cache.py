@@ -8,8 +8,8 @@ execution) on every use anyway, so a stale answer can cost a round but never a w
 
 Layout: ``<dir>/<source sha[:16]>/<version>-<mode>-r<round>-<feedback sha[:12]>-<model>.json``,
 one JSON file per answer.  The directory is ``VERIFY_AGENT_CACHE`` or ``.verify-agent-cache``
-in the current directory; ``.verify-agent-cache`` next to the source file is read as well
-(never written), so recorded answers can ship with an example.  With no model configured
+in the current directory; ``llm-answers/`` next to the source file is read as well (never
+written), so recorded answers can ship with an example.  With no model configured
 (offline), an answer recorded by any model is used.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 CACHE_ENV = "VERIFY_AGENT_CACHE"
 DEFAULT_DIR = ".verify-agent-cache"
+RECORDED_DIR = "llm-answers"  # next to a source file: answers shipped with it (read, never written)
 
 
 def sha256(text: str) -> str:
@@ -64,7 +65,7 @@ class ResponseCache:
     @classmethod
     def for_source(cls, source_path: str, directory: str | None = None) -> "ResponseCache":
         primary = Path(directory or os.environ.get(CACHE_ENV) or DEFAULT_DIR)
-        beside = Path(source_path).resolve().parent / DEFAULT_DIR
+        beside = Path(source_path).resolve().parent / RECORDED_DIR
         return cls(primary, (beside,))
 
     def _folder(self, root: Path, key: CacheKey) -> Path:

@@ -149,6 +149,23 @@ def _context():
     return _CONTEXT
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """Start children without re-importing the parent's ``__main__`` (a REPL, stdin, a CLI
+    script): they need nothing from it, and importing it costs time or fails."""
+    main = sys.modules.get("__main__")
+    saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
+    try:
+        if "__file__" in saved:
+            del main.__file__
+        if main is not None:
+            main.__spec__ = None
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -167,12 +184,13 @@ def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
     job = {"source": source, "path": path, "entry": entry, "seed": seed, "timeout": timeout,
            "inputs": {k: np.asarray(v) for k, v in inputs.items()} if inputs is not None else None}
     groups = {1: (unit, _free_port()), world: (mesh, _free_port())} if world > 1 else {1: (unit, _free_port())}
-    processes = []
-    for size, (dims, port) in groups.items():
-        for rank in range(size):
-            process = ctx.Process(target=_worker, args=(rank, size, port, dims, job, results), daemon=True)
-            process.start()
-            processes.append(process)
+    processes: list[tuple[int, Any]] = []
+    with _without_main_module():
+        for size, (dims, port) in groups.items():
+            for rank in range(size):
+                process = ctx.Process(target=_worker, args=(rank, size, port, dims, job, results), daemon=True)
+                process.start()
+                processes.append((size, process))
     outcome: dict[int, dict[int, Any]] = {size: {} for size in groups}
     errors: dict[int, str] = {}
     unrunnable: set[int] = set()
@@ -180,15 +198,17 @@ def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
     first_error: float | None = None
     expected = sum(groups)
     received = 0
+    stopped_early = False
     try:
         while received < expected:
             now = time.monotonic()
             if now > deadline or (first_error is not None and now - first_error > PEER_GRACE):
+                stopped_early = True
                 break
             try:
                 kind, size, rank, payload = results.get(timeout=0.05)
             except queue_module.Empty:
-                if not any(p.is_alive() for p in processes):
+                if not any(p.is_alive() for _, p in processes):
                     break
                 continue
             received += 1
@@ -200,10 +220,10 @@ def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
                     unrunnable.add(size)
                 first_error = first_error or time.monotonic()
     finally:
-        for process in processes:
+        for _, process in processes:
             if process.is_alive():
                 process.kill()
-        for process in processes:
+        for _, process in processes:
             process.join(timeout=5)
         with contextlib.suppress(Exception):
             results.close()
@@ -213,7 +233,11 @@ def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
         if size in errors:
             return SourceRun(size, error=errors[size], unrunnable=size in unrunnable)
         if len(outcome[size]) < size:
-            return SourceRun(size, timed_out=True)
+            if stopped_early:
+                return SourceRun(size, timed_out=True)
+            codes = sorted({p.exitcode for s, p in processes if s == size and p.exitcode not in (0, None)})
+            return SourceRun(size, error=f"a worker process exited (code {codes}) without reporting",
+                             unrunnable=True)
         return SourceRun(size, outputs=tuple(tuple(outcome[size][r]) for r in range(size)))
 
     reference = run_of(1)

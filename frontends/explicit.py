@@ -445,7 +445,7 @@ def send(cx: Call, tensor, dst=None, group=None, tag=0, group_dst=None):
     it = cx.it
     tensor = _tensor(cx, tensor, "send")
     mesh_dim, peer = _peer(cx, group_dst if group_dst is not None else dst, group)
-    kind = "isend" if cx.node.func.attr.value == "isend" else "send" if hasattr(cx.node.func, "attr") else "send"
+    kind = "isend" if cx.name == "dist.isend" else "send"
     return _send(cx, kind, tensor, mesh_dim, peer)
 
 
@@ -460,7 +460,7 @@ def _send(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str) -> Hand
 def recv(cx: Call, tensor, src=None, group=None, tag=0, group_src=None):
     tensor = _tensor(cx, tensor, "recv")
     mesh_dim, peer = _peer(cx, group_src if group_src is not None else src, group)
-    kind = "irecv" if hasattr(cx.node.func, "attr") and cx.node.func.attr.value == "irecv" else "recv"
+    kind = "irecv" if cx.name == "dist.irecv" else "recv"
     return _recv(cx, kind, tensor, mesh_dim, peer)
 
 

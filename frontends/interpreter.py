@@ -611,7 +611,8 @@ class Interpreter(Emitter):
                 return found
         if name in ("forward", "__call__"):
             return BoundMethod(module, "__call__")
-        if name in ("to", "cuda", "cpu", "float", "eval", "train", "requires_grad_", "half", "bfloat16"):
+        if name in ("to", "cuda", "cpu", "float", "eval", "train", "requires_grad_", "half", "bfloat16",
+                    "register_buffer", "register_parameter"):
             return BoundMethod(module, name)
         if name == "training":
             return False
@@ -945,6 +946,7 @@ class Interpreter(Emitter):
             handler = FUNCTIONS.get(name)
             if handler is None:
                 raise self.unsupported(node, callee.name, "library function not modelled")
+            cx.name = name
             return self.invoke(handler, cx, args, kwargs, callee.name)
         if isinstance(callee, BoundMethod):
             return self.call_method(callee, args, kwargs, node, cx)
@@ -975,6 +977,7 @@ class Interpreter(Emitter):
 
     def call_method(self, bound: BoundMethod, args: list, kwargs: dict, node: cst.CSTNode, cx: Call) -> Any:
         obj, name = bound.obj, bound.name
+        cx.name = name
         if isinstance(obj, Tensor):
             handler = METHODS.get(name)
             if handler is None:
@@ -983,7 +986,15 @@ class Interpreter(Emitter):
         if isinstance(obj, ModuleObj):
             if name == "__call__":
                 return self.call_module(obj, args, kwargs, node)
-            return obj  # .to(...), .cuda(), .eval(): the same module
+            if name in ("register_buffer", "register_parameter"):
+                from .nn_modules import register_on_module
+                register_on_module(cx, obj, args[0], args[1] if len(args) > 1 else kwargs.get("tensor",
+                                                                                               kwargs.get("param")))
+                return None
+            if name in ("float", "half", "bfloat16") or (name == "to" and any(
+                    not isinstance(a, str) for a in list(args) + list(kwargs.values()))):
+                raise self.unsupported(node, f".{name}()", "changing a module's dtype is not modelled")
+            return obj  # .to(device), .cuda(), .eval(): the same module
         if isinstance(obj, ClassObj) and name == "apply":
             from .explicit import autograd_apply
             return autograd_apply(cx, obj, args, kwargs)

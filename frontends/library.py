@@ -27,6 +27,7 @@ class Call:
     line: int | None
     node: cst.CSTNode | None
     hint: str | None = None
+    name: str = ""  # the canonical library name or method name that was called
 
 
 def function(*names: str) -> Callable:

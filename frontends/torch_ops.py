@@ -216,14 +216,14 @@ def buffer(cx: Call, shape: tuple, dtype: str, fill: str | None, origin: str) ->
 @function("torch.empty", "torch.zeros", "torch.ones")
 def _create(cx: Call, *size, dtype=None, device=None, requires_grad=False, pin_memory=False, layout=None,
             out=None):
-    name = cx.node.func.attr.value if hasattr(cx.node.func, "attr") else "empty"
+    name = cx.name.split(".")[-1]
     fill = None if name == "empty" else name
     return buffer(cx, _sizes(cx, size), dtype_of(dtype, cx) or "f32", fill, f"torch.{name}")
 
 
 @function("torch.empty_like", "torch.zeros_like", "torch.ones_like")
 def _create_like(cx: Call, other, dtype=None, device=None, requires_grad=False, memory_format=None):
-    name = cx.node.func.attr.value if hasattr(cx.node.func, "attr") else "empty_like"
+    name = cx.name.split(".")[-1]
     kind = name.replace("_like", "")
     other = _tensor(cx, other, name)
     return buffer(cx, other.shape, dtype_of(dtype, cx) or other.dtype, None if kind == "empty" else kind,
@@ -232,7 +232,7 @@ def _create_like(cx: Call, other, dtype=None, device=None, requires_grad=False, 
 
 @method("new_empty", "new_zeros", "new_ones")
 def _new_buffer(cx: Call, t: Tensor, *size, dtype=None, device=None, requires_grad=False):
-    kind = cx.node.func.attr.value.replace("new_", "")
+    kind = cx.name.replace("new_", "")
     return buffer(cx, _sizes(cx, size), dtype_of(dtype, cx) or t.dtype, None if kind == "empty" else kind,
                   f".new_{kind}")
 
@@ -419,7 +419,7 @@ def _clamp_(cx: Call, t, min=None, max=None):
 @function("torch.maximum", "torch.minimum")
 @method("maximum", "minimum")
 def _max_min(cx: Call, a, b):
-    name = cx.node.func.attr.value
+    name = cx.name.split(".")[-1]
     it = cx.it
     keep_a = it.binary("ge" if name == "maximum" else "le", a, b, cx.line)
     return it.where(keep_a, a, b, cx.line)
@@ -590,7 +590,7 @@ def _permute(cx: Call, t, *dims):
 
 @method("expand", "repeat", "expand_as", "repeat_interleave")
 def _expand(cx: Call, t, *args, **kwargs):
-    raise UnsupportedError(cx.line, f".{cx.node.func.attr.value}()", "broadcast copies are not modelled")
+    raise UnsupportedError(cx.line, f".{cx.name}()", "broadcast copies are not modelled")
 
 
 @method("size")
@@ -727,7 +727,7 @@ def _max_min_pair(cx: Call, a: Tensor, b: Tensor) -> Tensor:
           "torch.topk", "torch.sort", "torch.norm", "torch.logsumexp")
 @method("min", "amin", "var", "std", "prod", "cumsum", "argmax", "topk", "sort", "norm", "logsumexp")
 def _unmodelled_reduction(cx: Call, *args, **kwargs):
-    name = cx.node.func.attr.value if hasattr(cx.node.func, "attr") else "reduction"
+    name = cx.name
     raise UnsupportedError(cx.line, name, "this reduction is not an IR op")
 
 

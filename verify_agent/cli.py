@@ -174,7 +174,7 @@ def lift(
         report = run_lift(str(file), kernel, spec, mesh, list(shard))
     except LiftInputError as exc:
         fail_usage(str(exc))
-    raise typer.Exit(emit([report], format, source.splitlines()))
+    raise typer.Exit(emit([report], format, source.splitlines(), report.extra.get("derived_program")))
 
 
 def main() -> None:

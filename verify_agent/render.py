@@ -25,7 +25,7 @@ def _summary(report: Report) -> Text:
     text.append(report.verdict.upper(), style=_VERDICT_STYLE[report.verdict])
     where = report.file or "<program>"
     mesh = ",".join(f"{k}={v}" for k, v in report.mesh.items())
-    text.append(f"  {where}  mesh {mesh}  {report.ops} ops  {report.seconds:.2f}s")
+    text.append(f"  {where}" + (f"  mesh {mesh}" if mesh else "") + f"  {report.ops} ops  {report.seconds:.2f}s")
     if errors:
         text.append(f"  {errors} violation{'s' if errors != 1 else ''}", style="red")
     return text
