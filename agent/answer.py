@@ -20,6 +20,7 @@ from .ir_json import program_from_json
 from .problems import PARSE, Problem
 
 _FENCE = re.compile(r"```[A-Za-z]*\n(.*?)```", re.S)
+_JSON_START = re.compile(r'\{\s*"')
 MAX_PROBLEMS = 8
 
 
@@ -28,9 +29,10 @@ def _json_part(text: str) -> str | None:
         stripped = block.strip()
         if stripped.startswith("{"):
             return stripped
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if start >= 0 and end > start and "mesh" in stripped[start:end]:
-            return stripped[start:end + 1]
+        match = _JSON_START.search(stripped)  # prose around a JSON object: `{` then a quoted key
+        end = stripped.rfind("}")
+        if match and end > match.start():
+            return stripped[match.start():end + 1]
     return None
 
 

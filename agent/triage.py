@@ -105,12 +105,19 @@ def _value(value: Any, index: tuple[int, ...]) -> str:
 
 def _ir_against_source(program: Program, outcome, run: execute.SourceRun, which: str) -> str | None:
     """Where the IR's values (per rank) differ from the source's, in words; None if they agree."""
+    found = _first_disagreement(program, outcome, run, which)
+    return found[0] if found else None
+
+
+def _first_disagreement(program: Program, outcome, run: execute.SourceRun, which: str
+                        ) -> tuple[str, str | None] | None:
+    """(words, IR output name) for the first IR output whose values differ from the source's."""
     rank_values = outcome.per_rank if which == "parallel" else [outcome.reference]
     for position, out in enumerate(program.outputs):
         for rank, (ir_env, source_outputs) in enumerate(zip(rank_values, run.outputs)):
             if position >= len(source_outputs):
                 return (f"the source returns {len(source_outputs)} value(s) but the IR declares output {out.name} "
-                        f"as number {position + 1}")
+                        f"as number {position + 1}"), None
             found = execute.compare(source_outputs[position], ir_env[out.name], IR_RTOL, IR_ATOL)
             if found is None:
                 continue
@@ -118,11 +125,11 @@ def _ir_against_source(program: Program, outcome, run: execute.SourceRun, which:
             ir_value, source_value = ir_env[out.name], source_outputs[position]
             if np.shape(ir_value) != np.shape(source_value):
                 return (f"output {out.name} has shape {np.shape(ir_value)} in your IR but the source returns shape "
-                        f"{np.shape(source_value)}")
+                        f"{np.shape(source_value)}"), out.name
             where = f"{out.name}[{', '.join(map(str, index))}]" if index else out.name
             ranks = f"rank {rank} of {run.world}" if which == "parallel" else "1 rank"
             return (f"on {ranks}, your IR computes {where} = {_value(ir_value, index)} but the source computes "
-                    f"{_value(source_value, index)}")
+                    f"{_value(source_value, index)}"), out.name
     return None
 
 
@@ -159,16 +166,17 @@ def triage_counterexample(program: Program, facts: SourceFacts, runner: Runner,
     confirmed = _confirmed(execution, program)
     if confirmed is not None:
         return confirmed
-    mismatch = (_ir_against_source(fixed, outcome, execution.parallel, "parallel")
-                or _ir_against_source(fixed, outcome, execution.reference, "reference"))
-    if mismatch is None:
+    found = (_first_disagreement(fixed, outcome, execution.parallel, "parallel")
+             or _first_disagreement(fixed, outcome, execution.reference, "reference"))
+    if found is None:
         return Finding(UNCONFIRMED, "unconfirmed: the source's own numbers match the IR's, yet agree with the "
                                     "single-device run")
+    mismatch, output = found
     message = (f"Running the source itself on these inputs gives the same result on 1 and on "
                f"{execution.parallel.world} ranks, so the source is consistent here and your IR is not a faithful "
                f"translation: {mismatch}. Inputs: {_inputs_text(inputs)}.{_divergence(fixed, outcome)}")
     return Finding(IR_WRONG, "the LLM's IR disagreed with the source's real numbers (sent back as feedback)",
-                   Problem(EXECUTION, message, _line_of(fixed, outcome)))
+                   Problem(EXECUTION, message, _line_of(fixed, outcome, output)))
 
 
 def cross_check(program: Program, facts: SourceFacts, runner: Runner,
@@ -243,7 +251,9 @@ def _confirmed(execution: execute.Execution, program: Program) -> Finding | None
     return None
 
 
-def _line_of(program: Program, outcome) -> int | None:
+def _line_of(program: Program, outcome, output: str | None) -> int | None:
+    """The line to quote: where the IR's values first diverge, else where the output is made."""
     if outcome.divergence_op is not None:
         return program.ops[outcome.divergence_op].span.line
-    return None
+    producer = next((op for op in reversed(program.ops) if output in op.results), None)
+    return producer.span.line if producer is not None else None

@@ -7,6 +7,7 @@ verdict is ``unsupported``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from verifier.ir import Program
 
@@ -36,6 +37,8 @@ class Translation:
     entry: str
     unsupported: list[Unsupported] = field(default_factory=list)
     provenance: list[str] = field(default_factory=list)  # per op: "frontend" or "llm round N"
+    notes: list[str] = field(default_factory=list)  # modelling choices a reader should know about
+    backward_bodies: list[Any] = field(default_factory=list)  # custom autograd backwards, for a gradient checker
 
     @property
     def complete(self) -> bool:

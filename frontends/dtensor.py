@@ -138,10 +138,8 @@ def _normal(placements: tuple, ndim: int) -> tuple:
 # --- DTensor values --------------------------------------------------------------------------
 
 def as_dtensor(cx: Call, t: Tensor, placements: tuple, mesh: MeshObj) -> Tensor:
-    out = Tensor(t.name, t.shape, t.dtype, lazy=t.lazy, pending=t.pending)
-    if t.name is None and (t.lazy is not None or t.pending is not None):
-        cx.it.use(t, cx.line)
-        out.name, out.shape, out.lazy, out.pending = t.name, t.shape, None, None
+    name = cx.it.use(t, cx.line)
+    out = Tensor(name, t.shape, t.dtype)
     out.dt, out.dt_mesh = _normal(placements, t.ndim), mesh
     return out
 

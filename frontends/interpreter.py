@@ -24,6 +24,7 @@ from .values import (MISSING, AutogradCtx, BoundMethod, BufferList, ClassObj, Co
                      WorldPieces)
 
 MAX_DEPTH = 64
+_INPUT_CREATORS = {f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "randint")}
 
 
 class _Return(Exception):
@@ -119,6 +120,7 @@ class Interpreter(Emitter):
     hint: str | None = None
     handles: dict[str, Handle] = field(default_factory=dict)
     seen_notes: set[str] = field(default_factory=set)
+    input_mode: bool = False
 
     def __post_init__(self) -> None:
         self.globals = ModuleScope(self)
@@ -471,7 +473,7 @@ class Interpreter(Emitter):
             raise self.unsupported(node, None, "control flow on tensor values is not modelled")
         if isinstance(value, sp.Basic):
             if self.dims.depends_on_rank(value):
-                if value.is_Relational or isinstance(value, sp.logic.boolalg.Boolean):
+                if _is_condition(value):
                     return RankCondition(value)
                 return RankCondition(sp.Ne(value, 0))
             if self.dims.depends_on_size(value):
@@ -481,10 +483,8 @@ class Interpreter(Emitter):
                 result = self.dims.concrete(value)
             except (ValueError, TypeError):
                 raise self.unsupported(node, None, "condition not modelled") from None
-            if isinstance(value, (sp.Rel, sp.logic.boolalg.Boolean)) and value.free_symbols & set(self.dims.values):
-                self.dims.pin(sp.Add(*[s for s in value.free_symbols if s in self.dims.values]))
-                for s in value.free_symbols & set(self.dims.values):
-                    self.dims.pin(s)
+            for symbol in value.free_symbols & set(self.dims.values):
+                self.dims.pin(symbol)
             return bool(result)
         if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict)):
             return bool(value)
@@ -943,6 +943,9 @@ class Interpreter(Emitter):
         cx = Call(self, line, node, self.hint)
         if isinstance(callee, QualName):
             name = canonical(callee.name)
+            if self.input_mode and name in _INPUT_CREATORS:
+                from .entry import input_spec
+                return input_spec(cx, name.split(".")[-1], tuple(args), kwargs)
             handler = FUNCTIONS.get(name)
             if handler is None:
                 raise self.unsupported(node, callee.name, "library function not modelled")
@@ -1180,7 +1183,13 @@ def _hint(target: cst.BaseExpression) -> str | None:
 
 def _is_number(value: Any) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
-        isinstance(value, sp.Basic) and not isinstance(value, (sp.logic.boolalg.Boolean, sp.Rel)))
+        isinstance(value, sp.Expr) and not _is_condition(value))
+
+
+def _is_condition(value: Any) -> bool:
+    return isinstance(value, sp.Basic) and (
+        value.is_Relational or isinstance(value, sp.logic.boolalg.BooleanFunction)
+        or value in (sp.true, sp.false))
 
 
 def _sym(value: Any) -> Any:

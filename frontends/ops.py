@@ -94,6 +94,8 @@ class Emitter:
                 other.stale = (f"this view shares memory with a tensor that {what} (line {line}) changed in place; "
                                f"views of in-place updated tensors are not modelled")
         target.storage = [target]
+        if target.name is not None and target.name not in self.builder.temps:
+            self.builder.name_result(value, _base_name(target.name))
         target.name, target.shape, target.dtype = value.name, value.shape, value.dtype
         target.pending, target.lazy = None, None
         target.dt, target.dt_mesh = value.dt, value.dt_mesh
@@ -552,6 +554,11 @@ class Emitter:
         self.unify(self.numel(shape), self.numel(x.shape), "masked_fill", line)
         self.dtensor_guard("masked_fill", [x, mask], line)
         return self.op("masked_fill", [x, mask], {"value": self.scalar_attr(value, line)}, x.shape, x.dtype, line)
+
+
+def _base_name(name: str) -> str:
+    head, _, tail = name.rpartition("_")
+    return head if head and tail.isdigit() else name
 
 
 def placements_str(placements: Sequence[Placement]) -> str:

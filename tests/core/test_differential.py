@@ -155,3 +155,56 @@ def test_unsupported_is_rare_on_generated_programs():
         out_pl = tuple(PLACEMENTS[rng.integers(4)] for _ in mesh)
         verdicts.append(check_program(to_ir(mesh, 12, x_pl, w_pl, ops, "v1", out_pl)).verdict)
     assert verdicts.count("unsupported") <= 6, verdicts
+
+
+GRADIENT_OPS = {"neg", "gelu", "relu", "add", "mul", "transpose", "sum", "softmax", "all_reduce", "all_gather",
+                "reduce_scatter", "local_chunk", "div_world"}
+
+
+def _differentiable(ops) -> bool:
+    return all(kind == "matmul" or (kind in GRADIENT_OPS and attrs.get("op", "sum") in ("sum", "avg")
+                                    and not (kind == "reduce_scatter" and attrs.get("op") == "avg"))
+               for kind, _, _, attrs in ops)
+
+
+def gradients_differ(mesh, n, x_pl, w_pl, ops, out, out_pl) -> bool | None:
+    """Per-rank torch autograd (collectives with their duals) vs single-device autograd."""
+    import independent_autograd
+
+    rng = np.random.default_rng(11)
+    inputs = {"x": rng.standard_normal((n, n)), "w": rng.standard_normal((n, n))}
+    try:
+        reference = independent.run(ops, inputs, {"x": (("R",),) * len(mesh), "w": (("R",),) * len(mesh)},
+                                    [(name, 1) for name, _ in mesh])
+        cotangent = rng.standard_normal(next(iter(reference.values()))[out].shape)
+        got = independent_autograd.gradients(ops, inputs, {"x": x_pl, "w": w_pl}, list(mesh), out, out_pl, cotangent)
+        want = independent_autograd.reference_gradients(ops, inputs, list(mesh), out, cotangent)
+    except (ValueError, RuntimeError, NotImplementedError, IndexError):
+        return None
+    return any(got[k] is None or got[k].shape != want[k].shape or not np.allclose(got[k], want[k], rtol=1e-6, atol=1e-8)
+               for k in want)
+
+
+@pytest.mark.torch
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_gradient_verdicts_agree_with_per_rank_autograd(case):
+    pytest.importorskip("torch")
+    from dataclasses import replace
+
+    from verifier.ir import Gradient
+
+    mesh, n, x_pl, w_pl, ops, out, out_pl = case
+    if not _differentiable(ops):
+        return
+    forward = numbers_differ(*case)
+    backward = gradients_differ(*case)
+    if forward is None or backward is None:
+        return
+    program = replace(to_ir(*case), gradients=(Gradient("x", "grad_x"), Gradient("w", "grad_w")))
+    report = check_program(program)
+    if report.verdict == "verified":
+        assert not forward and not backward, "verified, but gradients (or values) differ from one rank"
+    elif report.verdict == "violations":
+        structural = {d.check for d in report.diagnostics if d.severity == "error"} <= {"well-formed"}
+        assert forward or backward or structural, report.to_json()["diagnostics"]
