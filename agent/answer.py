@@ -45,10 +45,15 @@ def _attach(program: Program, path: str) -> Program:
     def span(old: Span) -> Span:
         return Span(old.line, path)
 
+    def ops(items):
+        return tuple(replace(o, span=span(o.span)) for o in items)
+
     return replace(program, source=path,
                    inputs=tuple(replace(s, span=span(s.span)) for s in program.inputs),
-                   ops=tuple(replace(o, span=span(o.span)) for o in program.ops),
-                   outputs=tuple(replace(o, span=span(o.span)) for o in program.outputs))
+                   ops=ops(program.ops), backward_ops=ops(program.backward_ops),
+                   outputs=tuple(replace(o, span=span(o.span)) for o in program.outputs),
+                   gradients=tuple(replace(g, span=span(g.span)) for g in program.gradients),
+                   functions={name: replace(f, ops=ops(f.ops)) for name, f in program.functions.items()})
 
 
 def parse_answer(text: str, path: str) -> Program | list[Problem]:

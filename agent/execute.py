@@ -166,6 +166,18 @@ def _without_main_module():
             setattr(main, name, value)
 
 
+def warm_up() -> None:
+    """Start the torch-preloading fork server now, so its imports overlap with other work
+    (an LLM request, a proof) instead of delaying the first run."""
+    if torch_available():
+        ctx = _context()
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            with _without_main_module():
+                forkserver.ensure_running()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from verifier.ir import Mesh, Program, eval_dim
+from verifier.ir import Mesh, Op, Program, eval_dim
 from verifier.placements import Replicate
 from verifier.registry import all_rules
 
@@ -64,6 +64,14 @@ def check_faithfulness(program: Program, facts: SourceFacts, *, expected_mesh: M
     return problems
 
 
+def every_op(program: Program) -> list[Op]:
+    """Forward ops, custom-function bodies and the backward section: all cite source lines."""
+    ops = list(program.ops)
+    for function in program.functions.values():
+        ops.extend(function.ops)
+    return ops + list(program.backward_ops)
+
+
 def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
@@ -79,7 +87,7 @@ def _is_code(text: str) -> bool:
 
 def _lines(program: Program, facts: SourceFacts) -> list[Problem]:
     problems = []
-    for op in program.ops:
+    for op in every_op(program):
         line = op.span.line
         if line is None:
             problems.append(Problem(FAITHFULNESS, f"`{describe_op(op)}` has no source line; every op carries "
@@ -97,7 +105,7 @@ def _claims(program: Program, facts: SourceFacts) -> list[Problem]:
     """No op claims a communication (or rank read, or wait) its line does not perform."""
     problems = []
     collectives = collective_kinds()
-    for op in program.ops:
+    for op in every_op(program):
         line = op.span.line
         if line is None or not 1 <= line <= len(facts.lines):
             continue
@@ -128,7 +136,7 @@ def _coverage(program: Program, facts: SourceFacts) -> list[Problem]:
     problems = []
     collectives = collective_kinds()
     cited: dict[int, list] = defaultdict(list)
-    for op in program.ops:
+    for op in every_op(program):
         if op.span.line is not None:
             cited[op.span.line].append(op)
     groups: dict[tuple, list] = defaultdict(list)
@@ -229,7 +237,7 @@ def _outputs(program: Program, facts: SourceFacts) -> list[Problem]:
 
 def _kept(program: Program, frontend: Program) -> list[Problem]:
     collectives = collective_kinds()
-    have = {(op.kind, op.span.line) for op in program.ops}
+    have = {(op.kind, op.span.line) for op in every_op(program)}
     return [Problem(FAITHFULNESS, f"the deterministic frontend translated line {op.span.line} as "
                                   f"`{describe_op(op)}`; keep an op {op.kind} at that line", op.span.line)
-            for op in frontend.ops if op.kind in collectives and (op.kind, op.span.line) not in have]
+            for op in every_op(frontend) if op.kind in collectives and (op.kind, op.span.line) not in have]

@@ -9,18 +9,17 @@ gives the same program.
 Placements are strings in the text form's spelling (``"S(1)"``, ``"R"``, ``"P(sum)"``,
 ``"V"``), keyed by mesh dim; a mesh dim left out is ``R``.  Dims are ints or expressions
 over declared symbols (``"4*H"``).  The published schema is ``prompts/ir.schema.json``;
-regenerate it with ``python -m agent.ir_json > prompts/ir.schema.json`` (a test keeps it
+regenerate it with ``python -m agent.schema > prompts/ir.schema.json`` (a test keeps it
 in step).
 """
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from verifier.ir import Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
+from verifier.ir import Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
 from verifier.placements import R, parse_placement
 
 SCHEMA_ID = "https://verify-agent.dev/schemas/ir.schema.json"
@@ -106,6 +105,34 @@ class OutputJSON(BaseModel):
         return _check_placements(value)
 
 
+class FunctionJSON(BaseModel):
+    """A ``def``: the body of a custom autograd function (its forward or its backward)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z_0-9]*$")
+    params: list[str] = Field(default_factory=list)
+    ops: list[OpJSON] = Field(default_factory=list)
+    returns: list[str] = Field(description="Returned value names ('none' for no gradient).")
+    line: Optional[int] = Field(None, description="Line of the def in the IR text (not a source line).")
+
+
+class GradientJSON(BaseModel):
+    """Check the gradient of an input: its final value, placed as given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(pattern=NAME_PATTERN)
+    value: Optional[str] = Field(None, description="The value holding it; default grad_<input>.")
+    placements: Optional[dict[str, str]] = Field(None, description="Expected placement; default: like the input.")
+    line: Optional[int] = None
+
+    @field_validator("placements")
+    @classmethod
+    def _placements(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else _check_placements(value)
+
+
 class ProgramJSON(BaseModel):
     """An SPMD program over a named device mesh (see docs/ir.md)."""
 
@@ -117,8 +144,12 @@ class ProgramJSON(BaseModel):
                                            description="Symbolic dims: a size, or null for a free dim.")
     requires: list[str] = Field(default_factory=list, description="Constraints on free dims, e.g. 'F % 8 == 0'.")
     inputs: list[InputJSON]
+    functions: list[FunctionJSON] = Field(default_factory=list, description="Custom autograd function bodies.")
     ops: list[OpJSON]
     outputs: list[OutputJSON]
+    backward: list[OpJSON] = Field(default_factory=list,
+                                   description="Ops run after the generated backward (gradient synchronisation).")
+    gradients: list[GradientJSON] = Field(default_factory=list, description="Gradients to check.")
 
     @field_validator("mesh")
     @classmethod
@@ -132,12 +163,14 @@ class ProgramJSON(BaseModel):
 
     @model_validator(mode="after")
     def _placement_dims(self) -> "ProgramJSON":
-        for kind, items in (("input", self.inputs), ("output", self.outputs)):
-            for item in items:
-                unknown = [d for d in item.placements if d not in self.mesh]
-                if unknown:
-                    raise ValueError(f"{kind} {item.name}: placement for {unknown[0]!r}, but the mesh has "
-                                     f"{', '.join(self.mesh)}")
+        named = [("input", i.name, i.placements) for i in self.inputs] + \
+            [("output", o.name, o.placements) for o in self.outputs] + \
+            [("gradient", g.input, g.placements or {}) for g in self.gradients]
+        for kind, name, placements in named:
+            unknown = [d for d in placements if d not in self.mesh]
+            if unknown:
+                raise ValueError(f"{kind} {name}: placement for {unknown[0]!r}, but the mesh has "
+                                 f"{', '.join(self.mesh)}")
         return self
 
 
@@ -156,9 +189,31 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _op_to_json(op: Op) -> dict[str, Any]:
+    return {"results": list(op.results), "op": op.kind, "args": list(op.args),
+            "attrs": {k: _plain(v) for k, v in op.attrs.items()},
+            **({"line": op.span.line} if op.span.line is not None else {})}
+
+
+def _op_from_json(op: OpJSON, file: str | None) -> Op:
+    return Op(tuple(op.results), op.op, tuple(op.args), dict(op.attrs), Span(op.line, file))
+
+
 def program_to_json(program: Program) -> dict[str, Any]:
     """The JSON-able dict of ``program`` (validates against ``ir_schema()``)."""
     mesh = program.mesh
+    extra: dict[str, Any] = {}
+    if program.functions:
+        extra["functions"] = [{"name": f.name, "params": list(f.params), "ops": [_op_to_json(op) for op in f.ops],
+                               "returns": list(f.returns), **({"line": f.span.line} if f.span.line is not None else {})}
+                              for f in program.functions.values()]
+    if program.backward_ops:
+        extra["backward"] = [_op_to_json(op) for op in program.backward_ops]
+    if program.gradients:
+        extra["gradients"] = [{"input": g.input, "value": g.value,
+                               **({"placements": _placements_to_json(mesh, g.placements)} if g.placements else {}),
+                               **({"line": g.span.line} if g.span.line is not None else {})}
+                              for g in program.gradients]
     return {
         **({"source": program.source} if program.source else {}),
         "mesh": {name: size for name, size in mesh.dims},
@@ -168,11 +223,10 @@ def program_to_json(program: Program) -> dict[str, Any]:
                     "placements": _placements_to_json(mesh, s.placements),
                     **({"bounds": list(s.bounds)} if s.bounds else {}),
                     **({"line": s.span.line} if s.span.line is not None else {})} for s in program.inputs],
-        "ops": [{"results": list(op.results), "op": op.kind, "args": list(op.args),
-                 "attrs": {k: _plain(v) for k, v in op.attrs.items()},
-                 **({"line": op.span.line} if op.span.line is not None else {})} for op in program.ops],
+        "ops": [_op_to_json(op) for op in program.ops],
         "outputs": [{"name": o.name, "placements": _placements_to_json(mesh, o.placements),
                      **({"line": o.span.line} if o.span.line is not None else {})} for o in program.outputs],
+        **extra,
     }
 
 
@@ -181,10 +235,16 @@ def to_program(model: ProgramJSON, file: str | None = None) -> Program:
     inputs = tuple(TensorSpec(i.name, tuple(i.shape), i.dtype, _placements_from_json(mesh, i.placements),
                               Span(i.line, file), tuple(_check_dim(b) for b in i.bounds) if i.bounds else None)
                    for i in model.inputs)
-    ops = tuple(Op(tuple(o.results), o.op, tuple(o.args), dict(o.attrs), Span(o.line, file)) for o in model.ops)
+    ops = tuple(_op_from_json(o, file) for o in model.ops)
     outputs = tuple(Output(o.name, _placements_from_json(mesh, o.placements), Span(o.line, file))
                     for o in model.outputs)
-    return Program(mesh, inputs, ops, outputs, dict(model.dims), tuple(model.requires), model.source)
+    functions = {f.name: Function(f.name, tuple(f.params), tuple(_op_from_json(o, file) for o in f.ops),
+                                  tuple(f.returns), Span(f.line, file)) for f in model.functions}
+    gradients = tuple(Gradient(g.input, g.value or f"grad_{g.input}",
+                               _placements_from_json(mesh, g.placements) if g.placements is not None else (),
+                               Span(g.line, file)) for g in model.gradients)
+    return Program(mesh, inputs, ops, outputs, dict(model.dims), tuple(model.requires), model.source, gradients,
+                   tuple(_op_from_json(o, file) for o in model.backward), functions)
 
 
 def program_from_json(data: str | dict[str, Any], file: str | None = None) -> Program:
@@ -204,7 +264,3 @@ def ir_schema() -> dict[str, Any]:
 
 def schema_text() -> str:
     return json.dumps(ir_schema(), indent=2, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":  # python -m agent.ir_json > prompts/ir.schema.json
-    sys.stdout.write(schema_text())

@@ -40,6 +40,7 @@ from verifier.report import ERROR, NOTE, UNSUPPORTED, VERIFIED, VIOLATIONS, Diag
 from verifier.text_format import print_program
 from verifier.wellformed import check_structure
 
+from . import execute
 from .answer import parse_answer
 from .cache import CachedAnswer, CacheKey, ResponseCache, sha256
 from .client import ChatClient, Completion, LLMError, StructuredOutputUnsupported
@@ -172,6 +173,8 @@ class _Session:
         self.notes: list[Diagnostic] = []
         self.last_program: Program | None = None  # the last answer that parsed
         self.accepted: Program | None = None  # the last answer that passed faithfulness
+        if settings.execute:
+            execute.warm_up()
 
     # -- asking ------------------------------------------------------------------------------
     def _key(self, round_number: int) -> CacheKey:

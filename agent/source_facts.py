@@ -548,13 +548,14 @@ class _Sites:
         func = self.reader.funcs[key]
         if key in self._entry_keys():
             result: tuple[int | None, str] = (1, "always")
+        elif getattr(func.node, "decorator_list", None):
+            result = (None, "maybe")  # registered somewhere we do not follow
         elif isinstance(func.node, ast.Lambda):
             parent = self.reach(func.parent, seen | {key}) if func.parent else (1, "always")
             result = (None, "maybe" if parent[1] != "never" else "never")
-        elif func.cls and func.name in ("forward", "__call__"):
-            made = self.reach(f"{func.cls}.__init__", seen | {key}) if f"{func.cls}.__init__" in self.reader.funcs \
-                else self._calls_of(func.cls, seen | {key})
-            result = (None if made[1] != "never" else 0, made[1])
+        elif func.cls and func.name in ("forward", "__call__", "backward"):
+            # instances are called (or Function.apply'd) any number of times
+            result = (None, self._class_uses(func.cls, seen | {key}))
         elif func.cls and func.name == "__init__":
             result = self._calls_of(func.cls, seen | {key})
         else:
@@ -564,11 +565,19 @@ class _Sites:
         self.memo[key] = result
         return result
 
-    def _calls_of(self, name: str, seen: frozenset[str]) -> tuple[int | None, str]:
+    def _class_uses(self, cls: str, seen: frozenset[str]) -> str:
+        """How surely a class is put to use: instantiated, or its autograd ``apply`` called."""
+        reaches = [self._calls_of(cls, seen)[1], self._calls_of("apply", seen, owner=cls)[1]]
+        return "always" if "always" in reaches else "maybe" if "maybe" in reaches else "never"
+
+    def _calls_of(self, name: str, seen: frozenset[str], owner: str | None = None) -> tuple[int | None, str]:
         total: int | None = 0
         best = "never"
         for call in self.reader.calls:
             if _last(call.node.func) != name:
+                continue
+            if owner is not None and not (isinstance(call.node.func, ast.Attribute)
+                                          and _last(call.node.func.value) == owner):
                 continue
             count, reach = self.reach(call.func_key, seen)
             if reach == "never":
@@ -581,8 +590,11 @@ class _Sites:
     def _referenced(self, func: _Func) -> bool:
         """Whether the function escapes as a value (a table entry, an argument)."""
         for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and node.id == func.name and id(node) not in self.reader.called_nodes:
-                if isinstance(self.parents.get(id(node)), ast.Return):
+            if isinstance(node, (ast.Name, ast.Attribute)) and _last(node) == func.name \
+                    and id(node) not in self.reader.called_nodes:
+                if isinstance(node, ast.Name) and isinstance(self.parents.get(id(node)), ast.Return):
+                    continue
+                if isinstance(self.parents.get(id(node)), (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
                 return True
         return False
@@ -700,7 +712,9 @@ class _Sites:
         count, reach = self.reach(call.func_key)
         if call.conditional and reach == "always":
             reach = "maybe"
-        max_ops = 0 if reach == "never" else (None if count is None or call.in_loop else count)
+        # Unreached code still may not be cited for more than it does, but is never required
+        # (a use we do not follow — a hook, a registry — is not proof that it is dead).
+        max_ops = None if reach == "never" or count is None or call.in_loop else max(count, 1)
         name = _dist_name(node.func, self.aliases)
         callee = _last(node.func)
         spelled = ast.unparse(node.func)

@@ -155,17 +155,48 @@ def _apply(function: z3.FuncDeclRef, args: list) -> z3.ExprRef:
     return _to_expr_ref(z3.Z3_mk_app(function.ctx.ref(), function.ast, len(args), array), function.ctx)
 
 
+def _raw(name: str):
+    """The C entry point behind a z3core wrapper (which re-checks the error state per call)."""
+    return getattr(z3.z3core, name).__defaults__[-1].f
+
+
+_MK_MUL, _MK_ADD, _MK_CONST = _raw("Z3_mk_mul"), _raw("Z3_mk_add"), _raw("Z3_mk_const")
+_INC_REF, _DEC_REF, _SYMBOL = _raw("Z3_inc_ref"), _raw("Z3_dec_ref"), _raw("Z3_mk_string_symbol")
+
+
 def _sum_of_products(lefts: list, rights: list) -> Any:
-    """sum_k lefts[k] * rights[k] as one n-ary Z3 term (constants folded by the caller)."""
+    """sum_k lefts[k] * rights[k] as one n-ary Z3 term, built through the C API.
+
+    Intermediate products are raw ASTs kept alive with explicit reference counts; only the
+    sum is wrapped (as an ArithRef: both sides are Real, so no sort dispatch is needed).
+    Arguments are valid terms of one context, so the skipped error checks cannot fire."""
     ctx = lefts[0].ctx
-    products = []  # wrapped at once: the wrapper holds the reference count
+    ref = ctx.ref()
+    products = []
     for a, b in zip(lefts, rights):
-        pair = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        products.append(_to_expr_ref(z3.Z3_mk_mul(ctx.ref(), 2, pair), ctx))
+        product = _MK_MUL(ref, 2, (z3.Ast * 2)(a.as_ast(), b.as_ast()))
+        _INC_REF(ref, product)
+        products.append(product)
     if len(products) == 1:
-        return products[0]
-    array = (z3.Ast * len(products))(*[p.as_ast() for p in products])
-    return _to_expr_ref(z3.Z3_mk_add(ctx.ref(), len(products), array), ctx)
+        result = z3.ArithRef(products[0], ctx)
+    else:
+        result = z3.ArithRef(_MK_ADD(ref, len(products), (z3.Ast * len(products))(*products)), ctx)
+    for product in products:
+        _DEC_REF(ref, product)
+    return result
+
+
+def fresh_constants(names: list[str], sort: z3.SortRef) -> list:
+    """Many named constants of one sort, without z3py's per-call checks."""
+    ctx = sort.ctx
+    ref = ctx.ref()
+    wrap = z3.ArithRef if sort.kind() in (z3.Z3_REAL_SORT, z3.Z3_INT_SORT) else z3.BoolRef
+    return [wrap(_MK_CONST(ref, _SYMBOL(ref, name.encode()), sort.ast), ctx) for name in names]
+
+
+def same_term(a: Any, b: Any) -> bool:
+    """Z3 hash-conses terms: structurally equal terms are the same node."""
+    return a.as_ast().value == b.as_ast().value
 
 
 def _to_bool(term):

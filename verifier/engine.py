@@ -145,6 +145,7 @@ class Engine:
         self.completed: list[int] = []
         moved = False
         waiting: dict[int, list[int]] = defaultdict(list)
+        shared: dict[tuple, list[Any]] = {}
         for index, rank in enumerate(self.ranks):
             if rank.pc >= len(self.program.ops):
                 continue
@@ -173,8 +174,7 @@ class Engine:
                 elif rule.is_collective:
                     waiting[op_index].append(index)
                 else:
-                    ctx = RankContext(self.mesh, rank.coords)
-                    self._finish(rank, op_index, list(rule.evaluate(self.xp, self._args(op, rank), op.attrs, ctx)))
+                    self._finish(rank, op_index, self._evaluate_local(rule, op, op_index, rank, shared))
                     moved = True
             except EngineError:
                 raise
@@ -183,6 +183,18 @@ class Engine:
         for op_index, arrived in waiting.items():
             moved |= self._run_collective(op_index, set(arrived))
         return moved
+
+    def _evaluate_local(self, rule, op: Op, op_index: int, rank: _Rank, shared: dict) -> list[Any]:
+        """Ranks holding the very same input arrays (replicated values) share one evaluation:
+        the op is a pure function of its inputs unless it reads the rank's coordinates."""
+        args = self._args(op, rank)
+        key = None if rule.uses_coords else (op_index, tuple(id(a) for a in args))
+        if key is not None and key in shared:
+            return shared[key]
+        results = list(rule.evaluate(self.xp, args, op.attrs, RankContext(self.mesh, rank.coords)))
+        if key is not None:
+            shared[key] = results
+        return results
 
     def _run_collective(self, op_index: int, arrived: set[int]) -> bool:
         op = self.program.ops[op_index]

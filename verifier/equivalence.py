@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, normal_form
+from .backends import NumpyBackend, Z3Backend, fresh_constants, normal_form, same_term
 from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
 from .ir import Program
@@ -204,8 +204,8 @@ def run_concrete(program: Program, placements: dict[str, tuple[Placement, ...]],
 def _provably_equal(a: Any, b: Any) -> bool:
     if not isinstance(a, z3.ExprRef) and not isinstance(b, z3.ExprRef):
         return bool(a == b)
-    if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and a.eq(b):
-        return True  # the same hash-consed term
+    if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and same_term(a, b):
+        return True
     a = a if isinstance(a, z3.ExprRef) else (z3.BoolVal(bool(a)) if isinstance(a, (bool, np.bool_)) else z3.RealVal(a))
     b = b if isinstance(b, z3.ExprRef) else (z3.BoolVal(bool(b)) if isinstance(b, (bool, np.bool_)) else z3.RealVal(b))
     if z3.is_bool(a) or z3.is_bool(b):
@@ -255,11 +255,16 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
 
     def cut_variables(name, shape, sample):
         counter[0] += 1
+        flat = sample.reshape(-1)
+        sorts = {t.sort() if isinstance(t, z3.ExprRef) else z3.RealSort() for t in flat[:1]} | \
+            {t.sort() for t in flat[-1:] if isinstance(t, z3.ExprRef)}
+        if len(sorts) != 1:
+            return None  # mixed or no sorts: leave this value uncut
+        indices = list(np.ndindex(*shape))
+        terms = fresh_constants([f"cut{counter[0]}:{name}[{','.join(map(str, i))}]" for i in indices], sorts.pop())
         array = np.empty(shape, dtype=object)
-        for index in np.ndindex(*shape):
-            term = sample[index] if shape else sample
-            sort = term.sort() if isinstance(term, z3.ExprRef) else z3.RealSort()
-            array[index] = z3.Const(f"cut{counter[0]}:{name}[{','.join(map(str, index))}]", sort)
+        for index, term in zip(indices, terms):
+            array[index] = term
         return array
 
     run = _start(program, xp, global_inputs, fresh)
@@ -278,6 +283,8 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
             if not _arrays_equal(value, reference) or not all(_arrays_equal(a, b) for a, b, _, _ in agreements):
                 continue
             cut = cut_variables(name, reference.shape, reference)
+            if cut is None:
+                continue
             run.reference.ranks[0].env[name] = cut
             for rank, piece in zip(run.parallel.ranks,
                                    distribute(cut, placements[name], program.mesh, lambda s, t: None)):

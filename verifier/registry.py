@@ -57,6 +57,7 @@ class OpRule:
     arity: tuple[int, int] = (1, 1)
     doc: str = ""
     required_attrs: tuple[str, ...] = ()
+    uses_coords: bool = False  # reads the rank's coordinates, so ranks with equal inputs may differ
 
     @property
     def is_collective(self) -> bool:

@@ -20,8 +20,10 @@ class StackShape:
     ffn: int = 14336
 
 
-def llama_stack_vir(shape: StackShape, drop_allreduce_in_layer: int | None = None) -> str:
-    """The program as .vir text; optionally without the MLP all-reduce of one layer (a seeded bug)."""
+def llama_stack_vir(shape: StackShape, drop_allreduce_in_layer: int | None = None, backward: bool = False) -> str:
+    """The program as .vir text; optionally without the MLP all-reduce of one layer (a seeded
+    bug), and with ``backward`` the gradients of the input and every weight are checked too
+    (Megatron's ``f`` before each column-parallel block makes the input gradient whole)."""
     lines = [f"# Llama-shaped stack: {shape.layers} layers, tp={shape.tp}, hidden {shape.hidden}",
              f"mesh tp={shape.tp}",
              f"dim S={shape.seq}, H={shape.hidden}, D={shape.head_dim}, F={shape.ffn}",
@@ -46,7 +48,8 @@ def llama_stack_vir(shape: StackShape, drop_allreduce_in_layer: int | None = Non
         p = f"l{layer}_"
         body = [
             f"{p}n1 = rms_norm({x}, {p}g1)",
-            f"{p}q0 = matmul({p}n1, {p}wq)", f"{p}k0 = matmul({p}n1, {p}wk)", f"{p}v0 = matmul({p}n1, {p}wv)",
+            f"{p}f1 = identity({p}n1, grad=all_reduce, mesh_dim=tp)",
+            f"{p}q0 = matmul({p}f1, {p}wq)", f"{p}k0 = matmul({p}f1, {p}wk)", f"{p}v0 = matmul({p}f1, {p}wv)",
             f"{p}q1 = reshape({p}q0, shape=[S, H/tp_size/D, D])", f"{p}k1 = reshape({p}k0, shape=[S, H/tp_size/D, D])",
             f"{p}v1 = reshape({p}v0, shape=[S, H/tp_size/D, D])",
             f"{p}q = transpose({p}q1, dim0=0, dim1=1)", f"{p}k = transpose({p}k1, dim0=0, dim1=1)",
@@ -57,7 +60,8 @@ def llama_stack_vir(shape: StackShape, drop_allreduce_in_layer: int | None = Non
             f"{p}o_r = all_reduce({p}o, mesh_dim=tp, op=sum)",
             f"{p}h = add({x}, {p}o_r)",
             f"{p}n2 = rms_norm({p}h, {p}g2)",
-            f"{p}gate = matmul({p}n2, {p}wg)", f"{p}up = matmul({p}n2, {p}wu)",
+            f"{p}f2 = identity({p}n2, grad=all_reduce, mesh_dim=tp)",
+            f"{p}gate = matmul({p}f2, {p}wg)", f"{p}up = matmul({p}f2, {p}wu)",
             f"{p}act = silu({p}gate)", f"{p}m = mul({p}act, {p}up)",
             f"{p}d = matmul({p}m, {p}wd)",
         ]
@@ -69,4 +73,8 @@ def llama_stack_vir(shape: StackShape, drop_allreduce_in_layer: int | None = Non
             line += 1
             ops.append(f"{statement} at {line}")
         x = f"{p}out"
-    return "\n".join(lines + ops + [f"output {x} {{tp: R}}"]) + "\n"
+    gradients = []
+    if backward:
+        gradients = ["grad x0"] + [f"grad l{layer}_{w}" for layer in range(shape.layers)
+                                   for w in ("g1", "wq", "wk", "wv", "wo", "g2", "wg", "wu", "wd")]
+    return "\n".join(lines + ops + [f"output {x} {{tp: R}}"] + gradients) + "\n"

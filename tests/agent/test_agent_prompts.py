@@ -18,7 +18,7 @@ from verifier.registry import all_rules
 from verifier.text_format import parse_program, print_program
 
 ROOT = Path(__file__).resolve().parents[2]
-VIR_FILES = sorted((ROOT / "examples" / "ir").glob("*.vir")) + sorted((ROOT / "prompts" / "examples").glob("*.vir"))
+VIR_FILES = sorted((ROOT / "examples" / "ir").rglob("*.vir")) + sorted((ROOT / "prompts" / "examples").glob("*.vir"))
 
 
 @pytest.mark.parametrize("path", VIR_FILES, ids=lambda p: p.name)
@@ -28,7 +28,7 @@ def test_json_form_round_trips(path):
 
 
 def test_published_schema_is_up_to_date():
-    # regenerate with: python -m agent.ir_json > prompts/ir.schema.json
+    # regenerate with: python -m agent.schema > prompts/ir.schema.json
     assert prompts.schema_text() == schema_text()
 
 

@@ -138,7 +138,7 @@ def _local_chunk_grad_placement(placements, ctx: PlacementContext) -> list[Place
 
 
 register(OpRule("local_chunk_grad", _second_shape, _local_chunk_grad_placement, _local_chunk_grad_evaluate,
-                arity=(2, 2), required_attrs=("mesh_dim", "dim")))
+                arity=(2, 2), required_attrs=("mesh_dim", "dim"), uses_coords=True))
 
 
 def _embedding_grad_evaluate(xp, args, attrs, ctx):

@@ -38,7 +38,7 @@ def _coordinate_placement(placements, ctx: PlacementContext) -> list[Placement]:
 
 register(OpRule("rank", lambda s, a, m: [()], _coordinate_placement,
                 lambda xp, args, attrs, ctx: [xp.full((), ctx.coords[attrs["mesh_dim"]], "i64")],
-                arity=(0, 0), required_attrs=("mesh_dim",)))
+                arity=(0, 0), required_attrs=("mesh_dim",), uses_coords=True))
 register(OpRule("world_size", lambda s, a, m: [()], lambda p, ctx: [R],
                 lambda xp, args, attrs, ctx: [xp.full((), ctx.size(attrs["mesh_dim"]), "i64")],
                 arity=(0, 0), required_attrs=("mesh_dim",)))
@@ -73,7 +73,7 @@ def _local_chunk_evaluate(xp, args, attrs, ctx):
 
 
 register(OpRule("local_chunk", _local_chunk_shape, _local_chunk_placement, _local_chunk_evaluate,
-                required_attrs=("mesh_dim", "dim")))
+                required_attrs=("mesh_dim", "dim"), uses_coords=True))
 
 
 # ``call`` is inlined before any evaluation (verifier/calls.py); registered for the structure check.
