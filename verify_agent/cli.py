@@ -16,7 +16,7 @@ from rich.console import Console
 
 from verifier.report import EXIT_USAGE, Diagnostic, Report
 
-from .render import render_json, render_sarif, render_text
+from .render import render_github, render_json, render_sarif, render_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove distributed training code equivalent to its single-device version; repair it.")
@@ -26,6 +26,7 @@ class Format(str, Enum):
     text = "text"
     json = "json"
     sarif = "sarif"
+    github = "github"
 
 
 class LLMMode(str, Enum):
@@ -66,6 +67,8 @@ def emit(reports: List[Report], fmt: Format, source_lines: Optional[List[str]] =
             print("[" + ",\n".join(render_json(r) for r in reports) + "]")
     elif fmt == Format.sarif:
         print(render_sarif(reports))
+    elif fmt == Format.github:
+        print(render_github(reports))
     else:
         console = Console(highlight=False, soft_wrap=True)
         for report in reports:
@@ -75,7 +78,7 @@ def emit(reports: List[Report], fmt: Format, source_lines: Optional[List[str]] =
 
 @app.command()
 def check(file: Path = typer.Argument(..., help="An IR program in the .vir text form (or .json)."),
-          format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or sarif."),
+          format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
           timeout: int = typer.Option(20, help="Solver timeout per obligation, seconds.")) -> None:
     """Verify an IR program: well-formed, placement-correct, temporal, equivalent to mesh size 1."""
     from verifier.check import check_program
@@ -133,7 +136,7 @@ def translate(
     entry: Optional[str] = typer.Option(None, help="Function or nn.Module class to check."),
     mesh: Optional[str] = typer.Option(None, help="Mesh, e.g. tp=2 or dp=2,tp=4."),
     input: List[str] = typer.Option([], "--input", help="Input shape, e.g. x=8x16 (repeatable)."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or sarif."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
     dump_ir: bool = typer.Option(False, "--dump-ir", help="Print the IR the file was translated to."),
     fix: bool = typer.Option(False, "--fix", help="Also search for verified fixes of the violations."),
     llm: LLMMode = typer.Option(LLMMode.auto, help="auto: LLM for what the frontend cannot read; full; off."),
@@ -164,7 +167,7 @@ def lift(
     spec: Optional[str] = typer.Option(None, help='Whole-tensor spec, e.g. "C = A @ B".'),
     mesh: Optional[str] = typer.Option(None, help="Mesh for distributed lifting, e.g. tp=4."),
     shard: List[str] = typer.Option([], "--shard", help="Buffer sharding, e.g. A=Shard(1) (repeatable)."),
-    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json or sarif."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
 ) -> None:
     """Lift TileLang / TVM TIR kernels into the IR and check them."""
     from tir_lifter import LiftInputError, run_lift

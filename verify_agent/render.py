@@ -124,3 +124,19 @@ def render_sarif(reports: list[Report]) -> str:
                   "results": results}],
     }
     return json.dumps(sarif, indent=2, default=str)
+
+
+def render_github(reports: list[Report]) -> str:
+    """GitHub Actions workflow commands: findings appear as annotations on the diff."""
+    lines = []
+    for report in reports:
+        for diagnostic in report.diagnostics:
+            if diagnostic.severity == NOTE:
+                continue
+            level = "error" if diagnostic.severity == ERROR else "warning"
+            where = f"file={report.file}" + (f",line={diagnostic.line}" if diagnostic.line else "")
+            message = diagnostic.message + (f" Hint: {diagnostic.hint}" if diagnostic.hint else "")
+            escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            lines.append(f"::{level} {where},title=verify-agent {diagnostic.check}::{escaped}")
+        lines.append(f"::notice file={report.file}::verify-agent: {report.verdict}")
+    return "\n".join(lines)

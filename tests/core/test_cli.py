@@ -77,3 +77,10 @@ def test_inconclusive_programs_exit_3(tmp_path):
     body = json.loads(done.stdout)
     assert body["verdict"] in ("violations", "unsupported")
     assert done.returncode == {"violations": 1, "unsupported": 3}[body["verdict"]]
+
+
+def test_github_format_prints_annotations():
+    done = run("check", str(IR / "gelu_on_partial_sum.vir"), "--format", "github")
+    assert done.returncode == 1
+    assert done.stdout.startswith("::error file=")
+    assert ",line=11," in done.stdout
