@@ -7,16 +7,30 @@ Entry points (what the CLI calls):
 * ``LLMSettings.from_env(...)`` — arguments first, then ``OPENAI_BASE_URL``,
   ``OPENAI_API_KEY``, ``VERIFY_AGENT_MODEL``, ``VERIFY_AGENT_CACHE``;
 * ``needs_llm_message(unsupported)`` — "these regions needed an LLM: line N: construct: reason";
+* ``has_cached_response(source, model, path)`` — whether an answer is cached or recorded
+  next to the file (the LLM path then runs offline);
 * ``LLMError`` — the endpoint cannot be used (one-line message, exit code 2).
 
 The feedback policy — what may be sent back to the model and what never is — is in
-``agent/loop.py``.
+``agent/loop.py``.  Names are imported lazily: the execution workers import ``agent.worker``
+and must not pay for the client, the verifier and the solver.
 """
-from .client import LLMError
-from .ir_json import ir_schema, program_from_json, program_to_json
-from .loop import LLMOutcome, llm_translate
-from .regions import needs_llm_diagnostics, needs_llm_message
-from .settings import LLMSettings
+from __future__ import annotations
 
-__all__ = ["LLMError", "LLMOutcome", "LLMSettings", "llm_translate", "needs_llm_message", "needs_llm_diagnostics",
-           "ir_schema", "program_from_json", "program_to_json"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LLMError": "client", "LLMOutcome": "loop", "llm_translate": "loop", "LLMSettings": "settings",
+    "needs_llm_message": "regions", "needs_llm_diagnostics": "regions", "has_cached_response": "cache",
+    "ir_schema": "ir_json", "program_from_json": "ir_json", "program_to_json": "ir_json",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -106,3 +106,18 @@ class ResponseCache:
             json.dump(body, stream, indent=2)
             stream.write("\n")
         os.replace(temporary, folder / key.file_name(answer.model))
+
+
+def has_cached_response(source: str, model: str | None = None, path: str | None = None,
+                        cache_dir: str | None = None, mode: str | None = None) -> bool:
+    """Whether a first-round answer for ``source`` is cached (or recorded next to ``path``),
+    so the LLM path can run offline.  ``None`` for model or mode means any."""
+    from prompts import PROMPT_VERSION
+
+    cache = ResponseCache.for_source(path or ".", cache_dir)
+    if path is None:
+        cache = ResponseCache(cache.directory)
+    empty = sha256("")
+    return any(cache.get(CacheKey(sha256(source), PROMPT_VERSION, model, m, 1, empty)) is not None
+               for m in ((mode,) if mode else ("auto", "full")))
+

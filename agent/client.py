@@ -106,9 +106,8 @@ class ChatClient:
             arguments["response_format"] = {"type": "json_schema",
                                             "json_schema": {"name": "vir_program", "schema": schema, "strict": False}}
         started = time.monotonic()
-        retrying = Retrying(retry=retry_if_exception(_transient), wait=self._wait,
-                            stop=stop_after_attempt(settings.retry_attempts) | stop_after_delay(settings.retry_deadline),
-                            reraise=True, sleep=time.sleep)
+        stop = stop_after_attempt(settings.retry_attempts) | stop_after_delay(settings.retry_deadline)
+        retrying = Retrying(retry=retry_if_exception(_transient), wait=self._wait, stop=stop, reraise=True)
         try:
             response = retrying(self.openai.chat.completions.create, **arguments)
         except openai.APIError as exc:

@@ -119,9 +119,10 @@ def _claims(program: Program, facts: SourceFacts) -> list[Problem]:
             continue
         sites = [s for s in facts.sites_at(line) if op.kind in s.kinds]
         if not sites:
-            problems.append(Problem(FAITHFULNESS, f"`{describe_op(op)}` claims {_article(op.kind)} {op.kind}, but line {line} "
-                                                  f"(`{text}`) has no call that performs one; do not invent "
-                                                  f"collectives — cite the line of the call that communicates", line))
+            claim = f"{_article(op.kind)} {op.kind}"
+            problems.append(Problem(FAITHFULNESS, f"`{describe_op(op)}` claims {claim}, but line {line} (`{text}`) "
+                                                  f"has no call that performs one; do not invent collectives — cite "
+                                                  f"the line of the call that communicates", line))
             continue
         handle = op.attrs.get("handle")
         direct = [s for s in sites if s.direct and s.line == line]
@@ -216,10 +217,11 @@ def _inputs(program: Program, facts: SourceFacts, shapes: dict[str, list[int]]) 
             problems.append(Problem(FAITHFULNESS, f"input {name} is {example.dtype} in example_inputs() but "
                                                   f"{spec.dtype} in the IR", spec.span.line))
         if spec.placements and not all(isinstance(p, Replicate) for p in spec.placements):
+            given = ", ".join(f"{m}: {p}" for m, p in zip(program.mesh.names, spec.placements))
             problems.append(Problem(FAITHFULNESS, f"input {name} is an argument of the entry, so every rank receives "
                                                   f"the whole tensor: its placement is R on every mesh dim, not "
-                                                  f"{{{', '.join(f'{m}: {p}' for m, p in zip(program.mesh.names, spec.placements))}}}; "
-                                                  f"model the code's own slicing with ops", spec.span.line))
+                                                  f"{{{given}}}; model the code's own slicing with ops",
+                                    spec.span.line))
     return problems
 
 

@@ -23,6 +23,8 @@ the model is asked for a faithful IR that shows where it is.
 
 Bounds: ``max_rounds`` answers, a token budget, and the client's retry deadline.  A model that
 never produces a faithful IR ends with verdict ``unsupported`` and the remaining problems.
+An IR that execution showed to contradict the source is never handed out in the outcome's
+``translation`` (its program is None), so no later re-check can turn it into a verdict.
 Every op of the result records its provenance: ``frontend`` or ``llm round N`` (the round in
 which the model first proposed it).
 """
@@ -36,7 +38,7 @@ import prompts
 from frontends.base import Translation, Unsupported
 from verifier.check import check_program
 from verifier.ir import Mesh, Op, Program
-from verifier.report import ERROR, NOTE, UNSUPPORTED, VERIFIED, VIOLATIONS, Diagnostic, Report
+from verifier.report import ERROR, NOTE, VERIFIED, VIOLATIONS, Diagnostic, Report
 from verifier.text_format import print_program
 from verifier.wellformed import check_structure
 
@@ -52,10 +54,12 @@ from .prompting import JSON, VIR, Task, initial_messages, system_prompt
 from .regions import HINT, needs_llm_diagnostics, needs_llm_message
 from .settings import LLMSettings
 from .source_facts import SourceFacts, read_source
-from .triage import CONFIRMED, IR_WRONG, Finding, Runner, cross_check, triage_counterexample, triage_shape_error
+from .triage import (CONFIRMED, IR_WRONG, UNCONFIRMED, Finding, Runner, cross_check, triage_counterexample,
+                     triage_shape_error)
 
 Progress = Callable[[str], None]
 DEFAULT_MESH = Mesh((("tp", 2),))
+VALUE_CHECKS = ("equivalence", "placement")  # findings about computed values: execution can confirm them
 
 
 @dataclass
@@ -75,6 +79,17 @@ class LLMOutcome:
     @property
     def verdict(self) -> str:
         return self.report.verdict
+
+    @property
+    def note(self) -> str:
+        """One line for a report or a log: what the LLM path did and what it cost."""
+        if not self.used_llm:
+            return "no LLM was used"
+        cost = (f"{self.tokens_in} tokens in, {self.tokens_out} out" if self.tokens_in or self.tokens_out
+                else "no tokens spent")
+        cached = f", {self.cached_rounds} from the cache" if self.cached_rounds else ""
+        return (f"LLM translation ({self.model or 'unknown model'}): {self.verdict} after {self.rounds} round(s)"
+                f"{cached}; {cost}")
 
     @property
     def ir_text(self) -> str | None:
@@ -152,6 +167,7 @@ class _Step:
 
     problems: list[Problem] = field(default_factory=list)
     report: Report | None = None
+    rejected: str | None = None  # why the last IR must not be used (it contradicts the source)
 
 
 class _Session:
@@ -224,7 +240,7 @@ class _Session:
             self.say(f"llm round {round_number}/{max_rounds}: {cost}")
             step = self._round(completion, round_number)
             if step.report is not None:
-                return self._finish(step.report, round_number)
+                return self._finish(step.report, round_number, step.rejected)
             problems = step.problems
             if round_number < max_rounds:
                 text = feedback_message(problems, self.facts)
@@ -266,21 +282,23 @@ class _Session:
             if finding.status == IR_WRONG and not last:
                 return _Step([finding.problem])
             if finding.status == IR_WRONG:
-                return _Step(report=self._unsupported_report(program, [finding.problem],
-                                                             "the LLM's IR still had shape errors the source does not "
-                                                             "have"))
+                why = "the LLM's IR still had shape errors the source does not have"
+                return _Step(report=self._unsupported_report(program, [finding.problem], why), rejected=why)
             _annotate(shape_errors[0], finding)
             return _Step(report=report)
         if report.verdict == VIOLATIONS:
+            errors = [d for d in report.diagnostics if d.severity == ERROR and d.check != "unsupported"]
+            if errors[0].check not in VALUE_CHECKS:  # temporal findings: execution cannot settle them
+                _annotate(errors[0], Finding(UNCONFIRMED, "found on an IR proposed by an LLM; not confirmed by "
+                                                          "execution"))
+                return _Step(report=report)
             self.say("execution: the verifier found a counterexample; running the source on it")
             finding = triage_counterexample(program, self.facts, self.runner, self.input_shapes)
             if finding.status == IR_WRONG and not last:
                 return _Step([finding.problem])
             if finding.status == IR_WRONG:
-                return _Step(report=self._unsupported_report(program, [finding.problem],
-                                                             "the LLM's IR still disagreed with the source's real "
-                                                             "numbers"))
-            errors = [d for d in report.diagnostics if d.severity == ERROR]
+                why = "the LLM's IR still disagreed with the source's real numbers"
+                return _Step(report=self._unsupported_report(program, [finding.problem], why), rejected=why)
             _annotate(errors[0], finding)
             self.confirmed = None  # this report locates the bug itself
             return _Step(report=report)
@@ -296,13 +314,13 @@ class _Session:
                 if not last:
                     return _Step([finding.problem])
                 report.add(self.confirmed)
-                return _Step(report=report)
+                return _Step(report=report, rejected="the LLM's IR verified although running the source shows "
+                                                     "a real difference between 1 and N ranks")
             if finding.status == IR_WRONG:
                 if not last:
                     return _Step([finding.problem])
-                return _Step(report=self._unsupported_report(program, [finding.problem],
-                                                             "the LLM's IR verified but disagreed with the source's "
-                                                             "real numbers"))
+                why = "the LLM's IR verified but disagreed with the source's real numbers"
+                return _Step(report=self._unsupported_report(program, [finding.problem], why), rejected=why)
             self.notes.append(Diagnostic("llm", NOTE, finding.note))
         return _Step(report=report)
 
@@ -330,15 +348,25 @@ class _Session:
         return LLMOutcome(translation, report, own, self.rounds, self.tokens_in, self.tokens_out, self.cached_rounds,
                           self.model, True)
 
-    def _finish(self, report: Report, round_number: int) -> LLMOutcome:
+    def _finish(self, report: Report, round_number: int, rejected: str | None = None) -> LLMOutcome:
+        """The final outcome.  A rejected IR is not handed out: whoever re-checks the
+        translation must not verify an IR that contradicts the source."""
         program = self.accepted or self.last_program
+        if self.confirmed is not None and not rejected:
+            rejected = ("running the source shows a real difference between 1 and N ranks that the LLM's IR "
+                        "does not show")
         own = list(self.notes)
         if self.confirmed is not None and self.confirmed not in report.diagnostics:
             own.append(self.confirmed)
         for diagnostic in own:
             if diagnostic not in report.diagnostics:
                 report.add(diagnostic)
-        translation = _translation(self.base, self.facts, program, self._provenance(program))
+        if rejected:
+            unsupported = (list(self.base.unsupported) if self.base is not None else []) + [
+                Unsupported(None, "LLM translation", rejected)]
+            translation = _translation(self.base, self.facts, None, [], unsupported)
+        else:
+            translation = _translation(self.base, self.facts, program, self._provenance(program))
         self.say(f"llm: {report.verdict} after {round_number} round(s)")
         return self._outcome(translation, report, own)
 

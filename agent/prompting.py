@@ -37,7 +37,8 @@ def render_ir(text: str, response_format: str) -> str:
 def few_shot(response_format: str) -> str:
     blocks = []
     for pair in prompts.example_pairs():
-        blocks.append(f"### {pair.name}.py\n{numbered(pair.source)}\n\n### IR\n{render_ir(pair.ir_text, response_format)}")
+        answer = render_ir(pair.ir_text, response_format)
+        blocks.append(f"### {pair.name}.py\n{numbered(pair.source)}\n\n### IR\n{answer}")
     return "\n\n".join(blocks)
 
 

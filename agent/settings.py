@@ -50,6 +50,8 @@ class LLMSettings:
                        model=settings.model or os.environ.get("VERIFY_AGENT_MODEL") or None,
                        cache_dir=settings.cache_dir or os.environ.get("VERIFY_AGENT_CACHE") or None)
 
+    from_options = from_env  # the name the CLI pipeline uses
+
     @property
     def has_endpoint(self) -> bool:
         return bool(self.base_url)

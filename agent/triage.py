@@ -160,7 +160,9 @@ def triage_counterexample(program: Program, facts: SourceFacts, runner: Runner,
         if outcome.mismatch:
             break
     else:
-        return Finding(UNCONFIRMED, "unconfirmed: the counterexample does not reproduce at the source's own shapes")
+        return Finding(UNCONFIRMED, "unconfirmed by execution: the IR's forward outputs agree with its single-device "
+                                    "run at the source's own shapes, so the source was not run (execution compares "
+                                    "forward outputs only)")
     execution = execute.run_source(runner.source, runner.path, mesh=program.mesh.dims, inputs=inputs,
                                    entry=runner.entry, timeout=runner.timeout)
     confirmed = _confirmed(execution, program)

@@ -84,7 +84,34 @@ def _run(it: Interpreter, src, name: str, kind: str, overrides: dict[str, list[i
         result = it.call_function(target, tensors, {}, params_node)
     else:
         result = it.call_module(target, tensors, {}, params_node)
-    return _outputs(it, result, params_node)
+    outputs = _outputs(it, result, params_node)
+    if it.uses_custom_backward:
+        _declare_gradients(it, tensors)
+    return outputs
+
+
+def _declare_gradients(it: Interpreter, inputs: list[Tensor]) -> None:
+    """Check the gradients of the float inputs (a custom autograd.Function makes them meaningful).
+
+    Like the ground-truth runner: an input every rank reads only through its own block
+    (``x.chunk(world)[rank]``) has gradients with disjoint supports per rank, whose sum is the
+    gradient; any other input must get the whole gradient on every rank.
+    """
+    from verifier.placements import Partial
+    consumers: dict[str, list] = {}
+    for record in it.builder.ops:
+        for arg in record.args:
+            consumers.setdefault(arg, []).append(record)
+    for tensor in inputs:
+        if tensor.dtype not in ("f32", "f16", "bf16", "f64") or tensor.name not in consumers:
+            continue
+        users = consumers[tensor.name]
+        placements = []
+        for mesh_dim in it.dims.mesh.names:
+            blocked = all(r.kind == "local_chunk" and r.attrs.get("mesh_dim") == mesh_dim for r in users)
+            placements.append(Partial("sum") if blocked else Replicate())
+        declared = tuple(placements) if any(not isinstance(p, Replicate) for p in placements) else ()
+        it.builder.gradients.append((tensor.name, f"grad_{tensor.name}", declared, None))
 
 
 def _params(node, skip_self: bool) -> list[str]:

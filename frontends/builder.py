@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.ir import Mesh, Op, Output, Program, Span, TensorSpec
+from verifier.ir import Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec
 from verifier.placements import Placement
 
 from .symbolic import Dims
@@ -40,6 +40,9 @@ class Builder:
     temps: set[str] = field(default_factory=set)
     when: list[str] = field(default_factory=list)
     counter: int = 0
+    functions: dict[str, tuple[list[str], list[OpRecord], list[str], int | None]] = field(default_factory=dict)
+    gradients: list[tuple[str, str, tuple, int | None]] = field(default_factory=list)
+    backward_ops: list[OpRecord] = field(default_factory=list)
 
     # -- names --------------------------------------------------------------------------
     def fresh(self, base: str | None = None) -> str:
@@ -90,14 +93,26 @@ class Builder:
         self.ops.append(record)
         return names, record
 
+    def take_ops(self, start: int) -> list[OpRecord]:
+        """Remove and return the ops emitted since ``start`` (they become a function body)."""
+        taken = self.ops[start:]
+        del self.ops[start:]
+        return taken
+
     def program(self, outputs: list[tuple[str, tuple[Placement, ...], int | None]]) -> Program:
-        ops = tuple(Op(tuple(r.results), r.kind, tuple(r.args), dict(r.attrs), Span(r.line)) for r in self.ops)
+        ops = tuple(_op(r) for r in self.ops)
+        functions = {name: Function(name, tuple(params), tuple(_op(r) for r in body), tuple(returns), Span(line))
+                     for name, (params, body, returns, line) in self.functions.items()}
         outs = tuple(Output(name, placements, Span(line)) for name, placements, line in outputs)
-        symbols = self._symbols(ops)
+        every = ops + tuple(op for f in functions.values() for op in f.ops) + tuple(_op(r) for r in self.backward_ops)
+        symbols = self._symbols(every)
         dims = {str(s): v for s, v in sorted(self.dims.values.items(), key=lambda kv: str(kv[0]))
                 if str(s) in symbols}
         requires = tuple(r for r in self.dims.requires if _names_in(r) <= set(dims))
-        return Program(self.mesh, tuple(self.inputs), ops, outs, dims, requires, self.source)
+        gradients = tuple(Gradient(name, value, placements, Span(line))
+                          for name, value, placements, line in self.gradients)
+        return Program(self.mesh, tuple(self.inputs), ops, outs, dims, requires, self.source, gradients,
+                       tuple(_op(r) for r in self.backward_ops), functions)
 
     def _symbols(self, ops: tuple[Op, ...]) -> set[str]:
         names: set[str] = set()
@@ -124,6 +139,10 @@ class Builder:
                     names |= found
                     changed = True
         return names
+
+
+def _op(record: OpRecord) -> Op:
+    return Op(tuple(record.results), record.kind, tuple(record.args), dict(record.attrs), Span(record.line))
 
 
 def _names_in(value: Any) -> set[str]:

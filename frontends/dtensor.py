@@ -377,6 +377,9 @@ def call_with_style(cx: Call, module: ModuleObj, args: list, kwargs: dict) -> An
         layout = _layout(cx, options.get("input_layouts"), default_in, style)
         desired = (Replicate(),) if colwise or module.kind == "Embedding" else (Shard(-1),)
         x = _prepare(cx, args[0], layout, desired, mesh, style.kind)
+        if x.dt != _normal(desired, x.ndim):
+            # the sharded matmul needs this layout: DTensor's dispatch redistributes on its own
+            x = redistribute(cx, x, desired)
         out = (_colwise if colwise else _rowwise)(cx, module, x, mesh, options, style)
         return out
     if style.kind == "SequenceParallel":

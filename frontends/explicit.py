@@ -452,7 +452,8 @@ def send(cx: Call, tensor, dst=None, group=None, tag=0, group_dst=None):
 def _send(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str) -> Handle | None:
     it = cx.it
     extra, handle = _handle_attrs(cx, kind == "isend")
-    it.builder.emit(kind, [it.use(tensor, cx.line)], {"peer": peer, "mesh_dim": mesh_dim, **extra}, cx.line)
+    it.builder.emit(kind, [it.use(tensor, cx.line)], {"peer": peer, "mesh_dim": mesh_dim, **extra}, cx.line,
+                    results=0)
     return handle
 
 
@@ -509,7 +510,7 @@ def wait(cx: Call, handle: Handle, timeout=None):
     if handle.waited:
         raise UnsupportedError(cx.line, "wait", f"handle {handle.name} is waited twice")
     handle.waited = True
-    cx.it.builder.emit("wait", [], {"handle": handle.name}, cx.line)
+    cx.it.builder.emit("wait", [], {"handle": handle.name}, cx.line, results=0)
     return None
 
 
@@ -555,19 +556,78 @@ def functional_reduce_scatter(cx: Call, self, reduceOp, scatter_dim, group):
 # --- custom autograd functions ---------------------------------------------------------------
 
 def autograd_apply(cx: Call, cls: ClassObj, args: list, kwargs: dict) -> Any:
+    """``F.apply(...)``: the forward body becomes a ``def``, the backward body another, joined by ``call``."""
     from .values import AutogradCtx
     it = cx.it
     forward = it.class_lookup(cls, "forward")
     backward = it.class_lookup(cls, "backward")
     if not isinstance(forward, FunctionObj):
         raise UnsupportedError(cx.line, f"{cls.name}.apply", "the Function has no forward")
+    if kwargs:
+        raise UnsupportedError(cx.line, f"{cls.name}.apply", "keyword arguments to apply() are not modelled")
+    if it.builder.when:
+        raise UnsupportedError(cx.line, f"{cls.name}.apply", "a custom autograd function on some ranks only")
+    params = [it.use(a, cx.line) for a in args if isinstance(a, Tensor)]
+    saved_cache = dict(it.__dict__.get("_scalar_cache", {}))
+    ctx = AutogradCtx()
+    start = len(it.builder.ops)
+    result = it.call_function(FunctionObj(forward.node, forward.scope, cls), [ctx, *args], {}, cx.node)
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    if not outputs or not all(isinstance(t, Tensor) for t in outputs):
+        raise UnsupportedError(cx.line, f"{cls.name}.forward", "must return tensors")
+    returns = [it.use(t, cx.line) for t in outputs]
+    body = it.builder.take_ops(start)
+    it.__dict__["_scalar_cache"] = dict(saved_cache)
+    forward_name = it.builder.fresh(f"{cls.name}_forward")
+    it.builder.functions[forward_name] = (params, body, returns, it.line(forward.node))
+    attrs = {"forward": forward_name}
     if isinstance(backward, FunctionObj):
         line = it.line(backward.node)
         if not any(b.function == cls.name for b in it.backward_bodies):
             it.backward_bodies.append(BackwardBody(cls.name, line, it.source.code(backward.node), backward.node))
-        it.note(f"line {line}: the backward of {cls.name} is recorded but not verified (gradients are not checked "
-                f"by this translation)")
-    return it.call_function(FunctionObj(forward.node, forward.scope, cls), [AutogradCtx(), *args], kwargs, cx.node)
+        backward_name = _backward_def(cx, cls, backward, ctx, args, params, outputs)
+        if backward_name is not None:
+            attrs["backward"] = backward_name
+            it.uses_custom_backward = True
+    results, _ = it.builder.emit("call", params, attrs, cx.line, results=len(outputs))
+    made = [Tensor(name, t.shape, t.dtype) for name, t in zip(results, outputs)]
+    return made[0] if len(made) == 1 and not isinstance(result, tuple) else tuple(made)
+
+
+def _backward_def(cx: Call, cls: ClassObj, backward: FunctionObj, ctx: Any, args: list, params: list[str],
+                  outputs: list[Tensor]) -> str | None:
+    """The user's backward as a ``def`` taking (forward inputs, output gradients)."""
+    it = cx.it
+    saved_cache = dict(it.__dict__.get("_scalar_cache", {}))
+    start = len(it.builder.ops)
+    try:
+        grads = [Tensor(it.builder.fresh(f"grad_{cls.name}_{i}"), t.shape, t.dtype) for i, t in enumerate(outputs)]
+        result = it.call_function(FunctionObj(backward.node, backward.scope, cls), [ctx, *grads], {}, backward.node)
+        values = list(result) if isinstance(result, tuple) else [result]
+        if len(values) != len(args):
+            raise UnsupportedError(it.line(backward.node), f"{cls.name}.backward",
+                                   f"returns {len(values)} gradients for {len(args)} inputs")
+        returns = []
+        for arg, value in zip(args, values):
+            if not isinstance(arg, Tensor):
+                continue
+            if value is None:
+                returns.append("none")
+            elif isinstance(value, Tensor):
+                returns.append(it.use(value, cx.line))
+            else:
+                raise UnsupportedError(it.line(backward.node), f"{cls.name}.backward", "returns a non-tensor gradient")
+        body = it.builder.take_ops(start)
+    except UnsupportedError as problem:
+        it.builder.take_ops(start)
+        it.note(f"line {problem.line}: the backward of {cls.name} is not translated ({problem.construct}: "
+                f"{problem.reason}); its gradients are derived from the forward instead")
+        return None
+    finally:
+        it.__dict__["_scalar_cache"] = saved_cache
+    name = it.builder.fresh(f"{cls.name}_backward")
+    it.builder.functions[name] = (params + [g.name for g in grads], body, returns, it.line(backward.node))
+    return name
 
 
 __all__ = ["BackwardBody", "group_dims", "world_dims_of", "pick_piece", "cat_pieces", "buffer_list", "autograd_apply",

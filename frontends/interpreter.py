@@ -121,6 +121,7 @@ class Interpreter(Emitter):
     handles: dict[str, Handle] = field(default_factory=dict)
     seen_notes: set[str] = field(default_factory=set)
     input_mode: bool = False
+    uses_custom_backward: bool = False
 
     def __post_init__(self) -> None:
         self.globals = ModuleScope(self)
@@ -273,6 +274,8 @@ class Interpreter(Emitter):
             adopt_parameter(self, obj, name, value)
         elif isinstance(obj, AutogradCtx):
             obj.attrs[name] = value
+        elif isinstance(obj, Tensor):
+            obj.__dict__.setdefault("meta", {})[name] = value  # markers such as p.sequence_parallel = True
         elif isinstance(obj, ConfigObj):
             obj.fields[name] = value
         else:
@@ -612,7 +615,8 @@ class Interpreter(Emitter):
         if name in ("forward", "__call__"):
             return BoundMethod(module, "__call__")
         if name in ("to", "cuda", "cpu", "float", "eval", "train", "requires_grad_", "half", "bfloat16",
-                    "register_buffer", "register_parameter"):
+                    "register_buffer", "register_parameter", "parameters", "named_parameters", "children",
+                    "named_children", "modules"):
             return BoundMethod(module, name)
         if name == "training":
             return False
@@ -989,6 +993,13 @@ class Interpreter(Emitter):
         if isinstance(obj, ModuleObj):
             if name == "__call__":
                 return self.call_module(obj, args, kwargs, node)
+            if name in ("parameters", "named_parameters"):
+                found = _parameters(obj, "")
+                return [t for _, t in found] if name == "parameters" else found
+            if name in ("children", "named_children"):
+                return [c for _, c in obj.children()] if name == "children" else list(obj.children())
+            if name == "modules":
+                return _modules(obj)
             if name in ("register_buffer", "register_parameter"):
                 from .nn_modules import register_on_module
                 register_on_module(cx, obj, args[0], args[1] if len(args) > 1 else kwargs.get("tensor",
@@ -1235,6 +1246,23 @@ def _dict_method(obj: dict, name: str, args: list) -> Any:
     if name == "values":
         return list(obj.values())
     return obj.get(_key(args[0]), args[1] if len(args) > 1 else None)
+
+
+def _parameters(module: ModuleObj, prefix: str) -> list:
+    found = []
+    for key, value in module.attrs.items():
+        if isinstance(value, Tensor) and value.param is not None:
+            found.append((prefix + key, value))
+    for key, child in module.children():
+        found.extend(_parameters(child, f"{prefix}{key}."))
+    return found
+
+
+def _modules(module: ModuleObj) -> list:
+    out = [module]
+    for _, child in module.children():
+        out.extend(_modules(child))
+    return out
 
 
 def _strip(message: str) -> str:

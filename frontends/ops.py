@@ -106,7 +106,11 @@ class Emitter:
         try:
             self.dims.unify(a, b, what)
         except ShapeMismatch as problem:
-            raise UnsupportedError(line, what, f"sizes do not fit: {problem}") from None
+            if not problem.concrete:
+                raise UnsupportedError(line, what, f"sizes do not fit: {problem}") from None
+            # A real shape error of the program on this mesh: emit the op anyway, the verifier reports it.
+            self.note(f"line {line}: sizes do not fit ({problem}); the program fails on the mesh "
+                      f"{self.dims.mesh}")
 
     def divisible(self, a, b, what: str, line: int | None) -> None:
         try:
@@ -236,7 +240,7 @@ class Emitter:
                 top = self.scalar_tensor(numerator, line)
                 bottom = self.scalar_tensor(denominator, line)
                 quotient = self._scalar_binary("div", top, bottom, line)
-                if top.dtype == "i64" and bottom.dtype == "i64" and value.is_integer:
+                if top.dtype == "i64" and bottom.dtype == "i64" and self._integral(value):
                     quotient = self.op("cast", [quotient], {"dtype": "i64"}, (), "i64", line, unconditional=True)
                 return quotient
             factors = list(sp.Mul.make_args(value))
@@ -252,6 +256,12 @@ class Emitter:
             return acc
         raise UnsupportedError(line, "scalar", f"{self.describe(value)} depends on the rank or world size in a way "
                                                f"the IR cannot compute (only + - * / are modelled)")
+
+    def _integral(self, value) -> bool:
+        """Is ``value`` an integer for the file's sizes whatever the rank (Python ``//`` semantics)?"""
+        from .symbolic import _integer_polynomial
+        concrete = sp.sympify(value).subs(self.dims.values).subs(self.dims.mesh_values)
+        return _integer_polynomial(sp.expand(concrete))
 
     def _scalar_binary(self, kind: str, a: Tensor, b: Tensor, line: int | None) -> Tensor:
         dtype = "f32" if kind == "div" else self.promote(a.dtype, b.dtype)
@@ -271,14 +281,14 @@ class Emitter:
             x.dtype if x.dtype in FLOATS else "f32")
         if kind == "logical_not":
             dtype = "bool"
-        dt = self.dtensor_pointwise(kind, [x], line)
+        (x,), dt = self.dtensor_pointwise(kind, [x], line)
         return self.op(kind, [x], attrs or {}, x.shape, dtype, line, dt=dt, dt_mesh=x.dt_mesh)
 
     def binary(self, kind: str, a, b, line: int | None) -> Tensor:
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             shape = self.broadcast([a.shape, b.shape], line)
             dtype = self._binary_dtype(kind, a.dtype, b.dtype)
-            dt = self.dtensor_pointwise(kind, [a, b], line)
+            (a, b), dt = self.dtensor_pointwise(kind, [a, b], line)
             return self.op(kind, [a, b], {}, shape, dtype, line, dt=dt, dt_mesh=a.dt_mesh or b.dt_mesh)
         tensor, scalar, scalar_left = (a, b, False) if isinstance(a, Tensor) else (b, a, True)
         if not self.is_scalar(scalar):
@@ -297,7 +307,7 @@ class Emitter:
         scalar_dtype = "f32" if isinstance(attrs["scalar"], float) else "bool" if isinstance(attrs["scalar"], bool) \
             else "i64"
         dtype = self._binary_dtype(kind, tensor.dtype, scalar_dtype, scalar=True)
-        dt = self.dtensor_pointwise(kind, [tensor], line, scalar=True)
+        (tensor,), dt = self.dtensor_pointwise(kind, [tensor], line, scalar=True)
         return self.op(kind, [tensor], attrs, tensor.shape, dtype, line, dt=dt, dt_mesh=tensor.dt_mesh)
 
     def _binary_dtype(self, kind: str, a: str, b: str, scalar: bool = False) -> str:
@@ -311,24 +321,35 @@ class Emitter:
 
     # -- DTensor placement propagation (kept deliberately small) -----------------------------
     def dtensor_pointwise(self, kind: str, operands: Sequence[Tensor], line: int | None,
-                          scalar: bool = False) -> tuple | None:
+                          scalar: bool = False) -> tuple[list[Tensor], tuple | None]:
+        """DTensor's rule for element-wise ops: equal placements pass through; a Partial operand of an
+        op that is not linear in it is reduced first (DTensor redistributes it to Replicate)."""
+        operands = list(operands)
         placed = [t for t in operands if t.dt is not None]
         if not placed:
-            return None
+            return operands, None
         if len(placed) != len(operands) and any(t.ndim for t in operands if t.dt is None):
             raise UnsupportedError(line, kind, "mixes a DTensor with a plain (local) tensor; call .to_local() or "
                                                "DTensor.from_local first")
         first = placed[0].dt
         if any(t.dt != first for t in placed[1:]):
             raise UnsupportedError(line, kind, "combines DTensors with different placements (implicit "
-                                               "redistribution is not modelled)")
+                                               "redistribution between shardings is not modelled)")
         if any(isinstance(p, Partial) for p in first):
             linear = kind in LINEAR_IN_PARTIAL or (kind in ("mul", "div") and scalar) or \
                 (kind in ("add", "sub") and len(placed) == 2)
             if not linear:
-                raise UnsupportedError(line, kind, "a non-linear op on a Partial DTensor (DTensor would reduce it "
-                                                   "first; implicit redistribution is not modelled)")
-        return first
+                target = tuple(Replicate() if isinstance(p, Partial) else p for p in first)
+                operands = [self.implicit_redistribute(t, target, line) if t.dt is not None else t
+                            for t in operands]
+                first = target
+        return operands, first
+
+    def implicit_redistribute(self, t: Tensor, target: tuple, line: int | None) -> Tensor:
+        """The redistribution DTensor's operator dispatch inserts on its own."""
+        from .dtensor import redistribute
+        from .library import Call
+        return redistribute(Call(self, line, None), t, target, line)
 
     def dtensor_guard(self, kind: str, operands: Sequence[Tensor], line: int | None) -> None:
         """Ops without a DTensor rule here: only plain tensors are accepted."""
@@ -498,12 +519,12 @@ class Emitter:
             self.unify(param.shape[0], x.shape[-1], kind, line)
         dt = None
         if x.dt is not None:
-            if any(t.dt is None for t in affine):
-                raise UnsupportedError(line, kind, "mixes a DTensor input with plain parameters")
-            for p in x.dt:
-                if isinstance(p, Partial) or (isinstance(p, Shard) and p.dim % x.ndim == d):
-                    raise UnsupportedError(line, kind, "DTensor would redistribute the normalised dim first; "
-                                                       "implicit redistribution is not modelled")
+            if affine:
+                raise UnsupportedError(line, kind, "a DTensor input with parameters is not modelled")
+            target = tuple(Replicate() if isinstance(p, Partial) or (isinstance(p, Shard) and p.dim % x.ndim == d)
+                           else p for p in x.dt)
+            if target != x.dt:
+                x = self.implicit_redistribute(x, target, line)
             dt = x.dt
         dtype = x.dtype if x.dtype in FLOATS else "f32"
         return self.op(kind, [x, *affine], attrs, x.shape, dtype, line, dt=dt, dt_mesh=x.dt_mesh)
@@ -533,7 +554,7 @@ class Emitter:
     def cast(self, x: Tensor, dtype: str, line: int | None) -> Tensor:
         if dtype == x.dtype:
             return x
-        dt = self.dtensor_pointwise("cast", [x], line)
+        (x,), dt = self.dtensor_pointwise("cast", [x], line)
         return self.op("cast", [x], {"dtype": dtype}, x.shape, dtype, line, dt=dt, dt_mesh=x.dt_mesh)
 
     def where(self, cond: Tensor, a, b, line: int | None) -> Tensor:

@@ -20,6 +20,10 @@ from verifier.ir import Mesh
 class ShapeMismatch(Exception):
     """Two sizes that must agree do not (with the file's values)."""
 
+    def __init__(self, message: str, concrete: bool = False):
+        self.concrete = concrete
+        super().__init__(message)
+
 
 def is_number(value) -> bool:
     return isinstance(value, sp.Basic) and value.is_number
@@ -115,7 +119,7 @@ class Dims:
         if self.depends_on_rank(a) or self.depends_on_rank(b):
             raise ShapeMismatch(f"{what}: sizes {a} and {b} depend on the rank")
         if self.concrete(a) != self.concrete(b):
-            raise ShapeMismatch(f"{what}: {self.concrete(a)} != {self.concrete(b)}")
+            raise ShapeMismatch(f"{what}: {self.concrete(a)} != {self.concrete(b)}", concrete=True)
         numerator = sp.expand(sp.fraction(sp.together(self.at_mesh(a) - self.at_mesh(b)))[0])
         if numerator == 0:
             return
@@ -228,6 +232,18 @@ class _Printer:
         self.names = names
 
     def print(self, expr) -> str:
+        relations = {sp.Eq: "==", sp.Ne: "!=", sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
+                     sp.GreaterThan: ">="}
+        for cls, operator in relations.items():
+            if isinstance(expr, cls):
+                return f"{self.print(expr.lhs)} {operator} {self.print(expr.rhs)}"
+        if isinstance(expr, sp.Not):
+            return f"not ({self.print(expr.args[0])})"
+        if isinstance(expr, (sp.And, sp.Or)):
+            joiner = " and " if isinstance(expr, sp.And) else " or "
+            return joiner.join(f"({self.print(a)})" for a in expr.args)
+        if expr is sp.true or expr is sp.false:
+            return "1 == 1" if expr is sp.true else "1 == 0"
         if isinstance(expr, sp.Symbol):
             return self.names.get(expr, str(expr))
         if expr.is_Integer:

@@ -5,7 +5,6 @@ share them.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -37,10 +36,6 @@ class TranslateResult:
     usage_error: Optional[str] = None
 
 
-def llm_configured(options: TranslateOptions) -> bool:
-    return bool(options.base_url or os.environ.get("OPENAI_BASE_URL"))
-
-
 def _unsupported_report(path: str, translation: Translation, note: str) -> Report:
     report = Report(path, _mesh_of(translation), ops=len(translation.program.ops) if translation.program else 0)
     for item in translation.unsupported:
@@ -67,18 +62,13 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
                                        inputs=options.inputs or None)
     except SourceError as error:
         return TranslateResult(usage_error=str(error))
-    needs_llm = options.llm == "full" or (options.llm == "auto" and translation.unsupported)
-    if needs_llm and options.llm != "off":
-        translation, note = _llm(source, path, translation, options, progress)
-        if translation.unsupported or translation.program is None:
-            report = _unsupported_report(path, translation, note)
-            report.seconds = time.perf_counter() - started
-            return TranslateResult(report, translation)
-    elif translation.unsupported or translation.program is None:
-        report = _unsupported_report(path, translation,
-                                     "these regions need the LLM translator (set OPENAI_BASE_URL or --base-url, "
-                                     "--llm auto); nothing was verified" if options.llm != "off" else
-                                     "the LLM translator is off (--llm off); nothing was verified")
+    incomplete = bool(translation.unsupported) or translation.program is None
+    if options.llm == "full" or (options.llm == "auto" and incomplete):
+        result = _llm(source, path, translation, options, progress)
+        result.report.seconds = time.perf_counter() - started
+        return result
+    if incomplete:
+        report = _unsupported_report(path, translation, "the LLM translator is off (--llm off); nothing was verified")
         report.seconds = time.perf_counter() - started
         return TranslateResult(report, translation)
     program = translation.program
@@ -98,27 +88,26 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     return TranslateResult(report, translation, print_program(program))
 
 
-def _llm(source: str, path: str, translation: Translation, options: TranslateOptions, progress: Progress):
-    """Hand the file to the LLM loop when one is configured; otherwise say what needed it."""
-    if not llm_configured(options):
-        try:
-            from agent.cache import has_cached_response  # offline replay of recorded answers
-        except ImportError:
-            has_cached_response = None
-        if has_cached_response is None or not has_cached_response(source, options.model):
-            return translation, ("these regions need the LLM translator (set OPENAI_BASE_URL or --base-url); "
-                                 "nothing was verified")
-    try:
-        from agent import LLMError, LLMSettings, llm_translate
-    except ImportError:
-        return translation, "the LLM translator is not available in this installation"
+def _llm(source: str, path: str, translation: Translation, options: TranslateOptions, progress: Progress
+         ) -> TranslateResult:
+    """The LLM loop decides (and verifies) from here; its report is final, never re-checked,
+    since only it carries the execution triage of LLM-written IR."""
+    from agent import LLMError, LLMSettings, llm_translate
+
     settings = LLMSettings.from_options(base_url=options.base_url, model=options.model, mode=options.llm,
                                         max_rounds=options.max_rounds, no_cache=options.no_cache)
     try:
-        outcome = llm_translate(source, path, translation, settings, progress)
+        outcome = llm_translate(source, path, translation, settings, progress, entry=options.entry,
+                                mesh=_mesh_dict(options.mesh), input_shapes=options.inputs or None)
     except LLMError as error:
-        return translation, f"LLM translation failed: {error}"
-    return outcome.translation, outcome.note
+        return TranslateResult(usage_error=f"{path}: {error}")
+    return TranslateResult(outcome.report, outcome.translation, outcome.ir_text)
+
+
+def _mesh_dict(mesh: Optional[str]) -> Optional[dict]:
+    if not mesh:
+        return None
+    return {name.strip(): int(size) for name, size in (part.split("=") for part in mesh.split(","))}
 
 
 def _add_fixes(source: str, path: str, translation: Translation, report: Report, options: TranslateOptions,

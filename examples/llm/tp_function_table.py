@@ -1,17 +1,31 @@
 """A tensor-parallel MLP written against an in-house wrapper, `MyTPLinear`, whose communication
-is picked by name from a function table.  Framework glue like this is what the deterministic
-frontend does not know; the LLM path reads it (see README.md in this folder)."""
+comes from a function table that a decorator fills at import time.  Framework glue like this is
+what the deterministic frontend does not follow; the LLM path translates it."""
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 S, H, FFN = 8, 16, 32
 
-# What to do with a layer's local result, by name; in place, like torch.distributed.
-AFTER = {
-    "none": lambda t: None,
-    "sum": dist.all_reduce,
-}
+COMM = {}  # name -> what to do with a layer's local result
+
+
+def comm(name):
+    def register(fn):
+        COMM[name] = fn
+        return fn
+    return register
+
+
+@comm("none")
+def _no_comm(t):
+    return t
+
+
+@comm("sum")
+def _all_reduce_sum(t):
+    dist.all_reduce(t)
+    return t
 
 
 class MyTPLinear:
@@ -20,12 +34,10 @@ class MyTPLinear:
     def __init__(self, weight, split_dim, after):
         rank, world = dist.get_rank(), dist.get_world_size()
         self.weight = weight.chunk(world, dim=split_dim)[rank]
-        self.after = AFTER[after]
+        self.after = COMM[after]
 
     def __call__(self, x):
-        y = x @ self.weight
-        self.after(y)
-        return y
+        return self.after(x @ self.weight)
 
 
 def example_inputs():

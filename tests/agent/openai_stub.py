@@ -7,6 +7,7 @@ status codes and request bodies are exercised end to end.  Every request body is
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,12 +20,13 @@ class Reply:
     """One scripted HTTP answer: a chat completion (``content``) or an error (``status``)."""
 
     content: str | None = None
-    status: int = 200
+    status: int = 200  # 0: drop the connection without an answer (a reset)
     error: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     tokens_in: int = 100
     tokens_out: int = 50
     finish_reason: str = "stop"
+    delay: float = 0.0  # seconds before answering (to provoke client timeouts)
 
 
 def completion(content: str, **kwargs: Any) -> Reply:
@@ -33,6 +35,14 @@ def completion(content: str, **kwargs: Any) -> Reply:
 
 def failure(status: int, message: str, **kwargs: Any) -> Reply:
     return Reply(status=status, error=message, **kwargs)
+
+
+def reset() -> Reply:
+    return Reply(status=0)
+
+
+def slow(content: str, seconds: float) -> Reply:
+    return Reply(content=content, delay=seconds)
 
 
 class OpenAIStub:
@@ -59,6 +69,11 @@ class OpenAIStub:
                 self._send(reply, body)
 
             def _send(self, reply: Reply, body: dict[str, Any]) -> None:
+                time.sleep(reply.delay)
+                if reply.status == 0:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if reply.status == 200:
                     payload = {
                         "id": f"chatcmpl-{len(stub.requests)}", "object": "chat.completion",
@@ -71,13 +86,16 @@ class OpenAIStub:
                 else:
                     payload = {"error": {"message": reply.error, "type": "invalid_request_error", "code": None}}
                 data = json.dumps(payload).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)

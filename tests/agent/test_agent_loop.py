@@ -8,7 +8,7 @@ from agent.execute import torch_available
 from agent_cases import (EXAMPLE, IR_LAUNDERED, IR_MISSING, IR_OK, IR_WRONG_LINES, ROW_MISSING, ROW_OK, as_json,
                          write)
 from frontends.base import Translation, Unsupported
-from openai_stub import completion, failure
+from openai_stub import completion, failure, reset, slow
 
 # Words of a verification finding: none of them may ever reach the model as feedback.
 VERDICT_WORDS = ("differs from the single-device", "partial sum", "never reduced", "violation", "counterexample",
@@ -50,15 +50,15 @@ def test_provenance_names_the_round_that_first_proposed_each_op(stub, settings_f
     assert outcome.report.extra["llm"]["provenance"] == {"llm round 1": 3, "llm round 2": 1}
 
 
-def test_server_errors_and_rate_limits_are_retried(stub, settings_for, tmp_path):
+def test_server_errors_rate_limits_timeouts_and_resets_are_retried(stub, settings_for, tmp_path):
     path = write(tmp_path, ROW_OK)
     stub.script = [failure(500, "internal error"), failure(429, "slow down", headers={"Retry-After": "0"}),
-                   completion(as_json(IR_OK))]
+                   slow(as_json(IR_OK), seconds=1.0), reset(), completion(as_json(IR_OK))]
 
-    outcome = llm_translate(ROW_OK, path, None, settings_for(stub, mode="full", execute=False))
+    outcome = llm_translate(ROW_OK, path, None, settings_for(stub, mode="full", execute=False, request_timeout=0.3))
 
     assert outcome.verdict == "verified"
-    assert len(stub.requests) == 3
+    assert len(stub.requests) == 5
     assert outcome.rounds == 1
 
 
@@ -230,3 +230,41 @@ def test_auto_mode_without_endpoint_reports_the_regions(settings_for, tmp_path):
 def test_full_mode_without_endpoint_is_an_error(settings_for, tmp_path):
     with pytest.raises(LLMError, match="--llm full needs an LLM endpoint"):
         llm_translate(ROW_OK, write(tmp_path, ROW_OK), None, settings_for(None, mode="full"))
+
+
+# Passes every faithfulness check for ROW_MISSING (no collective is claimed) but leaves out the
+# code's own slicing, so it verifies: only running the source shows it hides the real bug.
+IR_HIDES_BUG = """mesh tp=2
+dim N=4, D=8
+input x: f32[N, D] {tp: R} at 12
+input w: f32[D, D] {tp: R} at 12
+y = matmul(x, w) at 16
+output y {tp: R}
+"""
+
+
+@pytest.mark.skipif(not torch_available(), reason="needs torch to run the source")
+def test_ir_that_hides_a_real_bug_is_caught_by_execution(stub, settings_for, tmp_path):
+    path = write(tmp_path, ROW_MISSING)
+    stub.script = [completion(as_json(IR_HIDES_BUG)), completion(as_json(IR_MISSING))]
+
+    outcome = llm_translate(ROW_MISSING, path, None, settings_for(stub, mode="full"))
+
+    assert outcome.verdict == "violations"
+    (feedback,) = stub.feedback_texts()
+    assert "gives a different result than on 1 rank" in feedback
+    assert "your IR is equivalent to its single-device version" in feedback
+    error = next(d for d in outcome.report.diagnostics if d.severity == "error")
+    assert error.line == 16 and "confirmed by execution" in error.message
+
+
+@pytest.mark.skipif(not torch_available(), reason="needs torch to run the source")
+def test_ir_that_hides_a_real_bug_in_the_last_round_is_not_handed_out(stub, settings_for, tmp_path):
+    path = write(tmp_path, ROW_MISSING)
+    stub.script = [completion(as_json(IR_HIDES_BUG))]
+
+    outcome = llm_translate(ROW_MISSING, path, None, settings_for(stub, mode="full", max_rounds=1))
+
+    assert outcome.verdict == "violations"
+    assert outcome.translation.program is None  # a re-check elsewhere cannot turn it into "verified"
+    assert "confirmed by execution" in outcome.report.diagnostics[-1].message

@@ -77,6 +77,7 @@ class Change:
     steps: tuple["Step", ...] = ()
     target_line: int | None = None
     handle: str | None = None
+    results: tuple[str, ...] = ()  # insert: the names of the new values, in order
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -189,11 +190,12 @@ class InsertCollectives(Edit):
         consumer_line = (_line_of(program, self.consumer) if self.position == BEFORE_CONSUMER and
                          self.consumer is not None else None)
         return Change("insert", self.anchor_line(program), value=self.value, kind=first.kind,
-                      mesh_dim=self.mesh_dim, attrs=first.attrs, steps=self.steps, target_line=consumer_line)
+                      mesh_dim=self.mesh_dim, attrs=first.attrs, steps=self.steps, target_line=consumer_line,
+                      results=self.new_names(program))
 
 
 _SHORT = {"all_reduce": "ar", "all_gather": "ag", "reduce_scatter": "rs", "all_to_all": "a2a", "broadcast": "bc",
-          "reshape": "stack", "sum": "sum"}
+          "reshape": "stack", "sum": "sum", "local_chunk": "chunk"}
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,51 @@ def gather_then_sum() -> Generator:
     return generate
 
 
+def align_with_sibling_shard() -> Generator:
+    """Operands sharded along different dims: all-to-all this one onto the other's dim."""
+
+    def generate(symptom: Symptom, analysis: Analysis) -> Iterable[Edit]:
+        op = analysis.checked.ops[symptom.op_index]
+        position = analysis.checked.mesh.index(symptom.mesh_dim)
+        value = op.args[symptom.operand]
+        ndim = len(analysis.shapes[value])
+        for k, other in enumerate(op.args):
+            sibling = analysis.placements[other][position]
+            if k == symptom.operand or not isinstance(sibling, Shard) or len(analysis.shapes[other]) != ndim:
+                continue
+            if sibling.dim % ndim == symptom.have.dim % ndim:
+                continue
+            steps = (Step("all_to_all", (("split_dim", sibling.dim % ndim), ("concat_dim", symptom.have.dim % ndim))),)
+            for position_kind, consumer in _positions(symptom, analysis, value):
+                yield InsertCollectives("all-to-all onto the sibling's shard dim", value, steps, symptom.mesh_dim,
+                                        position_kind, consumer)
+
+    return generate
+
+
+def chunk_replicated_partner() -> Generator:
+    """A shard meets a replicated operand that should be sharded too: take this rank's chunk (free)."""
+
+    def generate(symptom: Symptom, analysis: Analysis) -> Iterable[Edit]:
+        op = analysis.checked.ops[symptom.op_index]
+        position = analysis.checked.mesh.index(symptom.mesh_dim)
+        size = analysis.checked.mesh.size(symptom.mesh_dim)
+        for k, other in enumerate(op.args):
+            if k == symptom.operand or not isinstance(analysis.placements[other][position], Replicate):
+                continue
+            if analysis.dtypes.get(other, "f32") == "bool" or other in {s.name for s in analysis.checked.inputs}:
+                continue  # chunking a declared input changes what the caller passes, not the communication
+            for dim, extent in enumerate(analysis.shapes[other]):
+                if extent % size == 0 and extent > 1:
+                    fake = Symptom(REJECTED, symptom.op_index, symptom.mesh_dim, k, Replicate(), None, symptom.line)
+                    for position_kind, consumer in _positions(fake, analysis, other):
+                        yield InsertCollectives("take this rank's chunk of the replicated operand", other,
+                                                (Step("local_chunk", (("dim", dim),)),), symptom.mesh_dim,
+                                                position_kind, consumer)
+
+    return generate
+
+
 def change(kind: str | None = None, drop: tuple[str, ...] = (), **attrs) -> Generator:
     """Change the rejecting collective (its kind and/or attrs)."""
 
@@ -239,7 +284,7 @@ RULES: tuple[Rule, ...] = (
          (insert("all_reduce", op=HAVE_OP), reduce_scatter_all_gather(), gather_then_sum())),
     Rule("a shard reaches an op that needs the whole dim",
          Match(REJECTED, op=COMPUTE, have=Shard),
-         (insert("all_gather", dim=HAVE_DIM),)),
+         (insert("all_gather", dim=HAVE_DIM), align_with_sibling_shard(), chunk_replicated_partner())),
     Rule("output still partial where a replicated value is expected",
          Match(OUTPUT, have=Partial, want=Replicate),
          (insert("all_reduce", op=HAVE_OP), reduce_scatter_all_gather(), gather_then_sum())),

@@ -141,9 +141,11 @@ def screen(program: Program, env: dict[str, int], model: CostModel,
     try:
         outcome = run_concrete(checked, analysis.placements, random_inputs(checked, 0), seed=0)
     except (EngineError, ValueError, KeyError, IndexError, TypeError):
-        return None
-    mismatch = outcome.mismatch is not None
-    if mismatch and not symptoms:
+        outcome = None  # cannot run (local shapes do not fit): a violation, but its symptoms may lead on
+        if not symptoms:
+            return None
+    mismatch = outcome is None or outcome.mismatch is not None
+    if outcome is not None and mismatch and not symptoms:
         index = outcome.divergence_op
         if index is None:
             index = analysis.producer(outcome.mismatch[0])

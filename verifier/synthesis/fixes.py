@@ -1,0 +1,107 @@
+"""Verified source fixes: IR repair -> patch in the user's idioms -> translate again -> verify.
+
+A fix is shown only when the *patched file* translates and verifies: the IR repair is
+re-spelled by ``frontends.patches`` and the new text goes through the frontend and the
+checker like any other file, so what the user applies is what was proven.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from ..report import Fix, Report
+from .cost import CostModel, program_cost
+from .search import Budget, synthesize
+from .symptoms import NotAnalysable, analyse
+
+Progress = Optional[Callable[[str], None]]
+
+
+@dataclass
+class SourceFix:
+    """A fix with everything ``fix --write`` and ``review`` need besides the diff."""
+
+    description: str
+    patched: str
+    diff: str
+    comm_cost: float
+    report: Report  # the patched file's own verification
+
+    def as_fix(self) -> Fix:
+        return Fix(self.description, self.diff, round(self.comm_cost, 3))
+
+
+def _mesh_text(program) -> str | None:
+    return ",".join(f"{name}={size}" for name, size in program.mesh.dims) if program is not None else None
+
+
+def verify_source(patched: str, path: str, translation: Any, model: CostModel = CostModel()
+                  ) -> tuple[Report | None, float]:
+    """Translate and check a patched file the way the original was read; (report, comm cost)."""
+    from frontends import translate_source
+    from frontends.base import SourceError
+
+    from ..check import check_program
+
+    try:
+        again = translate_source(patched, path, entry=translation.entry, mesh=_mesh_text(translation.program))
+    except SourceError:
+        return None, 0.0
+    if again.program is None or again.unsupported:
+        return None, 0.0
+    report = check_program(again.program, path)
+    try:
+        analysis = analyse(again.program, with_real_sizes=True)
+        cost = program_cost(again.program, analysis.real_shapes, analysis.placements, analysis.dtypes, model)
+    except NotAnalysable:
+        cost = 0.0
+    return report, cost
+
+
+def source_fixes(source: str, path: str, translation: Any, report: Report, progress: Progress = None, *,
+                 top_k: int = 3, budget: Budget | None = None, model: CostModel = CostModel()) -> list[SourceFix]:
+    """Verified source fixes, cheapest first (at most ``top_k``)."""
+    from frontends.patches import CannotPatch, direct_patches, patch_source
+
+    found: list[SourceFix] = []
+    seen: set[str] = set()
+
+    def consider(description: str, patched: str, diff: str) -> None:
+        if patched in seen:
+            return
+        seen.add(patched)
+        checked, cost = verify_source(patched, path, translation, model)
+        if checked is not None and checked.verdict == "verified":
+            found.append(SourceFix(description, patched, diff, cost, checked))
+            if progress:
+                progress(f"  patched file verifies: {description}")
+        elif progress:
+            verdict = checked.verdict if checked is not None else "not translatable"
+            progress(f"  patched file does not verify ({verdict}): {description}")
+
+    program = getattr(translation, "program", None)
+    style = getattr(translation, "style", "explicit")
+    if program is not None:
+        result = synthesize(program, report, file=path, budget=budget or Budget(top_k=top_k + 2), model=model,
+                            progress=progress)
+        for ir_fix in result.fixes:
+            steps = [(edit.resolve(before), before) for edit, before in ir_fix.history]
+            try:
+                patch = patch_source(source, path, style, steps, ir_fix.description)
+            except CannotPatch as reason:
+                if progress:
+                    progress(f"  no source spelling for: {ir_fix.description} ({reason})")
+                continue
+            consider(ir_fix.description, patch.patched, patch.diff)
+            if len(found) >= top_k:
+                break
+    for patch in direct_patches(source, path, style):
+        consider(patch.description, patch.patched, patch.diff)
+    found.sort(key=lambda fix: fix.comm_cost)
+    return found[:top_k]
+
+
+def suggest_fixes(source: str, path: str, translation: Any, report: Report, progress: Progress = None, *,
+                  top_k: int = 3) -> list[Fix]:
+    """Fixes for ``translate --fix``: each one's patched file translates and verifies; cheapest first."""
+    return [fix.as_fix() for fix in source_fixes(source, path, translation, report, progress, top_k=top_k)]
