@@ -254,14 +254,16 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
         return array
 
     def cut_variables(name, shape, sample):
+        """Fresh Real constants for a proven-equal value, or None where a cut would lose
+        what later ops need: numerals, and Int/Bool values (indices and masks are used
+        by value, e.g. in lookups and comparisons)."""
         counter[0] += 1
         flat = sample.reshape(-1)
-        sorts = {t.sort() if isinstance(t, z3.ExprRef) else z3.RealSort() for t in flat[:1]} | \
-            {t.sort() for t in flat[-1:] if isinstance(t, z3.ExprRef)}
-        if len(sorts) != 1:
-            return None  # mixed or no sorts: leave this value uncut
+        if not flat.size or not all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
+                                    for t in (flat[0], flat[-1])):
+            return None
         indices = list(np.ndindex(*shape))
-        terms = fresh_constants([f"cut{counter[0]}:{name}[{','.join(map(str, i))}]" for i in indices], sorts.pop())
+        terms = fresh_constants([f"cut{counter[0]}:{name}[{','.join(map(str, i))}]" for i in indices], z3.RealSort())
         array = np.empty(shape, dtype=object)
         for index, term in zip(indices, terms):
             array[index] = term
