@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
@@ -30,17 +31,18 @@ CONFIRMATION_SEEDS = 8
 
 
 def check_program(program: Program, file: str | None = None, *, timeout_ms: int = SOLVER_TIMEOUT_MS,
-                  temporal: bool = True) -> Report:
+                  temporal: bool = True, progress: Callable[[str], None] | None = None) -> Report:
     started = time.perf_counter()
     report = Report(file or program.source, {name: size for name, size in program.mesh.dims}, ops=len(program.ops))
     try:
-        _run(program, report, timeout_ms, temporal)
+        _run(program, report, timeout_ms, temporal, progress)
     finally:
         report.seconds = time.perf_counter() - started
     return report
 
 
-def _run(program: Program, report: Report, timeout_ms: int, temporal: bool) -> None:
+def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
+         progress: Callable[[str], None] | None) -> None:
     structure = check_structure(program)
     if structure:
         report.diagnostics.extend(structure)
@@ -88,7 +90,7 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool) -> N
         _temporal(program, report)
     if env:
         report.extra["reduced_dims"] = env
-    _equivalence(checked, placement, report, timeout_ms)
+    _equivalence(checked, placement, report, timeout_ms, progress)
 
 
 def _temporal(program: Program, report: Report) -> None:
@@ -134,7 +136,8 @@ def _size(program: Program) -> int:
     return sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
 
 
-def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int) -> None:
+def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int,
+                 progress: Callable[[str], None] | None = None) -> None:
     if _size(program) > MAX_SYMBOLIC_ELEMENTS:
         _attach_placement(program, placement, report, "unknown")
         report.add(Diagnostic("unsupported", ERROR,
@@ -148,7 +151,7 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
             if outcome.mismatch:
                 _report_violation(program, placement, report, inputs, outcome, "found by concrete evaluation")
                 return
-        status, values, stats = prove(program, placement.placements, timeout_ms)
+        status, values, stats = prove(program, placement.placements, timeout_ms, progress)
     except EngineError as problem:
         _attach_placement(program, placement, report, "violation")
         report.add(Diagnostic("well-formed", ERROR, f"the program cannot run on the mesh: {problem}", problem.line))

@@ -239,7 +239,8 @@ def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Any:
 
 
 def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
-          timeout_ms: int = SOLVER_TIMEOUT_MS) -> tuple[str, dict[str, Any], dict[str, Any]]:
+          timeout_ms: int = SOLVER_TIMEOUT_MS, progress: Callable[[str], None] | None = None
+          ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Return (status, model values for inputs and partial pieces, stats); status proven|sat|unknown."""
     xp = Z3Backend()
     global_inputs, domain, variables = symbolic_inputs(program)
@@ -272,7 +273,11 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
     run = _start(program, xp, global_inputs, fresh)
     stats = {"cuts": 0, "obligations": 0, "solver_calls": 0}
 
+    step = max(1, len(program.ops) // 10)
+
     def on_complete(index: int) -> None:
+        if progress is not None and index % step == step - 1:
+            progress(f"equivalence: {index + 1}/{len(program.ops)} ops, {stats['cuts']} cut points")
         for name in program.ops[index].results:
             if not _known(placements.get(name), allow_partial=False):
                 continue
@@ -309,6 +314,8 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
                 if not _provably_equal(x, y):
                     obligations.append(_disequality(x, y))
     stats["obligations"] = len(obligations)
+    if progress is not None and obligations:
+        progress(f"equivalence: {len(obligations)} obligations for the solver")
     if not obligations:
         return "proven", {}, stats
     unknown = False

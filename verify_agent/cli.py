@@ -84,8 +84,16 @@ def check(file: Path = typer.Argument(..., help="An IR program in the .vir text 
     from verifier.check import check_program
 
     program = load_program(file)
-    report = check_program(program, str(file), timeout_ms=timeout * 1000)
+    report = check_program(program, str(file), timeout_ms=timeout * 1000, progress=_progress(format))
     raise typer.Exit(emit([report], format, _source_lines(program.source, file)))
+
+
+def _progress(fmt: Format):
+    """Progress lines on stderr for people; machine formats stay quiet."""
+    if fmt != Format.text or not sys.stderr.isatty():
+        return None
+    console = Console(stderr=True, highlight=False)
+    return lambda message: console.print(f"[dim]{message}[/]")
 
 
 def load_program(file: Path):

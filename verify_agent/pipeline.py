@@ -75,7 +75,7 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     if progress:
         progress(f"translated {path} ({translation.style}, entry {translation.entry}): {len(program.ops)} ops; "
                  f"verifying on mesh {program.mesh}")
-    report = check_program(program, path)
+    report = check_program(program, path, progress=progress)
     report.extra["style"] = translation.style
     report.extra["entry"] = translation.entry
     if translation.provenance:
