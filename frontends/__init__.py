@@ -51,7 +51,11 @@ def translate_source(source: str, path: str, *, entry: str | None = None, mesh: 
         return Translation(None, style, name, [Unsupported(error.line, error.construct, error.reason)],
                            notes=it.notes, backward_bodies=it.backward_bodies)
     except RecursionError:
-        return Translation(None, style, name, [Unsupported(None, name, "the program nests too deeply")],
+        return Translation(None, style, name, [Unsupported(it.current_line, name, "the program nests too deeply")],
+                           notes=it.notes, backward_bodies=it.backward_bodies)
+    except Exception as error:  # noqa: BLE001 - a frontend bug must not hide the file from the LLM path
+        reason = f"internal error of the frontend ({type(error).__name__}: {error})"
+        return Translation(None, style, name, [Unsupported(it.current_line, "frontend", reason)],
                            notes=it.notes, backward_bodies=it.backward_bodies)
     return Translation(program, style, name, [], ["frontend"] * len(program.ops), notes=it.notes,
                        backward_bodies=it.backward_bodies)
@@ -85,17 +89,19 @@ def _run(it: Interpreter, src, name: str, kind: str, overrides: dict[str, list[i
     else:
         result = it.call_module(target, tensors, {}, params_node)
     outputs = _outputs(it, result, params_node)
-    if it.uses_custom_backward:
-        _declare_gradients(it, tensors)
+    if it.uses_custom_backward or it.megatron_autograd:
+        _declare_gradients(it, tensors + [t for _, t in it.param_inputs])
     return outputs
 
 
 def _declare_gradients(it: Interpreter, inputs: list[Tensor]) -> None:
-    """Check the gradients of the float inputs (a custom autograd.Function makes them meaningful).
+    """Check gradients when the communication is autograd-aware (custom autograd.Function, Megatron).
 
     Like the ground-truth runner: an input every rank reads only through its own block
     (``x.chunk(world)[rank]``) has gradients with disjoint supports per rank, whose sum is the
-    gradient; any other input must get the whole gradient on every rank.
+    gradient; a parameter is expected placed like its value; any other input must get the
+    whole gradient on every rank.  Parameters marked ``sequence_parallel`` (Megatron) get the
+    all-reduce of Megatron's gradient finalisation.
     """
     from verifier.placements import Partial
     consumers: dict[str, list] = {}
@@ -106,12 +112,23 @@ def _declare_gradients(it: Interpreter, inputs: list[Tensor]) -> None:
         if tensor.dtype not in ("f32", "f16", "bf16", "f64") or tensor.name not in consumers:
             continue
         users = consumers[tensor.name]
+        if tensor.param is not None:
+            value = f"grad_{tensor.name}"
+            if tensor.__dict__.get("meta", {}).get("sequence_parallel") and "tp" in it.dims.mesh.names:
+                (value,), record = it.builder.emit("all_reduce", [value], {"mesh_dim": "tp", "op": "sum"},
+                                                   tensor.param.line, unconditional=True)
+                it.builder.ops.remove(record)
+                it.builder.backward_ops.append(record)
+            it.builder.gradients.append((tensor.name, value, (), tensor.param.line))
+            continue
         placements = []
         for mesh_dim in it.dims.mesh.names:
-            blocked = all(r.kind == "local_chunk" and r.attrs.get("mesh_dim") == mesh_dim for r in users)
+            blocked = all(r.kind == "local_chunk" and r.attrs.get("mesh_dim") == mesh_dim and "grad" not in r.attrs
+                          for r in users)
             placements.append(Partial("sum") if blocked else Replicate())
         declared = tuple(placements) if any(not isinstance(p, Replicate) for p in placements) else ()
-        it.builder.gradients.append((tensor.name, f"grad_{tensor.name}", declared, None))
+        line = next((spec.span.line for spec in it.builder.inputs if spec.name == tensor.name), None)
+        it.builder.gradients.append((tensor.name, f"grad_{tensor.name}", declared, line))
 
 
 def _params(node, skip_self: bool) -> list[str]:
@@ -174,5 +191,5 @@ def _outputs(it: Interpreter, result, node) -> list:
         if tensor.dt is not None:
             by_dim = dict(zip(tensor.dt_mesh.dims, tensor.dt))
             placements = tuple(by_dim.get(dim, Replicate()) for dim in it.dims.mesh.names)
-        outputs.append((name, placements, None))
+        outputs.append((name, placements, it.return_line))
     return outputs

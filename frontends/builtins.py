@@ -162,3 +162,40 @@ def _dim_sets(names: tuple[str, ...]) -> list[tuple[str, ...]]:
         for start in range(0, len(names) - length + 1):
             out.append(tuple(names[start:start + length]))
     return out
+
+
+# --- the math module -------------------------------------------------------------------------
+
+def _register_math() -> None:
+    from .library import CONSTANTS, function
+
+    def unary(name: str, fn):
+        @function(f"math.{name}")
+        def handler(cx: Call, x):
+            from .interpreter import _sym
+            value = _sym(x)
+            if cx.it.dims.depends_on_rank(value):
+                raise UnsupportedError(cx.line, f"math.{name}", "of a value that depends on the rank")
+            return fn(value)
+        return handler
+
+    unary("sqrt", sp.sqrt)
+    unary("exp", sp.exp)
+    unary("log", lambda v: sp.log(v))
+    unary("log2", lambda v: sp.log(v, 2))
+    unary("ceil", sp.ceiling)
+    unary("floor", sp.floor)
+    unary("isqrt", lambda v: sp.floor(sp.sqrt(v)))
+    CONSTANTS["math.pi"] = sp.pi
+    CONSTANTS["math.e"] = sp.E
+    CONSTANTS["math.inf"] = float("inf")
+
+    @function("math.prod")
+    def prod(cx: Call, values, start=1):
+        out = sp.sympify(start)
+        for v in values:
+            out = out * sp.sympify(v)
+        return out
+
+
+_register_math()

@@ -26,7 +26,7 @@ from typing import Any
 
 import sympy as sp
 
-from verifier.placements import Partial, Placement, Replicate, Shard
+from verifier.placements import Partial, Replicate, Shard
 
 from .library import Call, CONSTANTS, function, method, object_method
 from .values import (MISSING, GroupObj, LossParallel, MeshObj, ModuleObj, StyleObj, Tensor, UnsupportedError)

@@ -442,7 +442,6 @@ def _peer(cx: Call, peer: Any, group: Any) -> tuple[str, str]:
 
 @function("dist.send", "dist.isend")
 def send(cx: Call, tensor, dst=None, group=None, tag=0, group_dst=None):
-    it = cx.it
     tensor = _tensor(cx, tensor, "send")
     mesh_dim, peer = _peer(cx, group_dst if group_dst is not None else dst, group)
     kind = "isend" if cx.name == "dist.isend" else "send"
@@ -468,7 +467,8 @@ def recv(cx: Call, tensor, src=None, group=None, tag=0, group_src=None):
 def _recv(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str) -> Handle | None:
     it = cx.it
     extra, handle = _handle_attrs(cx, kind == "irecv")
-    shape = [it.attr_dim(s, cx.line, kind) for s in tensor.shape]
+    shape = [it.mesh_size_dim(s, cx.line, kind) if it.dims.depends_on_mesh(s) else it.attr_dim(s, cx.line, kind)
+             for s in tensor.shape]
     result = it.op(kind, [], {"peer": peer, "mesh_dim": mesh_dim, "shape": shape, "dtype": tensor.dtype, **extra},
                    tensor.shape, tensor.dtype, cx.line)
     it.mutate(tensor, result, cx.line, f"dist.{kind}")
@@ -524,8 +524,11 @@ def _is_completed(cx: Call, handle: Handle):
 @function("dist.nn.all_reduce", "funcol.all_reduce")
 def functional_all_reduce(cx: Call, tensor, op=None, group=None, reduceOp=None):
     tensor = _tensor(cx, tensor, "all_reduce")
-    result, _ = collective(cx, "all_reduce", tensor, {"op": reduce_op(cx, reduceOp if reduceOp is not None else op)},
-                           group_dims(cx, group), lambda t, d: t.shape)
+    attrs = {"op": reduce_op(cx, reduceOp if reduceOp is not None else op)}
+    if cx.name == "dist.nn.all_reduce":  # torch.distributed.nn's all-reduce also all-reduces the gradient
+        attrs["grad"] = "all_reduce"
+        cx.it.megatron_autograd = True
+    result, _ = collective(cx, "all_reduce", tensor, attrs, group_dims(cx, group), lambda t, d: t.shape)
     return result
 
 
@@ -567,7 +570,8 @@ def autograd_apply(cx: Call, cls: ClassObj, args: list, kwargs: dict) -> Any:
         raise UnsupportedError(cx.line, f"{cls.name}.apply", "keyword arguments to apply() are not modelled")
     if it.builder.when:
         raise UnsupportedError(cx.line, f"{cls.name}.apply", "a custom autograd function on some ranks only")
-    params = [it.use(a, cx.line) for a in args if isinstance(a, Tensor)]
+    tensor_args = [a for a in args if isinstance(a, Tensor)]
+    params = [it.use(a, cx.line) for a in tensor_args]
     saved_cache = dict(it.__dict__.get("_scalar_cache", {}))
     ctx = AutogradCtx()
     start = len(it.builder.ops)
@@ -585,17 +589,24 @@ def autograd_apply(cx: Call, cls: ClassObj, args: list, kwargs: dict) -> Any:
         line = it.line(backward.node)
         if not any(b.function == cls.name for b in it.backward_bodies):
             it.backward_bodies.append(BackwardBody(cls.name, line, it.source.code(backward.node), backward.node))
-        backward_name = _backward_def(cx, cls, backward, ctx, args, params, outputs)
+        backward_name = _backward_def(cx, cls, backward, ctx, args, params, outputs,
+                                      {r for record in body for r in record.results})
         if backward_name is not None:
             attrs["backward"] = backward_name
             it.uses_custom_backward = True
     results, _ = it.builder.emit("call", params, attrs, cx.line, results=len(outputs))
+    for arg, param in zip(tensor_args, params):
+        if arg.name != param:  # the forward changed its input in place (e.g. dist.all_reduce(x); return x)
+            if arg.name not in returns:
+                raise UnsupportedError(cx.line, f"{cls.name}.forward", "changes an input in place without "
+                                                                     "returning it")
+            arg.name = results[returns.index(arg.name)]
     made = [Tensor(name, t.shape, t.dtype) for name, t in zip(results, outputs)]
     return made[0] if len(made) == 1 and not isinstance(result, tuple) else tuple(made)
 
 
 def _backward_def(cx: Call, cls: ClassObj, backward: FunctionObj, ctx: Any, args: list, params: list[str],
-                  outputs: list[Tensor]) -> str | None:
+                  outputs: list[Tensor], forward_locals: set[str]) -> str | None:
     """The user's backward as a ``def`` taking (forward inputs, output gradients)."""
     it = cx.it
     saved_cache = dict(it.__dict__.get("_scalar_cache", {}))
@@ -618,6 +629,11 @@ def _backward_def(cx: Call, cls: ClassObj, backward: FunctionObj, ctx: Any, args
             else:
                 raise UnsupportedError(it.line(backward.node), f"{cls.name}.backward", "returns a non-tensor gradient")
         body = it.builder.take_ops(start)
+        leaked = sorted(({a for record in body for a in record.args} | set(returns)) & forward_locals)
+        if leaked:
+            raise UnsupportedError(it.line(backward.node), f"{cls.name}.backward",
+                                   f"reads {leaked[0]!r}, a value the forward computed and saved (only the "
+                                   f"forward's inputs can be passed to the backward)")
     except UnsupportedError as problem:
         it.builder.take_ops(start)
         it.note(f"line {problem.line}: the backward of {cls.name} is not translated ({problem.construct}: "

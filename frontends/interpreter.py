@@ -16,7 +16,7 @@ import sympy as sp
 
 from .builder import Builder
 from .library import CONSTANTS, FUNCTIONS, LAYERS, METHODS, OBJECT_METHODS, Call
-from .ops import COMPARISONS, Emitter
+from .ops import Emitter
 from .source import SourceFile, canonical, read_import
 from .symbolic import Dims
 from .values import (MISSING, AutogradCtx, BoundMethod, BufferList, ClassObj, ConfigObj, FunctionObj, Handle,
@@ -122,6 +122,10 @@ class Interpreter(Emitter):
     seen_notes: set[str] = field(default_factory=set)
     input_mode: bool = False
     uses_custom_backward: bool = False
+    megatron_autograd: bool = False  # Megatron layers/mappings: autograd-aware communication
+    param_inputs: list = field(default_factory=list)  # (IR name, parameter tensor) in creation order
+    return_line: int | None = None  # the entry's return statement
+    current_line: int | None = None  # the statement being read (for internal errors)
 
     def __post_init__(self) -> None:
         self.globals = ModuleScope(self)
@@ -163,6 +167,7 @@ class Interpreter(Emitter):
             self.exec_statement(statement, scope)
 
     def exec_statement(self, statement: cst.CSTNode, scope: Scope) -> None:
+        self.current_line = self.line(statement)
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 self.exec_small(small, scope)
@@ -207,6 +212,8 @@ class Interpreter(Emitter):
             value = self.eval(small.value, scope) if small.value is not None else None
             if self.builder.when:
                 raise self.unsupported(small, "return", "returning inside a branch on the rank is not modelled")
+            if self.depth == 1:
+                self.return_line = self.line(small)
             raise _Return(value)
         elif isinstance(small, (cst.Pass, cst.Assert)):
             return
@@ -310,6 +317,11 @@ class Interpreter(Emitter):
                                                      "differs between ranks and world sizes, which the IR cannot "
                                                      "express")
             obj[self.as_int(key, line, "list index")] = value
+        elif isinstance(obj, BufferList):
+            raise self.unsupported(target, None, "a list with one tensor per rank written element by element (e.g. "
+                                                 "a ring all-gather over send/recv): its length and the loop over it "
+                                                 "depend on the world size, and the IR states one program for every "
+                                                 "mesh size (its reference is the mesh of size 1)")
         else:
             raise self.unsupported(target, None, f"item assignment on {type(obj).__name__} is not modelled")
 
@@ -492,6 +504,25 @@ class Interpreter(Emitter):
         if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict)):
             return bool(value)
         return True
+
+    def decide(self, relation: Any) -> bool:
+        """A comparison of sizes, decided with the file's values; the outcome becomes a requirement on
+        the dim symbols (so reduced shapes take the same branch), or pins them when it cannot be written."""
+        outcome = bool(self.dims.concrete(relation))
+        held = self.dims.at_mesh(relation if outcome else sp.Not(relation))
+        if held is sp.true or not (held.free_symbols & set(self.dims.values)):
+            return outcome
+        try:
+            text = self.dims.format(held)
+        except ValueError:
+            text = None
+        # the .vir text form writes requirements with `==` only
+        if text is None or not isinstance(held, sp.Eq) or " and " in text or " or " in text:
+            for symbol in relation.free_symbols & set(self.dims.values):
+                self.dims.pin(symbol)
+        else:
+            self.dims.require(text)
+        return outcome
 
     # -- expressions --------------------------------------------------------------------
     def eval(self, node: cst.BaseExpression, scope: Scope) -> Any:
@@ -867,12 +898,10 @@ class Interpreter(Emitter):
             if self.dims.depends_on_rank(a) or self.dims.depends_on_rank(b):
                 return RankCondition(relation)
             if a.free_symbols or b.free_symbols:
-                for symbol in (a.free_symbols | b.free_symbols) & set(self.dims.values):
-                    self.dims.pin(symbol)
                 if self.dims.depends_on_size(a) or self.dims.depends_on_size(b):
                     self.note(f"line {line}: a comparison with the world size is decided for the mesh "
                               f"{self.dims.mesh}")
-                return bool(self.dims.concrete(relation))
+                return self.decide(relation)
             return bool(relation)
         if kind in ("eq", "ne"):
             same = _same_python(left, right)

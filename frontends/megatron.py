@@ -152,7 +152,8 @@ def column_parallel_linear(cx: Call, input_size, output_size, *, config, init_me
     mesh_dim = tp_dim(cx)
     module = ModuleObj("ColumnParallelLinear", None, {}, fqn=f"#col{cx.line}{id(cx)}", line=cx.line,
                        options={"gather_output": bool(gather_output), "skip_bias_add": bool(skip_bias_add),
-                                "sequence_parallel": sequence_parallel, "mesh_dim": mesh_dim})
+                                "sequence_parallel": sequence_parallel, "mesh_dim": mesh_dim,
+                                "disable_grad_reduce": bool(disable_grad_reduce)})
     _attach(cx, module, "weight", (output_size, input_size), {mesh_dim: Shard(0)})
     if bias:
         _attach(cx, module, "bias", (output_size,), {mesh_dim: Shard(0)})
@@ -178,6 +179,8 @@ def row_parallel_linear(cx: Call, input_size, output_size, *, config, init_metho
     _attach(cx, module, "weight", (output_size, input_size), {mesh_dim: Shard(1)})
     if bias:
         _attach(cx, module, "bias", (output_size,), {})
+        # Megatron marks it: with sequence parallelism each rank's bias gradient covers its shard only
+        module.attrs["bias"].__dict__.setdefault("meta", {})["sequence_parallel"] = sequence_parallel
     else:
         module.attrs["bias"] = None
     return module
@@ -201,16 +204,31 @@ def _attach(cx: Call, module: ModuleObj, name: str, shape: tuple, placements: di
     module.attrs[name] = t
 
 
-def _all_gather(cx: Call, x: Tensor, dim: int, mesh_dim: str) -> Tensor:
+def _all_gather(cx: Call, x: Tensor, dim: int, mesh_dim: str, grad: str | None = None) -> Tensor:
     it = cx.it
+    it.megatron_autograd = True
     d = it.norm_dim(dim, x.ndim, cx.line)
     shape = list(x.shape)
     shape[d] = sp.expand(shape[d] * it.dims.size[mesh_dim])
-    return it.op("all_gather", [x], {"mesh_dim": mesh_dim, "dim": d}, shape, x.dtype, cx.line)
+    attrs = {"mesh_dim": mesh_dim, "dim": d, **({"grad": grad} if grad else {})}
+    return it.op("all_gather", [x], attrs, shape, x.dtype, cx.line)
+
+
+def _copy(cx: Call, x: Tensor, mesh_dim: str) -> Tensor:
+    """Megatron's f: identity forward, all-reduce of the gradient backward."""
+    cx.it.megatron_autograd = True
+    return cx.it.op("identity", [x], {"grad": "all_reduce", "mesh_dim": mesh_dim}, x.shape, x.dtype, cx.line)
+
+
+def _scatter(cx: Call, x: Tensor, dim: int, mesh_dim: str) -> Tensor:
+    """Megatron's scatter mappings: this rank's block forward, all-gather of the gradient backward."""
+    cx.it.megatron_autograd = True
+    return cx.it.local_chunk(x, cx.it.norm_dim(dim, x.ndim, cx.line), (mesh_dim,), cx.line, grad="all_gather")
 
 
 def _reduce_scatter(cx: Call, x: Tensor, dim: int, mesh_dim: str) -> Tensor:
     it = cx.it
+    it.megatron_autograd = True
     d = it.norm_dim(dim, x.ndim, cx.line)
     it.divisible(x.shape[d], it.dims.size[mesh_dim], "reduce_scatter", cx.line)
     shape = list(x.shape)
@@ -219,6 +237,7 @@ def _reduce_scatter(cx: Call, x: Tensor, dim: int, mesh_dim: str) -> Tensor:
 
 
 def _all_reduce(cx: Call, x: Tensor, mesh_dim: str) -> Tensor:
+    cx.it.megatron_autograd = True
     return cx.it.op("all_reduce", [x], {"mesh_dim": mesh_dim, "op": "sum"}, x.shape, x.dtype, cx.line)
 
 
@@ -237,13 +256,15 @@ def column_forward(cx: Call, module: ModuleObj, input_, weight=None, runtime_gat
     x = _tensor(cx, input_, "ColumnParallelLinear")
     if options["sequence_parallel"]:
         x = _all_gather(cx, x, 0, options["mesh_dim"])
-    else:
+    elif options.get("disable_grad_reduce"):
         x = it.op("identity", [x], {}, x.shape, x.dtype, cx.line)
+    else:
+        x = _copy(cx, x, options["mesh_dim"])
     bias = module.attrs.get("bias")
     out = it.linear(x, module.attrs["weight"], None if options["skip_bias_add"] else bias, cx.line)
     gather = options["gather_output"] if runtime_gather_output is None else bool(runtime_gather_output)
     if gather:
-        out = _all_gather(cx, out, -1, options["mesh_dim"])
+        out = _all_gather(cx, out, -1, options["mesh_dim"], grad="split")
     return out, (bias if options["skip_bias_add"] else None)
 
 
@@ -253,7 +274,7 @@ def row_forward(cx: Call, module: ModuleObj, input_):
     options = module.options
     x = _tensor(cx, input_, "RowParallelLinear")
     if not options["input_is_parallel"]:
-        x = it.local_chunk(x, x.ndim - 1, (options["mesh_dim"],), cx.line)
+        x = _scatter(cx, x, -1, options["mesh_dim"])
     out = it.linear(x, module.attrs["weight"], None, cx.line)
     if options["sequence_parallel"]:
         out = _reduce_scatter(cx, out, 0, options["mesh_dim"])
@@ -271,6 +292,7 @@ def vocab_embedding_forward(cx: Call, module: ModuleObj, input_):
     it = cx.it
     ids = _tensor(cx, input_, "VocabParallelEmbedding")
     weight = module.attrs["weight"]
+    it.megatron_autograd = True
     return it.op("vocab_parallel_embedding", [ids, weight], {"mesh_dim": module.options["mesh_dim"]},
                  tuple(ids.shape) + (weight.shape[1],), weight.dtype, cx.line)
 
@@ -284,6 +306,7 @@ def vocab_parallel_cross_entropy(cx: Call, vocab_parallel_logits, target, label_
         cx, target, "vocab_parallel_cross_entropy")
     for a, b in zip(logits.shape[:-1], labels.shape):
         it.unify(a, b, "vocab_parallel_cross_entropy", cx.line)
+    it.megatron_autograd = True
     return it.op("vocab_parallel_cross_entropy", [logits, labels], {"mesh_dim": tp_dim(cx), "reduction": "none"},
                  labels.shape, logits.dtype, cx.line)
 
@@ -292,8 +315,7 @@ def vocab_parallel_cross_entropy(cx: Call, vocab_parallel_logits, target, label_
 
 @function("megatron.copy_to_tensor_model_parallel_region")
 def copy_to(cx: Call, input_, group=None):
-    x = _tensor(cx, input_, "copy_to_tensor_model_parallel_region")
-    return cx.it.op("identity", [x], {}, x.shape, x.dtype, cx.line)
+    return _copy(cx, _tensor(cx, input_, "copy_to_tensor_model_parallel_region"), tp_dim(cx))
 
 
 @function("megatron.reduce_from_tensor_model_parallel_region")
@@ -303,13 +325,14 @@ def reduce_from(cx: Call, input_, group=None):
 
 @function("megatron.scatter_to_tensor_model_parallel_region")
 def scatter_to(cx: Call, input_, group=None):
-    x = _tensor(cx, input_, "scatter_to_tensor_model_parallel_region")
-    return cx.it.local_chunk(x, x.ndim - 1, (tp_dim(cx),), cx.line)
+    return _scatter(cx, _tensor(cx, input_, "scatter_to_tensor_model_parallel_region"), -1, tp_dim(cx))
 
 
-@function("megatron.gather_from_tensor_model_parallel_region", "megatron.all_gather_last_dim_from_tensor_parallel_region")
+@function("megatron.gather_from_tensor_model_parallel_region",
+          "megatron.all_gather_last_dim_from_tensor_parallel_region")
 def gather_from(cx: Call, input_, group=None):
-    return _all_gather(cx, _tensor(cx, input_, "gather_from_tensor_model_parallel_region"), -1, tp_dim(cx))
+    return _all_gather(cx, _tensor(cx, input_, "gather_from_tensor_model_parallel_region"), -1, tp_dim(cx),
+                       grad="split")
 
 
 @function("megatron.reduce_scatter_last_dim_to_tensor_parallel_region")
@@ -320,8 +343,7 @@ def reduce_scatter_last(cx: Call, input_, group=None):
 
 @function("megatron.scatter_to_sequence_parallel_region")
 def scatter_to_sequence(cx: Call, input_, group=None):
-    x = _tensor(cx, input_, "scatter_to_sequence_parallel_region")
-    return cx.it.local_chunk(x, 0, (tp_dim(cx),), cx.line)
+    return _scatter(cx, _tensor(cx, input_, "scatter_to_sequence_parallel_region"), 0, tp_dim(cx))
 
 
 @function("megatron.gather_from_sequence_parallel_region")
@@ -329,7 +351,8 @@ def gather_from_sequence(cx: Call, input_, tensor_parallel_output_grad=True, gro
                          use_global_buffer=False):
     if output_split_sizes is not None:
         raise UnsupportedError(cx.line, "gather_from_sequence_parallel_region", "uneven split sizes")
-    return _all_gather(cx, _tensor(cx, input_, "gather_from_sequence_parallel_region"), 0, tp_dim(cx))
+    return _all_gather(cx, _tensor(cx, input_, "gather_from_sequence_parallel_region"), 0, tp_dim(cx),
+                       grad=None if tensor_parallel_output_grad else "split")
 
 
 @function("megatron.reduce_scatter_to_sequence_parallel_region")

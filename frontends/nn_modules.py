@@ -74,6 +74,7 @@ def param_tensor(cx: Call, global_shape: tuple, placements: dict[str, Placement]
             if isinstance(placement, Shard):
                 it.divisible(info.global_shape[placement.dim], it.dims.size[name], "parameter", info.line)
         t.name = it.builder.add_input(info.fqn(), tuple(dims), info.dtype, ordered, info.line, info.integer_bounds)
+        it.param_inputs.append((t.name, t))
 
     t.lazy = make
     return t

@@ -8,12 +8,11 @@ same IR is right on a mesh of size 1) or is unsupported elsewhere.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import sympy as sp
 
-from verifier.placements import Partial, Placement, Replicate, Shard
+from verifier.placements import Partial, Replicate, Shard
 
 from .builder import Builder
 from .symbolic import Dims, ShapeMismatch, _integer_polynomial
@@ -22,9 +21,6 @@ from .values import Tensor, UnsupportedError
 FLOATS = ("f64", "f32", "bf16", "f16")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
-POINTWISE = {"add", "sub", "mul", "div", "pow", "neg", "exp", "log", "tanh", "gelu", "silu", "relu", "sigmoid",
-             "sqrt", "rsqrt", "abs", "cast", "identity", "where", "masked_fill", "logical_and", "logical_or",
-             "logical_not", *COMPARISONS}
 LINEAR_IN_PARTIAL = {"neg", "identity", "cast"}
 
 
@@ -145,6 +141,17 @@ class Emitter:
             raise UnsupportedError(line, what, f"size {self.describe(size)} depends on the world size")
         return self.dims.dim(size)
 
+    def mesh_size_dim(self, size, line: int | None, what: str) -> str:
+        """A size over mesh sizes as an IR expression using ``<mesh dim>_size``."""
+        names = {self.dims.size[name]: f"{name}_size" for name in self.dims.mesh.names}
+        size = sp.sympify(size)
+        numerator, denominator = sp.fraction(sp.together(size))
+        self.divisible(numerator.subs(self.dims.mesh_values), denominator.subs(self.dims.mesh_values), what, line)
+        try:
+            return self.dims.format(size, names=names)
+        except ValueError:
+            raise UnsupportedError(line, what, f"size {self.describe(size)} cannot be written in the IR") from None
+
     def describe(self, value) -> str:
         if isinstance(value, sp.Basic):
             names = {}
@@ -225,6 +232,15 @@ class Emitter:
                 return self.op("world_size", [], {"mesh_dim": name}, (), "i64", line, unconditional=True)
         if isinstance(value, sp.Symbol) and value in self.dims.values:
             return self.op("const", [], {"value": str(value), "dtype": "i64"}, (), "i64", line, unconditional=True)
+        if not self.dims.depends_on_rank(value) and self._integral(value):
+            # a size over the mesh sizes, e.g. VOCAB // world: one const, `tp_size` is resolved per mesh
+            names = {self.dims.size[name]: f"{name}_size" for name in self.dims.mesh.names}
+            try:
+                text = self.dims.format(value, names=names)
+            except ValueError:
+                text = None
+            if text is not None:
+                return self.op("const", [], {"value": text, "dtype": "i64"}, (), "i64", line, unconditional=True)
         if isinstance(value, sp.Add):
             terms = list(sp.Add.make_args(value))
             acc = self.scalar_tensor(terms[0], line)
@@ -234,6 +250,12 @@ class Emitter:
                 else:
                     acc = self._scalar_binary("add", acc, self.scalar_tensor(term, line), line)
             return acc
+        if isinstance(value, sp.Mul) and self.dims.depends_on_rank(value):
+            ranked = sp.Mul(*[f for f in sp.Mul.make_args(value) if self.dims.depends_on_rank(f)])
+            rest = sp.cancel(value / ranked)
+            if rest != 1 and not self.dims.depends_on_rank(rest) and self._integral(rest):
+                return self._scalar_binary("mul", self.scalar_tensor(ranked, line), self.scalar_tensor(rest, line),
+                                           line)
         if isinstance(value, sp.Mul):
             numerator, denominator = sp.fraction(value)
             if denominator != 1:
@@ -376,13 +398,15 @@ class Emitter:
             self.unify(total, self.numel(target), what, line)
         attr = []
         mesh_dependent = [i for i, t in enumerate(target) if self.dims.depends_on_mesh(t)]
-        if len(mesh_dependent) > 1:
-            raise UnsupportedError(line, what, f"sizes {', '.join(self.describe(target[i]) for i in mesh_dependent)} "
-                                               f"all depend on the world size; the IR writes such a size as -1 and "
-                                               f"allows only one")
+        for i in mesh_dependent:
+            if self.dims.depends_on_rank(target[i]):
+                raise UnsupportedError(line, what, f"size {self.describe(target[i])} depends on the rank")
         for i, size in enumerate(target):
-            if i in mesh_dependent or (not mesh_dependent and i in holes):
+            if i in mesh_dependent and len(mesh_dependent) == 1 or (not mesh_dependent and i in holes):
                 attr.append(-1)
+            elif i in mesh_dependent:
+                # several sizes depend on the world size: write them over `<mesh dim>_size`
+                attr.append(self.mesh_size_dim(size, line, what))
             else:
                 attr.append(self.dims.dim(size))
         self.dtensor_guard(what, [x], line)
@@ -425,7 +449,9 @@ class Emitter:
                                                       f"size but is not this rank's 1/world block of the dim")
         real_start = start + size if start.is_number and start < 0 else start
         real_end = end + size if end.is_number and end < 0 else end
-        length = sp.Min(real_end, size) - real_start if (real_end.is_number and size.is_number) else real_end - real_start
+        if real_end.is_number and size.is_number and real_end > size:
+            real_end = size  # python slices clamp
+        length = real_end - real_start
         attrs = {"dim": dim}
         if start != 0:
             attrs["start"] = self.dims.dim(start) if not (start.is_number and start < 0) else int(start)
@@ -436,7 +462,8 @@ class Emitter:
         self.dtensor_guard("slice", [x], line)
         return self.as_view(self.op("slice", [x], attrs, shape, x.dtype, line), x)
 
-    def local_chunk(self, x: Tensor, dim: int, mesh_dims: Sequence[str], line: int | None) -> Tensor:
+    def local_chunk(self, x: Tensor, dim: int, mesh_dims: Sequence[str], line: int | None,
+                    grad: str | None = None) -> Tensor:
         """This rank's block of ``dim``, over one or several mesh dims (major first)."""
         self.dtensor_guard("local_chunk", [x], line)
         out = x
@@ -445,7 +472,8 @@ class Emitter:
             self.divisible(size, self.dims.size[mesh_dim], "local_chunk", line)
             shape = list(out.shape)
             shape[dim] = sp.cancel(size / self.dims.size[mesh_dim])
-            out = self.op("local_chunk", [out], {"mesh_dim": mesh_dim, "dim": dim}, shape, out.dtype, line)
+            attrs = {"mesh_dim": mesh_dim, "dim": dim, **({"grad": grad} if grad else {})}
+            out = self.op("local_chunk", [out], attrs, shape, out.dtype, line)
         return self.as_view(out, x) if out is not x else out
 
     def cat(self, tensors: Sequence[Tensor], dim, line: int | None) -> Tensor:
@@ -582,8 +610,4 @@ def _base_name(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
-def placements_str(placements: Sequence[Placement]) -> str:
-    return ", ".join(str(p) for p in placements)
-
-
-__all__ = ["Emitter", "FLOATS", "COMPARISONS", "POINTWISE", "is_one", "placements_str", "Replicate", "math"]
+__all__ = ["Emitter", "FLOATS", "COMPARISONS", "is_one"]

@@ -9,7 +9,6 @@ chunk count, a loop bound) pins its symbols to the file's values.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -140,8 +139,11 @@ class Dims:
         value, by = self.concrete(expr), self.concrete(divisor)
         if not isinstance(value, int) or not isinstance(by, int) or by == 0 or value % by:
             raise ShapeMismatch(f"{value} is not divisible by {by}")
-        if self.printable(expr) and self.printable(divisor):
-            self.require(f"{self.format(expr, atom=True)} % {self.format(divisor, atom=True)} == 0")
+        # the quotient is integral exactly when its numerator is a multiple of its denominator
+        numerator, denominator = sp.fraction(sp.together(quotient))
+        numerator, denominator = sp.expand(numerator), sp.expand(denominator)
+        if self.printable(numerator) and self.printable(denominator):
+            self.require(f"{self.format(numerator, atom=True)} % {self.format(denominator, atom=True)} == 0")
         else:
             self.pin(expr)
             self.pin(divisor)
@@ -273,7 +275,7 @@ class _Printer:
         if isinstance(expr, sp.Pow):
             base, exponent = expr.args
             if exponent.is_Integer and exponent > 0:
-                return f"{self.wrap(base)}**{int(exponent)}"
+                return "*".join([self.wrap(base)] * int(exponent))  # no ** : Z3 reads it as a real power
             if exponent.is_Integer and exponent < 0:
                 return f"1/{self.wrap(base ** -exponent)}"
         raise ValueError(f"cannot write {expr} as an IR expression")
@@ -287,8 +289,4 @@ class _Printer:
         return f"({text})" if isinstance(expr, (sp.Add, sp.Mod)) else text
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-__all__ = ["Dims", "ShapeMismatch", "is_number", "math", "ceil_div"]
+__all__ = ["Dims", "ShapeMismatch", "is_number"]

@@ -62,7 +62,7 @@ def tensor_attribute(cx: Call, t: Tensor, name: str) -> Any:
     from .values import BoundMethod
     it = cx.it
     if name == "shape":
-        return tuple(t.shape)
+        return logical_shape(it, t)
     if name == "T":
         return it.transpose(t, 0, 1, cx.line) if t.ndim == 2 else it.permute(t, list(reversed(range(t.ndim))),
                                                                               cx.line)
@@ -251,10 +251,28 @@ def _tensor_literal(cx: Call, data, dtype=None, device=None, requires_grad=False
     return cx.it.const_tensor(data, cx.line, dtype_of(dtype, cx))
 
 
-@function("torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like", "torch.randperm")
-def _random(cx: Call, *args, **kwargs):
-    raise UnsupportedError(cx.line, "random tensor", "random values inside the program are not modelled (put them "
-                                                     "in example_inputs())")
+RANDOM = "random values inside the program are not modelled (put them in example_inputs())"
+
+
+@function("torch.randn", "torch.rand")
+def _random(cx: Call, *size, dtype=None, device=None, generator=None, requires_grad=False, layout=None):
+    """Only its shape is usable (``nn.Parameter(torch.randn(...))``: parameters are inputs)."""
+    t = Tensor(None, _sizes(cx, size), dtype_of(dtype, cx) or "f32", origin=cx.name)
+    t.stale = RANDOM
+    return t
+
+
+@function("torch.randn_like", "torch.rand_like")
+def _random_like(cx: Call, other, dtype=None, device=None, requires_grad=False, memory_format=None):
+    other = _tensor(cx, other, cx.name)
+    t = Tensor(None, other.shape, dtype_of(dtype, cx) or other.dtype, origin=cx.name)
+    t.stale = RANDOM
+    return t
+
+
+@function("torch.randint", "torch.randperm")
+def _random_ints(cx: Call, *args, **kwargs):
+    raise UnsupportedError(cx.line, cx.name, RANDOM)
 
 
 @function("torch.arange")
@@ -593,11 +611,24 @@ def _expand(cx: Call, t, *args, **kwargs):
     raise UnsupportedError(cx.line, f".{cx.name}()", "broadcast copies are not modelled")
 
 
+def logical_shape(it, t: Tensor) -> tuple:
+    """What ``t.shape`` says in the program: the local shape, or a DTensor's global shape."""
+    if t.dt is None:
+        return tuple(t.shape)
+    from verifier.placements import Shard
+    shape = list(t.shape)
+    for mesh_dim, placement in zip(t.dt_mesh.dims, t.dt):
+        if isinstance(placement, Shard):
+            shape[placement.dim] = sp.expand(shape[placement.dim] * it.dims.size[mesh_dim])
+    return tuple(shape)
+
+
 @method("size")
 def _size(cx: Call, t, dim=None):
+    shape = logical_shape(cx.it, t)
     if dim is None:
-        return tuple(t.shape)
-    return t.shape[cx.it.norm_dim(dim, t.ndim, cx.line)]
+        return shape
+    return shape[cx.it.norm_dim(dim, t.ndim, cx.line)]
 
 
 @method("dim", "ndimension")

@@ -91,6 +91,9 @@ class NumpyBackend:
     def matmul(self, a, b):
         return np.matmul(a, b)
 
+    def divide(self, a, b):
+        return np.divide(a, b)
+
     def maximum(self, a, b):
         return np.maximum(a, b)
 
@@ -225,6 +228,7 @@ class Z3Backend:
 
     def __init__(self) -> None:
         self._functions: dict[tuple, z3.FuncDeclRef] = {}
+        self._leaves: dict[tuple[str, int], dict[int, z3.ExprRef]] = {}
         self.uninterpreted_ops: set[str] = set()
 
     def _function(self, name: str, arity: int, index: int = 0, result=None) -> z3.FuncDeclRef:
@@ -288,10 +292,32 @@ class Z3Backend:
         return _objectwise(self._real, array)
 
     def maximum(self, a, b):
-        return _objectwise(lambda p, q: z3.If(_as_term(p) >= _as_term(q), _as_term(p), _as_term(q)), a, b)
+        return _objectwise(lambda p, q: self._extremum("max", p, q), a, b)
 
     def minimum(self, a, b):
-        return _objectwise(lambda p, q: z3.If(_as_term(p) <= _as_term(q), _as_term(p), _as_term(q)), a, b)
+        return _objectwise(lambda p, q: self._extremum("min", p, q), a, b)
+
+    def _extremum(self, kind: str, p, q):
+        """max/min as one canonical term per *set* of operands.
+
+        A max over a row and the max of per-rank maxes are the same number; built naively
+        they are different If-trees, and every op that reads them (exp(x - max) in a stable
+        softmax) then needs case splits to see they agree.  Flattening nested extrema into a
+        leaf set and building one running If-chain over the sorted leaves makes them the
+        same hash-consed term."""
+        p, q = _as_term(p), _as_term(q)
+        leaves = self._leaves.get((kind, p.get_id()), {p.get_id(): p}) | \
+            self._leaves.get((kind, q.get_id()), {q.get_id(): q})
+        ordered = [leaves[key] for key in sorted(leaves)]
+        term = ordered[0]
+        for leaf in ordered[1:]:
+            term = z3.If(leaf >= term, leaf, term) if kind == "max" else z3.If(leaf <= term, leaf, term)
+        self._leaves[(kind, term.get_id())] = leaves
+        return term
+
+    def divide(self, a, b):
+        """Division with the divisor in normal form, so equal sums divide alike."""
+        return np.asarray(a, dtype=object) / _objectwise(normal_form, np.asarray(b, dtype=object))
 
     def where(self, cond, a, b):
         return _objectwise(lambda c, p, q: z3.If(_to_bool(_as_term(c)), _as_term(p), _as_term(q)), cond, a, b)

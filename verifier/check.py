@@ -17,10 +17,10 @@ import numpy as np
 from . import counterexample
 from .backward import BackwardUnsupported, gradient_program
 from .calls import CallError, expand_calls
-from .engine import EngineError
+from .engine import EngineError, rank_env
 from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inputs, prove, random_inputs,
                           run_concrete)
-from .ir import Program
+from .ir import Program, eval_dim
 from .placement_check import PlacementResult, propagate
 from .report import ERROR, NOTE, WARNING, Diagnostic, Report
 from .shapes import ShapeProblem, bound_env, instantiate, prove_divisibility, reduced_env
@@ -57,21 +57,10 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
         report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
     if problems:
         return
-    declared = bound_env(program)
-    if declared is not None and declared != env:
-        declared_shapes = infer_shapes(instantiate(program, declared))
-        if declared_shapes.diagnostics:
-            report.diagnostics.extend(declared_shapes.diagnostics)
-            return
-    try:
-        checked = expand_calls(instantiate(program, env))
-    except CallError as problem:
-        report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
+    sized = _sized(program, env, report)
+    if sized is None:
         return
-    shapes = infer_shapes(checked)
-    if shapes.diagnostics:
-        report.diagnostics.extend(shapes.diagnostics)
-        return
+    env, checked, shapes = sized
     if checked.gradients:
         try:
             checked = gradient_program(checked, shapes.shapes)
@@ -91,6 +80,28 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
     if env:
         report.extra["reduced_dims"] = env
     _equivalence(checked, placement, report, timeout_ms, progress)
+
+
+def _sized(program: Program, env: dict[str, int], report: Report):
+    """The program instantiated at reduced sizes, with its shapes; None after reporting.
+
+    The sizes as declared are what the user runs, so their shape errors are reported as
+    they are.  If only the reduced sizes fail (a reshape relying on a divisibility nobody
+    stated), the declared sizes are checked instead."""
+    declared = bound_env(program)
+    candidates = [env] + ([declared] if declared is not None and declared != env else [])
+    try:
+        shaped = []
+        for sizes in candidates:
+            instance = expand_calls(instantiate(program, sizes))
+            shaped.append((sizes, instance, infer_shapes(instance)))
+    except CallError as problem:
+        report.add(Diagnostic("well-formed", ERROR, str(problem), problem.line))
+        return None
+    if shaped[-1][2].diagnostics:
+        report.diagnostics.extend(shaped[-1][2].diagnostics)
+        return None
+    return next(entry for entry in shaped if not entry[2].diagnostics)
 
 
 def _temporal(program: Program, report: Report) -> None:
@@ -136,8 +147,34 @@ def _size(program: Program) -> int:
     return sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
 
 
+def _peer_missing_on_one_device(program: Program):
+    """The first point-to-point op whose peer does not exist when every mesh dim has size 1.
+
+    Such a program (``peer=1-tp``: a two-rank exchange) has no single-device counterpart,
+    so equivalence is not defined for it; its temporal checks still run."""
+    unit = program.mesh.unit()
+    env = rank_env(unit, {name: 0 for name in unit.names})
+    for op in program.ops:
+        if op.kind in ("send", "recv", "isend", "irecv"):
+            try:
+                peer = int(eval_dim(str(op.attrs.get("peer")), env))
+            except (KeyError, ValueError, ZeroDivisionError, SyntaxError):
+                return op
+            if peer != 0:
+                return op
+    return None
+
+
 def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int,
                  progress: Callable[[str], None] | None = None) -> None:
+    lonely = _peer_missing_on_one_device(program)
+    if lonely is not None:
+        _attach_placement(program, placement, report, "unknown")
+        report.add(Diagnostic("unsupported", ERROR,
+                              f"equivalence not checked: {lonely.kind} to peer {lonely.attrs.get('peer')} has no "
+                              f"counterpart on a single device (write peers modulo the group size, e.g. "
+                              f"(tp+1)%tp_size, to compare with one device)", lonely.span.line))
+        return
     if _size(program) > MAX_SYMBOLIC_ELEMENTS:
         _attach_placement(program, placement, report, "unknown")
         report.add(Diagnostic("unsupported", ERROR,

@@ -200,6 +200,11 @@ def eval_dim(dim: Dim, env: dict[str, Any]) -> Any:
         if op is ast.Mult:
             return left * right
         if op is ast.Pow:
+            if isinstance(right, int) and right >= 0 and not isinstance(left, int):
+                result = 1  # repeated product keeps z3 Int terms integral (Int ** Int is Real)
+                for _ in range(right):
+                    result = result * left
+                return result
             return left ** right
         if op is ast.Mod:
             return left % right

@@ -52,7 +52,11 @@ def _parse_requirement(text: str, env: dict[str, Any]):
     match = re.fullmatch(r"\s*(.+?)\s*(==|>=|<=|>|<|!=)\s*(.+?)\s*", text)
     if not match:
         raise ShapeProblem(f"expected a requirement like 'H % 8 == 0', got {text!r}")
-    left, operator, right = eval_dim(match.group(1), env), match.group(2), eval_dim(match.group(3), env)
+    try:
+        left, operator, right = eval_dim(match.group(1), env), match.group(2), eval_dim(match.group(3), env)
+    except (KeyError, SyntaxError, z3.Z3Exception) as problem:
+        raise ShapeProblem(f"expected a requirement over declared dims with + - * / %, got {text!r}"
+                           f" ({problem.__class__.__name__})") from None
     return {"==": left == right, ">=": left >= right, "<=": left <= right, ">": left > right,
             "<": left < right, "!=": left != right}[operator]
 
@@ -144,7 +148,7 @@ def bound_env(program: Program) -> dict[str, int] | None:
     return {name: int(value) for name, value in program.dims.items()}
 
 
-SMALL_ENOUGH = 4096  # declared shapes up to this many input elements are checked as written
+SMALL_ENOUGH = 512  # declared shapes up to this many input elements are checked as written
 
 
 def reduced_env(program: Program) -> dict[str, int]:
@@ -173,12 +177,34 @@ def reduced_env(program: Program) -> dict[str, int]:
     ]
     for soft in soft_sets:
         optimizer = z3.Optimize()
+        optimizer.set("timeout", 5000)
         optimizer.add(*hard, *soft)
         optimizer.minimize(z3.Sum(symbols) if len(symbols) > 1 else symbols[0])
         if optimizer.check() == z3.sat:
             model = optimizer.model()
-            return {name: model.eval(symbol, model_completion=True).as_long() for name, symbol in env.items()}
+            values = {name: model.eval(symbol, model_completion=True).as_long() for name, symbol in env.items()}
+            return _lowered(values, env, hard + soft)
     raise ShapeProblem("the dim constraints cannot all hold: " + "; ".join(program.requires))
+
+
+def _lowered(values: dict[str, int], env: dict[str, Any], constraints: list) -> dict[str, int]:
+    """Lower each symbol as far as the constraints allow, one at a time.
+
+    With products of symbols in the constraints, Optimize may stop at a valid but far from
+    minimal model (H=91); a plain descent on integers makes the result small and
+    independent of earlier solver activity."""
+    def holds(candidate: dict[str, int]) -> bool:
+        pairs = [(env[name], z3.IntVal(value)) for name, value in candidate.items()]
+        return all(z3.is_true(z3.simplify(z3.substitute(c, *pairs))) for c in constraints)
+
+    for name in sorted(values, key=values.get, reverse=True):
+        for smaller in range(1, values[name]):
+            trial = {**values, name: smaller}
+            if holds(trial):
+                values = trial
+                break
+    return values
+
 
 
 def _substitute(expression: str, env: dict[str, int]) -> str:

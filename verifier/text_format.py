@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Dim, Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax
+from .ir import Dim, Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax, dim_symbols
 from .placements import Placement, R, parse_placement
 
 
@@ -195,6 +195,11 @@ def parse_program(text: str, file: str | None = None) -> Program:
         body = raw.split("#", 1)[0]
         if not body.strip():
             continue
+        if body.split()[0] == "require" and function is None:  # free text: comparisons are not IR tokens
+            requirement = body.strip()[len("require"):].strip()
+            _check_requirement(requirement, dims, file, lineno, raw.index("require") + len("require") + 2)
+            requires.append(requirement)
+            continue
         line = _Line(body, lineno, file)
         head = line.peek()
         if function is not None:
@@ -257,8 +262,6 @@ def parse_program(text: str, file: str | None = None) -> Program:
                 name = line.take(kind="name", expected="a dim symbol").text
                 dims[name] = int(line.take(kind="number", expected="a dim size").text) if line.accept("=") else None
                 line.accept(",")
-        elif head.text == "require":
-            requires.append(body.strip()[len("require"):].strip())
         elif head.text in ("input", "param"):
             line.pos += 1
             name = line.take(kind="name", expected="an input name").text
@@ -298,6 +301,21 @@ def parse_program(text: str, file: str | None = None) -> Program:
         raise ParseError(file, 1, 1, "expected a 'mesh' line (e.g. 'mesh tp=2')")
     return Program(mesh, tuple(inputs), tuple(ops), tuple(outputs), dims, tuple(requires), source,
                    tuple(gradients), tuple(backward_ops), functions)
+
+
+def _check_requirement(text: str, dims: dict, file: str | None, lineno: int, col: int) -> None:
+    match = re.fullmatch(r"(.+?)(==|>=|<=|!=|>|<)(.+)", text)
+    if not match:
+        raise ParseError(file, lineno, col, f"expected a requirement like 'H % 8 == 0', got {text!r}")
+    for side in (match.group(1), match.group(3)):
+        try:
+            check_dim_syntax(side.strip())
+        except ValueError:
+            raise ParseError(file, lineno, col, f"expected a dim expression, got {side.strip()!r}") from None
+        unknown = dim_symbols(side.strip()) - set(dims)
+        if unknown:
+            raise ParseError(file, lineno, col, f"expected declared dims, got {sorted(unknown)[0]!r} "
+                                                f"(declare it with 'dim' first)")
 
 
 def _parse_op(line: _Line, file: str | None) -> Op:

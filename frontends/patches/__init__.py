@@ -46,7 +46,10 @@ def apply_change(editor: SourceEditor, style: str, change: Change, program: Prog
                  synthetic: frozenset[str] = frozenset()) -> None:
     """Record one change on ``editor`` with the first recipe of the style that can spell it."""
     reasons = []
-    for table in STYLE_RECIPES.get(style, STYLE_RECIPES["explicit"]):
+    tables = STYLE_RECIPES.get(style, STYLE_RECIPES["explicit"])
+    if style != "explicit" and not editor.imports_module("torch.distributed"):
+        tables = tables[:1]  # the file does not use torch.distributed itself: speak only its own idioms
+    for table in tables:
         for applies, recipe in table:
             if not applies(change):
                 continue
@@ -57,6 +60,9 @@ def apply_change(editor: SourceEditor, style: str, change: Change, program: Prog
             except CannotPatch as reason:
                 editor.restore(state)
                 reasons.append(str(reason))
+            except (ValueError, KeyError, IndexError, AttributeError, TypeError) as error:  # a recipe's blind spot
+                editor.restore(state)
+                reasons.append(f"{recipe.__name__}: {error.__class__.__name__}: {error}")
     raise CannotPatch("; ".join(reasons) or f"no recipe for {change.action} {change.kind or ''} in {style} code")
 
 
@@ -70,7 +76,7 @@ def patch_source(source: str, path: str, style: str, steps: list[tuple[Change, P
     patched = editor.render()
     if patched == source:
         raise CannotPatch("the change leaves the file as it is")
-    return SourcePatch(path, source, patched, description)
+    return SourcePatch(path, source, patched, "; ".join(editor.notes) or description)
 
 
 def direct_patches(source: str, path: str, style: str) -> list[SourcePatch]:

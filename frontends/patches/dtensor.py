@@ -15,8 +15,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from .editor import CannotPatch, SourceEditor
-from .explicit import PatchContext, _is, argument, with_keyword
-from .locate import base_name, producer
+from .explicit import PatchContext, argument, with_keyword
+from .locate import base_name, producer, value_rank
 
 TENSOR = "torch.distributed.tensor"
 
@@ -72,6 +72,8 @@ def from_local_partial(ctx: PatchContext) -> None:
             raise CannotPatch("the placements do not name this mesh dim")
         partial = cst.parse_expression(f"{_placement(ctx, 'Partial')}()")
         ctx.editor.replace(elements[position].value, partial)
+        ctx.editor.notes.append(f"declare {variable} Partial() in DTensor.from_local at line "
+                                f"{ctx.editor.line_of(call)} (partial sums, reduced by full_tensor/redistribute)")
         return
     raise CannotPatch(f"no DTensor.from_local of {variable} after line {ctx.change.line}")
 
@@ -81,6 +83,7 @@ def colwise_output_replicated(ctx: PatchContext) -> None:
     entry = plan_entry(ctx.editor, module, ("dtensor.ColwiseParallel",))
     replicate = cst.parse_expression(f"{_placement(ctx, 'Replicate')}()")
     ctx.editor.replace(entry, lambda node: with_keyword(node, "output_layouts", replicate))
+    ctx.editor.notes.append(f"plan entry {module!r}: ColwiseParallel(output_layouts=Replicate()) (all-gather its output)")
 
 
 def rowwise_input_replicated(ctx: PatchContext) -> None:
@@ -91,16 +94,12 @@ def rowwise_input_replicated(ctx: PatchContext) -> None:
     entry = plan_entry(ctx.editor, module, ("dtensor.RowwiseParallel",))
     replicate = cst.parse_expression(f"{_placement(ctx, 'Replicate')}()")
     ctx.editor.replace(entry, lambda node: with_keyword(node, "input_layouts", replicate))
+    ctx.editor.notes.append(f"plan entry {module!r}: RowwiseParallel(input_layouts=Replicate()) (take this rank's "
+                            f"slice of its replicated input)")
 
 
 def _last_dim(ctx: PatchContext) -> int:
-    """Index of the chunked value's last dim."""
-    from verifier.synthesis.symptoms import NotAnalysable, analyse
-
-    try:
-        return len(analyse(ctx.program).shapes[ctx.change.value]) - 1
-    except (NotAnalysable, KeyError):
-        raise CannotPatch("the chunked value's shape is unknown") from None
+    return value_rank(ctx.program, ctx.change.value) - 1
 
 
 def _single_step(kind: str):

@@ -57,6 +57,7 @@ class SourceEditor:
     removed: set = field(default_factory=set)
     new_imports: list[str] = field(default_factory=list)
     taken_names: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)  # what the recipes did, in the file's own terms
 
     def __post_init__(self) -> None:
         try:
@@ -145,26 +146,54 @@ class SourceEditor:
                 return f"{base}.{last}"
         return None
 
+    def imports_module(self, import_path: str) -> bool:
+        """Does the file import ``import_path`` (or something from it) explicitly?"""
+        return any(path == import_path or path.startswith(import_path + ".") and
+                   path.rsplit(".", 1)[0] == import_path for path in self.imports.values())
+
     def need(self, import_path: str, name: str | None = None) -> str:
-        """A local spelling of a module (or of ``name`` from it), adding an import when needed."""
+        """A local spelling of a module (or of ``name`` from it), adding an import when needed.
+
+        A name joins an existing ``from import_path import ...`` line when there is one.
+        """
         full = f"{import_path}.{name}" if name else import_path
-        found = self.alias(full)
-        if found is not None:
-            return found
+        exact = next((local for local, path in self.imports.items() if path == full and not local.startswith("*")),
+                     None)
+        if exact is not None:
+            return exact
         if name is None:
+            found = self.alias(import_path)
+            if found is not None:
+                return found
             short = {"torch.distributed": "dist"}.get(import_path)
             if short is None:
                 raise CannotPatch(f"{import_path} is not imported")
-            line = f"import {import_path} as {short}"
+            self._add_import_line(f"import {import_path} as {short}")
             self.imports[short] = import_path
-            local = short
+            return short
+        module_alias = next((local for local, path in self.imports.items() if path == import_path), None)
+        if module_alias is not None:
+            return f"{module_alias}.{name}"
+        existing = [node for node in self.module.body
+                    if m.matches(node, m.SimpleStatementLine(body=[m.ImportFrom()]))
+                    and dotted(node.body[0].module) == import_path and not node.body[0].relative
+                    and not isinstance(node.body[0].names, cst.ImportStar)]
+        self.imports[name] = full
+        if existing and existing[0].body[0] not in self.replacements:
+            def add(node: cst.ImportFrom) -> cst.ImportFrom:
+                names = list(node.names)
+                names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                names.append(cst.ImportAlias(cst.Name(name)))
+                return node.with_changes(names=sorted(names, key=lambda a: dotted(a.name) or "") if
+                                         _sorted(node.names) else names)
+            self.replacements[existing[0].body[0]] = lambda node: _fix_commas(add(node))
         else:
-            line = f"from {import_path} import {name}"
-            self.imports[name] = full
-            local = name
+            self._add_import_line(f"from {import_path} import {name}")
+        return name
+
+    def _add_import_line(self, line: str) -> None:
         if line not in self.new_imports:
             self.new_imports.append(line)
-        return local
 
     def fresh_name(self, base: str) -> str:
         name, k = base, 1
@@ -188,11 +217,11 @@ class SourceEditor:
     def checkpoint(self) -> tuple:
         return (dict(self.replacements), {k: list(v) for k, v in self.before.items()},
                 {k: list(v) for k, v in self.after.items()}, set(self.removed), list(self.new_imports),
-                set(self.taken_names), dict(self.imports))
+                set(self.taken_names), dict(self.imports), list(self.notes))
 
     def restore(self, state: tuple) -> None:
         (self.replacements, self.before, self.after, self.removed, self.new_imports, self.taken_names,
-         self.imports) = state
+         self.imports, self.notes) = state
 
     def _inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
         current = self.parents.get(node)
@@ -246,6 +275,23 @@ class SourceEditor:
 
     def diff(self) -> str:
         return unified_diff(self.source, self.render(), self.path)
+
+
+def _sorted(names) -> bool:
+    keys = [dotted(a.name) or "" for a in names]
+    return keys == sorted(keys)
+
+
+def _fix_commas(node: cst.ImportFrom) -> cst.ImportFrom:
+    """Commas between names, none after the last (unless the names are parenthesised)."""
+    names = list(node.names)
+    for index, alias in enumerate(names):
+        last = index == len(names) - 1
+        if last and node.lpar is None:
+            names[index] = alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        elif not last and alias.comma is cst.MaybeSentinel.DEFAULT:
+            names[index] = alias.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return node.with_changes(names=names)
 
 
 def _add_imports(text: str, lines: list[str]) -> str:

@@ -102,6 +102,8 @@ def locate(editor: SourceEditor, program: Program, value: str, synthetic: frozen
     expression_root = (small.value if isinstance(small, (cst.Assign, cst.Return, cst.Expr, cst.AnnAssign)) else None)
     if expression_root is None:
         raise CannotPatch(f"cannot find the expression of {value} on line {line}")
+    if index not in same_line:
+        raise CannotPatch(f"{value} is computed by code this fix adds")
     peers = [i for i in same_line if program.ops[i].kind == op.kind]
     nodes = [n for n in _postorder(expression_root) if _looks_like(n, op.kind)]
     if len(nodes) != len(peers):
@@ -135,3 +137,13 @@ def hoist(editor: SourceEditor, located: Located, base: str) -> Named:
     editor.insert_before(located.statement, f"{name} = {editor.code(located.expression)}")
     editor.replace(located.expression, cst.Name(name))
     return Named(name, located.statement, True)
+
+
+def value_rank(program: Program, value: str) -> int:
+    """Number of dims of an IR value (from the verifier's shape inference)."""
+    from verifier.synthesis.symptoms import NotAnalysable, analyse
+
+    try:
+        return len(analyse(program).shapes[value])
+    except (NotAnalysable, KeyError):
+        raise CannotPatch(f"the shape of {value} is unknown") from None

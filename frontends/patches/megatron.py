@@ -15,9 +15,14 @@ import libcst.matchers as m
 
 from .editor import CannotPatch, SourceEditor
 from .explicit import PatchContext, _is, argument, with_keyword
-from .locate import base_name, locate, producer
+from .locate import locate, producer, value_rank
 
 MAPPINGS = "megatron.core.tensor_parallel.mappings"
+
+
+def _short(code: str, limit: int = 40) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
 
 
 def _mapping(ctx: PatchContext, function: str) -> str:
@@ -28,6 +33,8 @@ def _wrap_value(ctx: PatchContext, function: str) -> None:
     """``value`` -> ``function(value)``: around the expression, or re-binding the variable."""
     located = locate(ctx.editor, ctx.program, ctx.change.value, ctx.synthetic)
     name = _mapping(ctx, function)
+    what = located.variable or _short(ctx.editor.code(located.expression))
+    ctx.editor.notes.append(f"wrap `{what}` (line {ctx.editor.line_of(located.statement)}) in {function}(...)")
     if located.variable is not None:
         if ctx.change.target_line is not None:
             ctx.editor.insert_before(ctx.editor.statement_at(ctx.change.target_line),
@@ -57,27 +64,54 @@ def insert_all_reduce(ctx: PatchContext) -> None:
     _wrap_value(ctx, "reduce_from_tensor_model_parallel_region")
 
 
+def _dual(ctx: PatchContext) -> str | None:
+    """The backward dual the fix was verified with (None: the default; anything when no gradients)."""
+    return ctx.change.attr_dict.get("grad", "default" if getattr(ctx.program, "gradients", ()) else None)
+
+
 def insert_all_gather(ctx: PatchContext) -> None:
-    index = producer(ctx.program, ctx.change.value)
-    ndim_last = ctx.change.attr_dict.get("dim", 0)
-    statement = ctx.editor.statement_at(ctx.program.ops[index].span.line if index is not None else None)
-    column = _layer_constructor(ctx, statement, ("megatron.ColumnParallelLinear",))
-    if column is not None and ctx.change.target_line is None:
-        gather = argument(column, 99, "gather_output")
-        if gather is not None and m.matches(gather.value, m.Name("True")):
-            raise CannotPatch("the layer already gathers its output")
-        ctx.editor.replace(column, lambda node: with_keyword(node, "gather_output", cst.Name("True")))
-        return
-    if ndim_last == 0:
+    """Last dim, gradient split: gather_output=True on the column-parallel layer, or
+    gather_from_tensor_model_parallel_region; sequence dim, gradient reduce-scattered:
+    gather_from_sequence_parallel_region."""
+    dim = ctx.change.attr_dict.get("dim", 0)
+    last = value_rank(ctx.program, ctx.change.value) - 1
+    dual = _dual(ctx)
+    if dim in (-1, last) and dual in (None, "split"):
+        index = producer(ctx.program, ctx.change.value)
+        statement = ctx.editor.statement_at(ctx.program.ops[index].span.line if index is not None else None)
+        column = _layer_constructor(ctx, statement, ("megatron.ColumnParallelLinear",))
+        if column is not None and ctx.change.target_line is None and ctx.program.ops[index].kind == "linear":
+            gather = argument(column, 99, "gather_output")
+            if gather is not None and m.matches(gather.value, m.Name("True")):
+                raise CannotPatch("the layer already gathers its output")
+            ctx.editor.replace(column, lambda node: with_keyword(node, "gather_output", cst.Name("True")))
+            ctx.editor.notes.append(f"ColumnParallelLinear(gather_output=True) at line {ctx.editor.line_of(column)}")
+            return
+        _wrap_value(ctx, "gather_from_tensor_model_parallel_region")
+    elif dim == 0 and dual in (None, "default"):
         _wrap_value(ctx, "gather_from_sequence_parallel_region")
     else:
-        _wrap_value(ctx, "gather_from_tensor_model_parallel_region")
+        raise CannotPatch(f"no Megatron mapping gathers dim {dim} with a {dual} backward")
 
 
 def insert_reduce_scatter(ctx: PatchContext) -> None:
     if ctx.change.attr_dict.get("dim", 0) != 0:
         raise CannotPatch("Megatron reduce-scatters along the sequence (first) dim only")
     _wrap_value(ctx, "reduce_scatter_to_sequence_parallel_region")
+
+
+def insert_local_chunk(ctx: PatchContext) -> None:
+    """This rank's chunk of a replicated value: the scatter mappings (free in the forward pass)."""
+    dim = ctx.change.attr_dict.get("dim", 0)
+    last = value_rank(ctx.program, ctx.change.value) - 1
+    if _dual(ctx) not in (None, "all_gather"):
+        raise CannotPatch("Megatron's scatter mappings all-gather the gradient")
+    if dim in (-1, last):
+        _wrap_value(ctx, "scatter_to_tensor_model_parallel_region")
+    elif dim == 0:
+        _wrap_value(ctx, "scatter_to_sequence_parallel_region")
+    else:
+        raise CannotPatch("Megatron scatters along the last or the sequence dim only")
 
 
 def remove_mapping(ctx: PatchContext) -> None:
@@ -91,6 +125,8 @@ def remove_mapping(ctx: PatchContext) -> None:
     if len(calls) != 1 or not calls[0].args:
         raise CannotPatch(f"expected one mapping call for the {ctx.change.kind} on line {ctx.change.line}")
     ctx.editor.replace(calls[0], lambda node: node.args[0].value)
+    ctx.editor.notes.append(f"drop {ctx.editor.code(calls[0].func)}(...) around "
+                            f"`{_short(ctx.editor.code(calls[0].args[0].value))}` (line {ctx.change.line})")
 
 
 def _single_step(kind: str):
@@ -103,6 +139,7 @@ RECIPES = (
     (_single_step("all_reduce"), insert_all_reduce),
     (_single_step("all_gather"), insert_all_gather),
     (_single_step("reduce_scatter"), insert_reduce_scatter),
+    (_single_step("local_chunk"), insert_local_chunk),
     (_is("remove"), remove_mapping),
 )
 
@@ -134,4 +171,3 @@ def gather_output_into_input_parallel(source: str, path: str) -> Iterable[tuple[
 
 DIRECT = (gather_output_into_input_parallel,)
 
-__all__ = ["RECIPES", "DIRECT", "base_name"]

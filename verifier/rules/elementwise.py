@@ -90,7 +90,7 @@ def _scalar_or_arg(args, attrs, xp):
 def _binary(name: str, function, linear_in, partial_ops=("sum", "avg")):
     def evaluate(xp, args, attrs, ctx):
         left, right = _scalar_or_arg(args, attrs, xp)
-        return [function(left, right)]
+        return [function(xp, left, right)]
 
     def placement(placements, ctx):
         if len(placements) == 1:  # tensor op scalar
@@ -102,10 +102,10 @@ def _binary(name: str, function, linear_in, partial_ops=("sum", "avg")):
     register(OpRule(name, _shape_broadcast, placement, evaluate, arity=(1, 2)))
 
 
-_binary("add", lambda a, b: a + b, "all")
-_binary("sub", lambda a, b: a - b, "all")
-_binary("mul", lambda a, b: a * b, (0, 1))
-_binary("div", lambda a, b: a / b, (0,))
+_binary("add", lambda xp, a, b: a + b, "all")
+_binary("sub", lambda xp, a, b: a - b, "all")
+_binary("mul", lambda xp, a, b: a * b, (0, 1))
+_binary("div", lambda xp, a, b: xp.divide(a, b), (0,))
 
 
 def _pow_evaluate(xp, args, attrs, ctx):

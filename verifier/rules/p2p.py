@@ -5,6 +5,7 @@ They are registered so that well-formedness and placement checks know them; the 
 """
 from __future__ import annotations
 
+from ..ir import eval_dim, mesh_sizes
 from ..placements import V
 from ..registry import OpRule, register
 
@@ -12,7 +13,8 @@ P2P_OPS = ("send", "recv", "isend", "irecv")
 
 
 def _recv_shape(shapes, attrs, mesh):
-    return [tuple(int(d) for d in attrs.get("shape", ()))]
+    """The received buffer's shape; dims may use ``tp_size`` like reshape targets."""
+    return [tuple(int(eval_dim(d, mesh_sizes(mesh))) for d in attrs.get("shape", ()))]
 
 
 register(OpRule("send", lambda s, a, m: [], lambda p, ctx: [], arity=(1, 1), required_attrs=("peer", "mesh_dim")))

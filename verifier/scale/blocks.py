@@ -285,7 +285,8 @@ def layer_blocks(plan: "Plan", layer: int, fault: "Fault") -> list[Block]:
 def embedding(plan: "Plan") -> Block:
     """Vocab-parallel embedding, then each rank keeps its sequence shard."""
     m = plan.model
-    b = ProgramBuilder(_tp_mesh(plan), {"S": m.seq, "H": m.hidden, "V": m.vocab}, "emb_")
+    b = ProgramBuilder(_tp_mesh(plan), {"S": m.seq, "H": m.hidden, "V": m.vocab}, "emb_",
+                       (f"S % {plan.parallel.tp} == 0",))  # each rank keeps an equal sequence shard
     ids = b.input("ids", ["S"], dtype="i64", bounds=(0, "V"))
     table = b.input("table", ["V", "H"], {"tp": "S(0)"})
     e = b.op("e", "vocab_parallel_embedding", ids, table, mesh_dim="tp")
@@ -337,7 +338,8 @@ def grad_sync(plan: "Plan", param: Param, fault: "Fault") -> Program:
     replicas = {"dp": "P(avg)", "ep": "P(avg)"} if moe else {"dp": "P(avg)"}
     if param.expert:
         dims["E"] = param.experts
-    b = ProgramBuilder(mesh, dims, "")
+    requires = (f"K % {p.dp_replicas} == 0",) if p.zero else ()  # ZeRO: each replica owns an equal shard
+    b = ProgramBuilder(mesh, dims, "", requires)
     features = b.input("features", ["M", "T", "K"], tokens)
     if param.expert:
         w = b.input("weight", ["E", "K"], {"ep": "S(0)"})

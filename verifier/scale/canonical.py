@@ -24,10 +24,12 @@ _RESERVED_ATTR_NAMES = ("handle",)  # attributes that name values rather than de
 class _Names:
     def __init__(self) -> None:
         self.table: dict[str, str] = {}
+        self.count = 0
 
     def define(self, name: str) -> str:
         if name not in self.table:
-            self.table[name] = f"%{len(self.table)}"
+            self.table[name] = f"%{self.count}"
+            self.count += 1
         return self.table[name]
 
     def use(self, name: str) -> str:

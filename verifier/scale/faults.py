@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..temporal import Action, Schedule
+from ..temporal import Schedule
 
 if TYPE_CHECKING:
     from .plans import Plan

@@ -121,18 +121,14 @@ class Plan:
         return self.parallel.pp * self.parallel.chunks
 
     def stage_layers(self) -> list[range]:
-        """Layers of each virtual stage: balanced, the first and last stages (which also hold
-        the embedding and the head) get one layer less when the count does not divide."""
+        """Layers of each virtual stage, contiguous and in order: balanced, and when the count
+        does not divide, the stages holding the head and the embedding give up a layer first
+        (then inwards, alternating) — Llama-3 405B's [7, 8 x 14, 7] on 16 stages."""
         stages = self.virtual_stages
         per = math.ceil(self.model.layers / stages)
         sizes = [per] * stages
-        extra = per * stages - self.model.layers
-        order = [i for pair in zip(range(stages - 1, -1, -1), range(stages)) for i in pair]
-        seen: list[int] = []
-        for stage in order:
-            if stage not in seen:
-                seen.append(stage)
-        for stage in seen[:extra]:
+        alternating = dict.fromkeys(i for pair in zip(range(stages - 1, -1, -1), range(stages)) for i in pair)
+        for stage in list(alternating)[:per * stages - self.model.layers]:
             sizes[stage] -= 1
         ranges, start = [], 0
         for size in sizes:
@@ -208,15 +204,6 @@ class Segment:
 class TrainingProgram:
     plan: Plan
     fault: Fault = field(default=NO_FAULT)
-
-    def stage_of(self, layer: int) -> int:
-        for stage, layers in enumerate(self.plan.stage_layers()):
-            if layer in layers:
-                return stage
-        raise ValueError(f"layer {layer} is not in the model ({self.plan.model.layers} layers)")
-
-    def rank_of_stage(self, virtual_stage: int) -> int:
-        return virtual_stage % self.plan.parallel.pp
 
     def segments(self) -> Iterator[Segment]:
         """Every block in program order (embedding, layers, head), each followed by the

@@ -16,7 +16,7 @@ distinctness within a tensor is what remains useful.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import z3
 
@@ -28,33 +28,89 @@ from ..wellformed import infer_shapes
 
 
 def reduced_sizes(program: Program) -> dict[str, int]:
-    """Smallest sizes for the proof (module docstring); raises ``ShapeProblem`` if none exist."""
+    """Smallest sizes for the proof (module docstring); raises ``ShapeProblem`` if none exist.
+
+    Z3's optimizer gives the starting point, a descent on plain integers makes it minimal:
+    the constraints have products of symbols (``NH*D % 8 == 0``), where ``Optimize`` is
+    incomplete and now and then answers with a feasible but far from minimal model
+    (``H=91, D=94``) depending on earlier solver activity in the process.
+    """
     if not program.dims:
         return {}
-    env = {name: z3.Int(name) for name in program.dims}
-    full = {**env, **mesh_size_names(program)}
-    hard = [symbol >= 1 for symbol in env.values()]
-    hard += [_parse_requirement(r, env) for r in program.requires]
-    hard += [eval_dim(dim, env) % factor == 0 for _, dim, factor, _ in shard_factors(program)]
-    expressions = set(_expression_dims(program))
-    for expression in expressions:
-        hard += _exactness(expression, full)
-        hard.append(eval_dim(expression, full) >= 1)
-    at_least_two = [symbol >= 2 for symbol in env.values()]
-    ratios = [eval_dim(e, full) >= 2 for e in expressions
-              if isinstance(e, str) and not any(s.endswith("_size") for s in dim_symbols(e))]
-    distinct = []
-    for spec in program.inputs:
-        symbols = sorted({s for d in spec.shape if isinstance(d, str) for s in dim_symbols(d)} & set(env))
-        distinct += [env[a] != env[b] for a, b in itertools.combinations(symbols, 2)]
-    for soft in (at_least_two + ratios + distinct, at_least_two, []):
-        optimizer = z3.Optimize()
-        optimizer.add(*hard, *soft)
-        optimizer.minimize(z3.Sum(list(env.values())))
-        if optimizer.check() == z3.sat:
-            model = optimizer.model()
-            return {name: model.eval(symbol, model_completion=True).as_long() for name, symbol in env.items()}
+    names = list(program.dims)
+    for tier in (_Tier(program, "all"), _Tier(program, "two"), _Tier(program, "none")):
+        start = _optimizer_start(names, tier)
+        if start is None:
+            declared = bound_env(program)
+            start = declared if declared is not None and tier.holds(declared) else None
+        if start is not None:
+            return _descend(names, start, tier)
     raise ShapeProblem("the dim constraints cannot all hold: " + "; ".join(program.requires))
+
+
+@dataclass(frozen=True)
+class _Tier:
+    """One level of wishes on top of the hard constraints: "all", "two" (every symbol >= 2) or "none"."""
+
+    program: Program
+    soft: str
+
+    @property
+    def symbolic(self) -> list:
+        return _build(self.program, {name: z3.Int(name) for name in self.program.dims}, self.soft)
+
+    def holds(self, values: dict[str, int]) -> bool:
+        try:
+            return all(bool(c) for c in _build(self.program, values, self.soft))
+        except ZeroDivisionError:
+            return False
+
+
+def _build(program: Program, env: dict, soft: str) -> list:
+    """Constraints over ``env`` (Z3 terms or ints): the hard ones, then the tier's wishes."""
+    full = {**env, **mesh_size_names(program)}
+    out = [env[name] >= 1 for name in program.dims]
+    out += [_parse_requirement(r, env) for r in program.requires]
+    out += [eval_dim(dim, env) % factor == 0 for _, dim, factor, _ in shard_factors(program)]
+    expressions = sorted(set(_expression_dims(program)), key=str)
+    for expression in expressions:
+        out += _exactness(expression, full)
+        out.append(eval_dim(expression, full) >= 1)
+    if soft in ("all", "two"):
+        out += [env[name] >= 2 for name in program.dims]
+    if soft == "all":
+        out += [eval_dim(e, full) >= 2 for e in expressions
+                if isinstance(e, str) and not any(s.endswith("_size") for s in dim_symbols(e))]
+        for spec in program.inputs:
+            symbols = sorted({s for d in spec.shape if isinstance(d, str) for s in dim_symbols(d)} & set(env))
+            out += [env[a] != env[b] for a, b in itertools.combinations(symbols, 2)]
+    return out
+
+
+def _optimizer_start(names: list[str], tier: _Tier) -> dict[str, int] | None:
+    optimizer = z3.Optimize()
+    optimizer.set("timeout", 10_000)
+    optimizer.add(*tier.symbolic)
+    optimizer.minimize(z3.Sum([z3.Int(name) for name in names]))
+    if optimizer.check() != z3.sat:
+        return None
+    model = optimizer.model()
+    return {name: model.eval(z3.Int(name), model_completion=True).as_long() for name in names}
+
+
+def _descend(names: list[str], values: dict[str, int], tier: _Tier) -> dict[str, int]:
+    """Lower one symbol at a time to its smallest value that keeps every constraint, until none moves."""
+    values = dict(values)
+    moved = True
+    while moved:
+        moved = False
+        for name in names:
+            for value in range(1, values[name]):
+                candidate = {**values, name: value}
+                if tier.holds(candidate):
+                    values, moved = candidate, True
+                    break
+    return values
 
 
 def real_size_diagnostics(program: Program) -> list[Diagnostic]:
@@ -65,6 +121,12 @@ def real_size_diagnostics(program: Program) -> list[Diagnostic]:
         return [Diagnostic("well-formed", ERROR, str(problem), problem.line)]
     diagnostics = [Diagnostic("well-formed", ERROR, str(p), p.line) for p in problems]
     declared = bound_env(program)
+    if declared is not None:
+        # bound dims contradicting a requirement would make the proofs above vacuous
+        for requirement in program.requires:
+            if not _parse_requirement(requirement, declared):
+                diagnostics.append(Diagnostic("well-formed", ERROR, f"requirement {requirement} does not hold at the "
+                                                                    f"real sizes ({_values(requirement, declared)})"))
     if declared is not None and not diagnostics:
         shapes = infer_shapes(instantiate(program, declared))
         diagnostics += [replace(d, message=f"at the real sizes: {d.message}") for d in shapes.diagnostics]
@@ -72,5 +134,10 @@ def real_size_diagnostics(program: Program) -> list[Diagnostic]:
 
 
 def at_sizes(program: Program, sizes: dict[str, int]) -> Program:
-    """``program`` with every dim expression evaluated: the program the proof runs on."""
-    return replace(instantiate(program, sizes), dims={}) if sizes else program
+    """``program`` with every dim expression evaluated: the program the proof runs on (its
+    requirements hold there by construction of ``sizes``)."""
+    return replace(instantiate(program, sizes), dims={}, requires=()) if sizes else program
+
+
+def _values(expression: str, env: dict[str, int]) -> str:
+    return ", ".join(f"{name}={env[name]}" for name in sorted(dim_symbols(expression.split("==")[0])) if name in env)

@@ -1,9 +1,8 @@
 """Edits of an IR program: the moves the synthesizer searches over.
 
-Every edit is a frozen value that applies to a ``Program`` and gives a new one, and says
-what it does in the user's terms (the source line it is anchored at).  The same edit
-objects are handed to ``frontends.patches`` to become source changes, so each one keeps
-the source lines it touches:
+Every edit is a frozen value that applies to a ``Program`` and gives a new one, says what it
+does in the user's terms (the source line it is anchored at), and resolves to a ``Change``
+record — lines, kinds, attributes — that ``frontends.patches`` spells as source:
 
 * ``InsertCollectives``: one collective, or a short chain (reduce-scatter + all-gather,
   all-gather + local sum), on a value, placed after the op that produced it or just before
@@ -14,6 +13,7 @@ the source lines it touches:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +49,17 @@ def _producer(program: Program, value: str) -> int | None:
         if value in op.results:
             return index
     return None
+
+
+def label(program: Program, value: str) -> str:
+    """A value in the user's terms: its variable name, or what computes it on which line."""
+    if not re.fullmatch(r"t\d+", value):
+        return re.sub(r"_\d+$", "", value)
+    producer = _producer(program, value)
+    if producer is None:
+        return value
+    op = program.ops[producer]
+    return f"the {op.kind} result" + (f" of line {op.span.line}" if op.span.line else "")
 
 
 def _describe_attrs(kind: str, attrs: dict[str, Any]) -> str:
@@ -111,11 +122,8 @@ class Edit:
     def describe(self, program: Program) -> str:
         raise NotImplementedError
 
-    def lines(self, program: Program) -> tuple[int, ...]:
-        """Source lines the edit touches (before it is applied)."""
-        return ()
-
     def resolve(self, program: Program) -> Change:
+        """The edit in terms a source patcher can use (lines, kinds, attributes)."""
         raise NotImplementedError
 
 
@@ -170,16 +178,15 @@ class InsertCollectives(Edit):
         return replace(program, ops=tuple(ops), outputs=outputs)
 
     def describe(self, program: Program) -> str:
-        chain = " + ".join(_describe_attrs(step.kind, step.attr_dict) for step in self.steps)
         line = self.anchor_line(program)
         where = (f"before {program.ops[self.consumer].kind} (line {_line_of(program, self.consumer)})"
                  if self.position == BEFORE_CONSUMER and self.consumer is not None
                  else f"after line {line}" if line else "at the start")
-        return f"insert {chain} of {self.value} over {self.mesh_dim} {where}"
-
-    def lines(self, program: Program) -> tuple[int, ...]:
-        line = self.anchor_line(program)
-        return (line,) if line else ()
+        value = label(program, self.value)
+        if any(step.local for step in self.steps):
+            return f"all-gather the partial values of {value} over {self.mesh_dim} and add them up locally {where}"
+        chain = " + ".join(_describe_attrs(step.kind, step.attr_dict) for step in self.steps)
+        return f"insert {chain} of {value} over {self.mesh_dim} {where}"
 
     @property
     def collectives(self) -> tuple[Step, ...]:
@@ -221,12 +228,9 @@ class ChangeCollective(Edit):
         if self.kind and self.kind != op.kind:
             changes += [f"{k}={v}" for k, v in self.set_attrs if k != "mesh_dim"]
         line = op.span.line
-        return f"change {op.kind} of {', '.join(op.args)}" + (f" at line {line}" if line else "") + ": " + \
-            ", ".join(changes)
+        return f"change the {op.kind} of {label(program, op.args[0])}" + (f" at line {line}" if line else "") + \
+            ": " + ", ".join(changes)
 
-    def lines(self, program: Program) -> tuple[int, ...]:
-        line = _line_of(program, self.op_index)
-        return (line,) if line else ()
 
     def resolve(self, program: Program) -> Change:
         op = program.ops[self.op_index]
@@ -260,11 +264,8 @@ class RemoveCollective(Edit):
         op = program.ops[self.op_index]
         line = op.span.line
         return f"remove {_describe_attrs(op.kind, {k: v for k, v in op.attrs.items() if k != 'handle'})} of " \
-               f"{op.args[0]} over {op.attr('mesh_dim')}" + (f" at line {line}" if line else "")
+               f"{label(program, op.args[0])} over {op.attr('mesh_dim')}" + (f" at line {line}" if line else "")
 
-    def lines(self, program: Program) -> tuple[int, ...]:
-        line = _line_of(program, self.op_index)
-        return (line,) if line else ()
 
     def resolve(self, program: Program) -> Change:
         op = program.ops[self.op_index]
@@ -295,8 +296,6 @@ class MoveWait(Edit):
         return (f"move wait(handle={wait.attr('handle')}) from line {wait.span.line} to before "
                 f"{reader.kind} (line {reader.span.line})")
 
-    def lines(self, program: Program) -> tuple[int, ...]:
-        return tuple(line for line in (_line_of(program, self.wait_index), _line_of(program, self.before - 1)) if line)
 
     def resolve(self, program: Program) -> Change:
         wait = program.ops[self.wait_index]
@@ -321,9 +320,6 @@ class InsertWait(Edit):
             return f"insert wait(handle={self.handle}) before {reader.kind} (line {reader.span.line})"
         return f"insert wait(handle={self.handle}) at the end"
 
-    def lines(self, program: Program) -> tuple[int, ...]:
-        line = _line_of(program, self.before - 1) if self.before > 0 else None
-        return (line,) if line else ()
 
     def resolve(self, program: Program) -> Change:
         issuer = next((op for op in program.ops if op.attr("handle") == self.handle and op.kind != "wait"), None)

@@ -2,7 +2,7 @@
 
 A fix is shown only when the *patched file* translates and verifies: the IR repair is
 re-spelled by ``frontends.patches`` and the new text goes through the frontend and the
-checker like any other file, so what the user applies is what was proven.
+checker (``check_program``) like any other file, so what the user applies is what was proven.
 """
 from __future__ import annotations
 
@@ -60,43 +60,48 @@ def verify_source(patched: str, path: str, translation: Any, model: CostModel = 
 
 def source_fixes(source: str, path: str, translation: Any, report: Report, progress: Progress = None, *,
                  top_k: int = 3, budget: Budget | None = None, model: CostModel = CostModel()) -> list[SourceFix]:
-    """Verified source fixes, cheapest first (at most ``top_k``)."""
+    """Verified source fixes, cheapest first (at most ``top_k``).
+
+    The search's final check of a candidate *is* the check of its patched file: a candidate
+    without a source spelling costs no verification, and the one check it gets is on what
+    the user would apply.
+    """
     from frontends.patches import CannotPatch, direct_patches, patch_source
 
     found: list[SourceFix] = []
-    seen: set[str] = set()
+    seen: dict[str, Report | None] = {}
+    style = getattr(translation, "style", "explicit")
 
-    def consider(description: str, patched: str, diff: str) -> None:
+    def check(description: str, patched: str, diff: str) -> Report | None:
         if patched in seen:
-            return
-        seen.add(patched)
+            return seen[patched]
         checked, cost = verify_source(patched, path, translation, model)
+        seen[patched] = checked
         if checked is not None and checked.verdict == "verified":
             found.append(SourceFix(description, patched, diff, cost, checked))
             if progress:
                 progress(f"  patched file verifies: {description}")
         elif progress:
-            verdict = checked.verdict if checked is not None else "not translatable"
-            progress(f"  patched file does not verify ({verdict}): {description}")
+            progress(f"  patched file does not verify ({checked.verdict if checked else 'not translatable'}): "
+                     f"{description}")
+        return checked
+
+    def verify_candidate(candidate) -> Report | None:
+        steps = [(edit.resolve(before), before) for edit, before in candidate.history]
+        try:
+            patch = patch_source(source, path, style, steps, candidate.description)
+        except CannotPatch as reason:
+            if progress:
+                progress(f"  no source spelling for: {candidate.description} ({reason})")
+            return None
+        return check(patch.description or candidate.description, patch.patched, patch.diff)
 
     program = getattr(translation, "program", None)
-    style = getattr(translation, "style", "explicit")
     if program is not None:
-        result = synthesize(program, report, file=path, budget=budget or Budget(top_k=top_k + 2), model=model,
-                            progress=progress)
-        for ir_fix in result.fixes:
-            steps = [(edit.resolve(before), before) for edit, before in ir_fix.history]
-            try:
-                patch = patch_source(source, path, style, steps, ir_fix.description)
-            except CannotPatch as reason:
-                if progress:
-                    progress(f"  no source spelling for: {ir_fix.description} ({reason})")
-                continue
-            consider(ir_fix.description, patch.patched, patch.diff)
-            if len(found) >= top_k:
-                break
+        synthesize(program, report, file=path, budget=budget or Budget(top_k=top_k), model=model, progress=progress,
+                   verifier=verify_candidate)
     for patch in direct_patches(source, path, style):
-        consider(patch.description, patch.patched, patch.diff)
+        check(patch.description, patch.patched, patch.diff)
     found.sort(key=lambda fix: fix.comm_cost)
     return found[:top_k]
 

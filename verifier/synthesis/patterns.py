@@ -95,19 +95,41 @@ def _positions(symptom: Symptom, analysis: Analysis, value: str) -> list[tuple[s
     return positions
 
 
+# Backward duals an inserted collective may be written with (docs/ir.md, ``grad=``): which one
+# a fix needs shows only when gradients are checked, and the source idiom must match it
+# (Megatron's gather_from_tensor_model_parallel_region splits the gradient, a plain
+# all-gather reduce-scatters it).
+GRAD_DUALS: dict[str, tuple[tuple[tuple[str, object], ...], ...]] = {
+    "all_gather": ((), (("grad", "split"),)),
+    "local_chunk": ((), (("grad", "all_gather"),)),
+}
+
+
+def _with_duals(analysis: Analysis, step: Step) -> list[Step]:
+    if not getattr(analysis.program, "gradients", ()):
+        return [step]
+    return [Step(step.kind, step.attrs + extra, step.local) for extra in GRAD_DUALS.get(step.kind, ((),))]
+
+
 def _have_op(symptom: Symptom) -> str:
     return symptom.have.op if isinstance(symptom.have, Partial) else "sum"
 
 
-def insert(kind: str, **attrs: Callable[[Symptom], object] | object) -> Generator:
-    """Insert one collective on the offending value; attr values may be functions of the symptom."""
+def insert(kind: str, on_inputs: bool = True, **attrs: Callable[[Symptom], object] | object) -> Generator:
+    """Insert one collective on the offending value; attr values may be functions of the symptom.
+
+    ``on_inputs=False``: not on the program's inputs (their layout is the design being checked;
+    gathering a sharded weight would undo the parallelism rather than repair it).
+    """
 
     def generate(symptom: Symptom, analysis: Analysis) -> Iterable[Edit]:
         value = _offending_value(symptom, analysis)
+        if not on_inputs and analysis.producer(value) is None:
+            return
         resolved = tuple((k, v(symptom) if callable(v) else v) for k, v in attrs.items())
-        for position, consumer in _positions(symptom, analysis, value):
-            yield InsertCollectives(f"insert {kind}", value, (Step(kind, resolved),), symptom.mesh_dim, position,
-                                    consumer)
+        for step in _with_duals(analysis, Step(kind, resolved)):
+            for position, consumer in _positions(symptom, analysis, value):
+                yield InsertCollectives(f"insert {kind}", value, (step,), symptom.mesh_dim, position, consumer)
 
     return generate
 
@@ -121,9 +143,11 @@ def reduce_scatter_all_gather() -> Generator:
         for dim, extent in enumerate(analysis.shapes.get(value, ())):
             if extent % size:
                 continue
-            steps = (Step("reduce_scatter", (("dim", dim), ("op", _have_op(symptom)))), Step("all_gather", (("dim", dim),)))
-            for position, consumer in _positions(symptom, analysis, value):
-                yield InsertCollectives("reduce-scatter + all-gather", value, steps, symptom.mesh_dim, position, consumer)
+            scatter = Step("reduce_scatter", (("dim", dim), ("op", _have_op(symptom))))
+            for gather in _with_duals(analysis, Step("all_gather", (("dim", dim),))):
+                for position, consumer in _positions(symptom, analysis, value):
+                    yield InsertCollectives("reduce-scatter + all-gather", value, (scatter, gather), symptom.mesh_dim,
+                                            position, consumer)
 
     return generate
 
@@ -186,10 +210,10 @@ def chunk_replicated_partner() -> Generator:
             for dim, extent in enumerate(analysis.shapes[other]):
                 if extent % size == 0 and extent > 1:
                     fake = Symptom(REJECTED, symptom.op_index, symptom.mesh_dim, k, Replicate(), None, symptom.line)
-                    for position_kind, consumer in _positions(fake, analysis, other):
-                        yield InsertCollectives("take this rank's chunk of the replicated operand", other,
-                                                (Step("local_chunk", (("dim", dim),)),), symptom.mesh_dim,
-                                                position_kind, consumer)
+                    for step in _with_duals(analysis, Step("local_chunk", (("dim", dim),))):
+                        for position_kind, consumer in _positions(fake, analysis, other):
+                            yield InsertCollectives("take this rank's chunk of the replicated operand", other,
+                                                    (step,), symptom.mesh_dim, position_kind, consumer)
 
     return generate
 
@@ -284,7 +308,7 @@ RULES: tuple[Rule, ...] = (
          (insert("all_reduce", op=HAVE_OP), reduce_scatter_all_gather(), gather_then_sum())),
     Rule("a shard reaches an op that needs the whole dim",
          Match(REJECTED, op=COMPUTE, have=Shard),
-         (insert("all_gather", dim=HAVE_DIM), align_with_sibling_shard(), chunk_replicated_partner())),
+         (insert("all_gather", on_inputs=False, dim=HAVE_DIM), align_with_sibling_shard(), chunk_replicated_partner())),
     Rule("output still partial where a replicated value is expected",
          Match(OUTPUT, have=Partial, want=Replicate),
          (insert("all_reduce", op=HAVE_OP), reduce_scatter_all_gather(), gather_then_sum())),
@@ -299,7 +323,7 @@ RULES: tuple[Rule, ...] = (
          (change_producer(dim=WANT_DIM),)),
     Rule("reduction of a value that is already replicated",
          Match(REJECTED, op=REDUCING, have=Replicate),
-         (remove(), change(op="avg"))),
+         (remove(),)),
     Rule("reduce op differs from how the partial values combine",
          Match(REJECTED, op=REDUCING, have=Partial),
          (change(op=HAVE_OP),)),

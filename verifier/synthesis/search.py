@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..check import check_program
 from ..engine import EngineError
@@ -30,6 +30,9 @@ from .symptoms import (DIVERGENCE, Analysis, NotAnalysable, Symptom, analyse, as
                        placement_symptoms)
 
 Progress = Optional[Callable[[str], None]]
+# A custom final check: the candidate's verification report, or None when the candidate cannot
+# be used at all (e.g. no source spelling) — then no check is spent on it.
+Verifier = Callable[["Candidate"], Optional[Report]]
 
 SLICE_ABOVE_OPS = 150  # programs at least this long get a sliced check before the full one
 
@@ -46,14 +49,23 @@ class Budget:
 
 @dataclass
 class Screening:
+    """The cheap pre-filter, in two stages: shapes, placements and cost at once; the concrete
+    NumPy run against the single-device program (``concrete``) only when the search needs it —
+    for the candidates it is about to verify, in cost order, and for the next round's beam."""
+
     analysis: Analysis
     symptoms: list[Symptom]
-    mismatch: bool
     cost: float
+    mismatch: bool | None = None  # None: not run yet
+    runnable: bool = True
 
     @property
     def violations(self) -> int:
-        return len(self.symptoms) + int(self.mismatch)
+        return len(self.symptoms) + int(bool(self.mismatch))
+
+    @property
+    def async_clean(self) -> bool:
+        return not any(s.kind in ("early-read", "unwaited") for s in self.symptoms)
 
     @property
     def passes(self) -> bool:
@@ -62,7 +74,26 @@ class Screening:
         Placement symptoms alone do not block: a rule can be stricter than needed (an
         all-reduce(sum) of averaged partials divided afterwards) and the checker decides.
         """
-        return not self.mismatch and not any(s.kind in ("early-read", "unwaited") for s in self.symptoms)
+        self.concrete()
+        return self.runnable and not self.mismatch and self.async_clean
+
+    def concrete(self, blamed: set[int] | None = None) -> None:
+        if self.mismatch is not None:
+            return
+        analysis = self.analysis
+        checked, full = analysis.checked, analysis.full
+        try:
+            outcome = run_concrete(full, analysis.full_placement.placements, random_inputs(full, 0), seed=0)
+        except (EngineError, ValueError, KeyError, IndexError, TypeError):
+            self.mismatch, self.runnable = True, False  # local shapes do not fit: its symptoms may still lead on
+            return
+        self.mismatch = outcome.mismatch is not None
+        if self.mismatch and not self.symptoms:
+            index = outcome.divergence_op
+            if index is None:
+                index = analysis.producer(outcome.mismatch[0])
+            if index is not None and index < len(checked.ops):  # backward ops are not edited
+                self.symptoms = [Symptom(DIVERGENCE, index, line=checked.ops[index].span.line)]
 
 
 @dataclass
@@ -71,6 +102,7 @@ class Candidate:
     history: tuple[tuple[Edit, Program], ...]  # each edit with the program it was applied to
     screening: Screening
     report: Report | None = None
+    payload: Any = None  # what a custom verifier keeps (the patched source of a source fix)
 
     @property
     def edits(self) -> tuple[Edit, ...]:
@@ -105,6 +137,7 @@ class IRFix:
     edits: tuple[Edit, ...] = ()
     history: tuple[tuple[Edit, Program], ...] = ()
     sliced: bool = False  # a slice was verified before the whole program
+    payload: Any = None
 
 
 @dataclass
@@ -130,34 +163,24 @@ def _added_local(history: tuple[tuple[Edit, Program], ...]) -> frozenset[str]:
 
 
 def screen(program: Program, env: dict[str, int], model: CostModel,
-           history: tuple[tuple[Edit, Program], ...] = (), blamed: set[int] | None = None) -> Screening | None:
-    """The cheap pre-filter; None when the candidate is not even well-formed or cannot run."""
+           history: tuple[tuple[Edit, Program], ...] = (), blamed: set[int] | None = None,
+           known_violation: bool = False) -> Screening | None:
+    """The cheap pre-filter; None when the candidate is not even well-formed."""
     try:
         analysis = analyse(program, env, with_real_sizes=True)
     except NotAnalysable:
         return None
     symptoms = placement_symptoms(analysis) + async_symptoms(analysis.checked)
-    checked = analysis.checked
-    try:
-        outcome = run_concrete(checked, analysis.placements, random_inputs(checked, 0), seed=0)
-    except (EngineError, ValueError, KeyError, IndexError, TypeError):
-        outcome = None  # cannot run (local shapes do not fit): a violation, but its symptoms may lead on
-        if not symptoms:
-            return None
-    mismatch = outcome is None or outcome.mismatch is not None
-    if outcome is not None and mismatch and not symptoms:
-        index = outcome.divergence_op
-        if index is None:
-            index = analysis.producer(outcome.mismatch[0])
-        if index is not None:
-            symptoms = [Symptom(DIVERGENCE, index, line=checked.ops[index].span.line)]
-    if not symptoms and blamed:
-        symptoms = divergence_symptoms(checked, blamed)
-    if blamed:
-        symptoms.sort(key=lambda s: s.line not in blamed)
     cost = program_cost(program, analysis.real_shapes, analysis.placements, analysis.dtypes, model,
                         _added_local(history))
-    return Screening(analysis, symptoms, mismatch, cost)
+    screening = Screening(analysis, symptoms, cost, mismatch=True if known_violation else None)
+    if not symptoms and not history and not known_violation:  # the root: find where values diverge
+        screening.concrete()
+    if not screening.symptoms and blamed:
+        screening.symptoms = divergence_symptoms(analysis.checked, blamed)
+    if blamed:
+        screening.symptoms.sort(key=lambda s: s.line not in blamed)
+    return screening
 
 
 def _op_key(op) -> tuple:
@@ -171,9 +194,9 @@ def _edited_indices(original: Program, candidate: Program) -> list[int]:
 
 class _Search:
     def __init__(self, program: Program, file: str | None, budget: Budget, model: CostModel,
-                 rules: tuple[Rule, ...], progress: Progress):
+                 rules: tuple[Rule, ...], progress: Progress, verifier: Verifier | None = None):
         self.program, self.file, self.budget, self.model, self.rules = program, file, budget, model, rules
-        self.progress = progress
+        self.progress, self.verifier = progress, verifier
         self.result = SynthesisResult()
         self.started = time.perf_counter()
         self.seen: set[str] = {fingerprint(program)}
@@ -192,6 +215,13 @@ class _Search:
 
     def verify(self, candidate: Candidate) -> bool:
         """Sliced check first on large programs, then always the whole program."""
+        if self.verifier is not None:
+            report = self.verifier(candidate)
+            if report is None:
+                return False
+            self.result.checks += 1
+            candidate.report = report
+            return self.accept(candidate, False)
         sliced = False
         if len(candidate.program.ops) >= SLICE_ABOVE_OPS:
             window = slice_around(candidate.screening.analysis,
@@ -204,12 +234,15 @@ class _Search:
                     return False
                 self.say(f"  slice of {len(window.ops)} ops verified for: {candidate.description}")
         self.result.checks += 1
-        report = check_program(candidate.program, self.file)
-        candidate.report = report
-        if report.verdict != "verified":
+        candidate.report = check_program(candidate.program, self.file)
+        return self.accept(candidate, sliced)
+
+    def accept(self, candidate: Candidate, sliced: bool) -> bool:
+        if candidate.report.verdict != "verified":
             return False
         self.result.fixes.append(IRFix(candidate.program, candidate.changes, candidate.description, candidate.cost,
-                                       report, candidate.edits, candidate.history, sliced))
+                                       candidate.report, candidate.edits, candidate.history, sliced,
+                                       candidate.payload))
         if self.result.first_fix_seconds is None:
             self.result.first_fix_seconds = time.perf_counter() - self.started
         self.say(f"  verified fix (comm cost {candidate.cost:.3g}): {candidate.description}")
@@ -237,20 +270,25 @@ class _Search:
         frontier = [root]
         for depth in range(1, self.budget.max_edits + 1):
             children = [child for node in frontier for child in self.expand(node)]
-            self.say(f"repair round {depth}: {len(children)} candidate programs from {len(frontier)} "
-                     f"({sum(c.screening.passes for c in children)} pass the screen)")
-            for child in sorted((c for c in children if c.screening.passes), key=lambda c: (c.cost, len(c.history))):
+            self.say(f"repair round {depth}: {len(children)} candidate programs from {len(frontier)}")
+            for child in sorted(children, key=lambda c: (c.cost, len(c.history))):
                 if self.done():
                     break
-                self.verify(child)
+                if child.screening.async_clean and child.screening.passes:
+                    self.verify(child)
             if self.done():
                 break
             remaining = [c for c in children if c.report is None or c.report.verdict != "verified"]
             for child in remaining:
                 if child.report is not None:  # passed the screen, failed the real check
                     child.screening.mismatch = True
+            if self.result.fixes:  # more edits pay only where they could still undercut the best fix
+                best = min(fix.comm_cost for fix in self.result.fixes)
+                remaining = [c for c in remaining if c.cost < best]
             frontier = sorted(remaining, key=lambda c: (c.screening.violations, c.cost, len(c.history)))
             frontier = frontier[:self.budget.beam]
+            for node in frontier:
+                node.screening.concrete()  # a divergence symptom needs the concrete run
             if not frontier:
                 break
         self.result.fixes.sort(key=lambda fix: (fix.comm_cost, len(fix.changes)))
@@ -260,12 +298,13 @@ class _Search:
 
 def synthesize(program: Program, report: Report | None = None, *, file: str | None = None,
                budget: Budget = Budget(), model: CostModel = CostModel(), rules: tuple[Rule, ...] = RULES,
-               progress: Progress = None) -> SynthesisResult:
+               progress: Progress = None, verifier: Verifier | None = None) -> SynthesisResult:
     """Search for verified repairs of ``program``; fixes come back cheapest first.
 
     ``report`` (the program's own check) localises the search: symptoms on the lines its
     errors name are tried first, and a divergence no placement rule explains is looked for
-    there.
+    there.  ``verifier`` replaces the final check (``check_program`` on the candidate, after a
+    sliced check on large programs); it must itself run a full check to return "verified".
     """
     blamed = {d.line for d in (report.diagnostics if report else []) if d.severity == ERROR and d.line}
     started = time.perf_counter()
@@ -273,12 +312,13 @@ def synthesize(program: Program, report: Report | None = None, *, file: str | No
         env = analyse(program).env
     except NotAnalysable as problem:
         return SynthesisResult(notes=[f"cannot repair: {problem}"])
-    root_screen = screen(program, env, model, (), blamed)
+    violated = report is not None and report.verdict == "violations"
+    root_screen = screen(program, env, model, (), blamed, known_violation=violated)
     if root_screen is None:
         return SynthesisResult(notes=["cannot repair: the program does not run on the mesh"])
     if not root_screen.symptoms:
         return SynthesisResult(notes=["no communication symptom to repair (the violation is not one a collective "
                                       "edit can fix)"], seconds=time.perf_counter() - started)
-    search = _Search(program, file or program.source, budget, model, rules, progress)
+    search = _Search(program, file or program.source, budget, model, rules, progress, verifier)
     search.started = started
     return search.run(Candidate(program, (), root_screen))

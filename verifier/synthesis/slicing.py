@@ -7,8 +7,9 @@ propagation gave them) and the values read after it into outputs (with their pro
 placements), and grows the window until every boundary value has a placement the checker
 can distribute (no ``V``), every async handle has its wait inside, and integer values come
 from real inputs.  A verified slice says: given correct values at its inputs, the window
-computes correct values at its outputs.  It is a filter, not the verdict — the fix that is
-shown is verified on the whole program.
+computes correct values at its outputs (forward only: gradients are left to the whole-program
+check).  It is a filter, not the verdict — the fix that is shown is verified on the whole
+program.
 """
 from __future__ import annotations
 
@@ -90,5 +91,6 @@ def slice_around(analysis: Analysis, indices: list[int], radius: int = DEFAULT_R
                 if name in later and name not in {o.name for o in outputs}]
     if not outputs:
         return None
+    extra = {"gradients": (), "backward_ops": ()} if hasattr(program, "gradients") else {}
     return replace(program, inputs=tuple(slice_inputs), ops=tuple(window), outputs=tuple(outputs), dims={},
-                   requires=())
+                   requires=(), **extra)

@@ -42,7 +42,12 @@ class Symptom:
 
 @dataclass
 class Analysis:
-    """A program instantiated at checking sizes, with shapes, placements and dtypes."""
+    """A program instantiated at checking sizes, with shapes, placements and dtypes.
+
+    ``checked`` is the forward program (its op indices are the given program's, so edits can
+    name ops by index); ``full`` adds the generated backward when gradients are checked, and is
+    what the concrete screen runs.
+    """
 
     program: Program  # as given (symbolic dims)
     checked: Program  # instantiated at the reduced sizes
@@ -51,6 +56,8 @@ class Analysis:
     dtypes: dict[str, str]
     env: dict[str, int]
     real_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    full: Program | None = None
+    full_placement: PlacementResult | None = None
 
     @property
     def placements(self) -> dict[str, tuple[Placement, ...]]:
@@ -75,13 +82,32 @@ def analyse(program: Program, env: dict[str, int] | None = None, with_real_sizes
     except ShapeProblem as problem:
         raise NotAnalysable(str(problem)) from None
     checked = instantiate(program, env)
+    if any(op.kind == "call" for op in checked.ops):
+        raise NotAnalysable("custom autograd functions (call ops) are not repaired yet")
     shaped = infer_shapes(checked)
     if shaped.diagnostics:
         raise NotAnalysable(shaped.diagnostics[0].message)
-    analysis = Analysis(program, checked, shaped.shapes, propagate(checked, shaped.shapes), dtypes_of(program), env)
+    placement = propagate(checked, shaped.shapes)
+    analysis = Analysis(program, checked, shaped.shapes, placement, dtypes_of(program), env,
+                        full=checked, full_placement=placement)
+    if getattr(checked, "gradients", ()):
+        analysis.full, analysis.full_placement = _with_backward(checked, shaped.shapes)
     if with_real_sizes:
         analysis.real_shapes = real_shapes(program, env, shaped.shapes)
     return analysis
+
+
+def _with_backward(checked: Program, shapes: dict[str, tuple[int, ...]]) -> tuple[Program, PlacementResult]:
+    from ..backward import BackwardUnsupported, gradient_program
+
+    try:
+        full = gradient_program(checked, shapes)
+    except (BackwardUnsupported, ValueError) as problem:
+        raise NotAnalysable(f"no backward: {problem}") from None
+    shaped = infer_shapes(full)
+    if shaped.diagnostics:
+        raise NotAnalysable(shaped.diagnostics[0].message)
+    return full, propagate(full, shaped.shapes)
 
 
 def real_shapes(program: Program, env: dict[str, int], reduced: dict[str, tuple[int, ...]]
@@ -139,6 +165,7 @@ def _rejections(analysis: Analysis, index: int) -> list[Symptom]:
 
 
 def placement_symptoms(analysis: Analysis) -> list[Symptom]:
+    """Forward symptoms (the ops a fix can edit); backward findings show up in the screen."""
     symptoms: list[Symptom] = []
     seen: set[int] = set()
     for problem in analysis.placement.problems:

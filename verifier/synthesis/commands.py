@@ -1,0 +1,67 @@
+"""``verify-agent fix FILE``: check a file, find verified fixes, optionally apply the best one.
+
+These are plain functions so the command line only parses options and prints.  They sit
+at the end of the pipeline (source -> translation -> report -> fixes) and reuse its entry,
+``verify_agent.pipeline.translate_and_verify``, for the file before and after the patch.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..report import Fix, Report
+from .fixes import SourceFix, source_fixes
+
+Progress = Optional[Callable[[str], None]]
+
+
+class UsageError(Exception):
+    """The file cannot be read or translated as given (exit code 2)."""
+
+
+def _options(options=None):
+    from verify_agent.pipeline import TranslateOptions
+
+    return options if options is not None else TranslateOptions()
+
+
+def check_file(path: str | Path, options=None, progress: Progress = None):
+    """Read and verify one file; (source, TranslateResult)."""
+    from verify_agent.pipeline import translate_and_verify
+
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
+    result = translate_and_verify(source, str(path), _options(options), progress)
+    if result.usage_error:
+        raise UsageError(result.usage_error)
+    return source, result
+
+
+def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progress = None
+               ) -> tuple[Report, list[SourceFix]]:
+    """The file's report (with ``report.fixes`` filled in) and its verified source fixes, cheapest first."""
+    source, result = check_file(path, options, progress)
+    report = result.report
+    fixes: list[SourceFix] = []
+    if report.verdict != "verified" and result.translation is not None:
+        fixes = source_fixes(source, str(path), result.translation, report, progress, top_k=top_k)
+    report.fixes = [fix.as_fix() for fix in fixes]
+    return report, fixes
+
+
+def fix_file(path: str | Path, top_k: int = 3, write: bool = False, *, options=None, progress: Progress = None
+             ) -> tuple[Report, list[Fix], Optional[Report]]:
+    """(report before, fixes ranked by communication cost, report after ``--write`` or None).
+
+    With ``write`` the cheapest fix is applied to the file, which is then translated and
+    verified again end to end; the second report is what the file says now.
+    """
+    report, fixes = find_fixes(path, top_k, options, progress)
+    if not write or not fixes:
+        return report, report.fixes, None
+    Path(path).write_text(fixes[0].patched, encoding="utf-8")
+    _, after = check_file(path, options, progress)
+    return report, report.fixes, after.report

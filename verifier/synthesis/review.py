@@ -1,0 +1,255 @@
+"""``verify-agent review --base REF``: pull-request review comments with verified suggestions.
+
+Checks the Python files changed since ``REF`` and returns
+* the JSON body of GitHub's "create a review" REST call (``POST /repos/{owner}/{repo}/pulls/
+  {number}/reviews``): ``{"body", "event": "COMMENT", "comments": [{"path", "line",
+  "side": "RIGHT", "body"}]}``, where a fixable violation carries a ```` ```suggestion ````
+  block holding the verified patch for those lines (multi-line ones add ``start_line``);
+* SARIF 2.1.0 of the same findings, with each verified patch as a SARIF ``fix``.
+
+GitHub only accepts comments on lines of the pull request's diff; a finding elsewhere is
+listed in the review body instead.  Run as ``python -m verifier.synthesis.review``.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..report import ERROR, Report
+from .commands import UsageError, check_file
+from .fixes import SourceFix, source_fixes
+
+Progress = Optional[Callable[[str], None]]
+MARK = "**verify-agent**"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Replace lines ``start..end`` (1-based, inclusive) of the original file by ``text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+def suggestion_blocks(original: str, patched: str, merge_gap: int = 2) -> list[Block]:
+    """The patch as whole-line replacements; a pure insertion is anchored on the line above it."""
+    old, new = original.splitlines(keepends=True), patched.splitlines(keepends=True)
+    groups: list[list[tuple[str, int, int, int, int]]] = []
+    for opcode in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if opcode[0] == "equal":
+            continue
+        if groups and opcode[1] - groups[-1][-1][2] <= merge_gap:
+            groups[-1].append(opcode)
+        else:
+            groups.append([opcode])
+    blocks = []
+    for group in groups:
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        if i1 == i2:  # insertion only: take the line above (or below, at the top) along
+            if i1 > 0:
+                i1, j1 = i1 - 1, j1 - 1
+            else:
+                i2, j2 = i2 + 1, j2 + 1
+        blocks.append(Block(i1 + 1, i2, "".join(new[j1:j2])))
+    return blocks
+
+
+def _git(repo_dir: str | Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo_dir), *args], capture_output=True, text=True)
+    except OSError as error:
+        raise UsageError(f"cannot run git: {error}") from None
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args[:2])} failed in {repo_dir}: {done.stderr.strip().splitlines()[-1:]}")
+    return done.stdout
+
+
+def changed_files(base_ref: str, repo_dir: str | Path) -> list[str]:
+    out = _git(repo_dir, "diff", "--name-only", "--diff-filter=AMR", base_ref, "--", "*.py")
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def changed_lines(base_ref: str, repo_dir: str | Path, file: str) -> set[int]:
+    """Lines of the new version that the pull request's diff shows (added or context)."""
+    out = _git(repo_dir, "diff", "--unified=3", base_ref, "--", file)
+    lines: set[int] = set()
+    for header in out.splitlines():
+        if header.startswith("@@"):
+            new = header.split("+", 1)[1].split(" ", 1)[0]
+            start, _, count = new.partition(",")
+            lines |= set(range(int(start), int(start) + (int(count) if count else 1)))
+    return lines
+
+
+@dataclass
+class FileResult:
+    path: str
+    report: Report
+    fixes: list[SourceFix]
+    source: str
+
+
+def _comment(path: str, block_start: int, block_end: int, body: str) -> dict[str, Any]:
+    comment: dict[str, Any] = {"path": path, "line": block_end, "side": "RIGHT", "body": body}
+    if block_start < block_end:
+        comment.update(start_line=block_start, start_side="RIGHT")
+    return comment
+
+
+def _diagnostic_text(report: Report, line: int | None) -> list[str]:
+    return [f"{d.message}" + (f" (hint: {d.hint})" if d.hint else "") for d in report.diagnostics
+            if d.severity == ERROR and d.line == line]
+
+
+def review_comments(results: list[FileResult], allowed: dict[str, set[int] | None]
+                    ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Comments on diff lines, and the findings that must go to the review body instead."""
+    comments, elsewhere = [], []
+    for result in results:
+        covered: set[int] = set()
+        lines_ok = allowed.get(result.path)
+        if result.fixes:
+            fix = result.fixes[0]
+            for block in suggestion_blocks(result.source, fix.patched):
+                span = set(range(block.start, block.end + 1))
+                findings = [text for line in sorted(span) for text in _diagnostic_text(result.report, line)]
+                body = (f"{MARK}: {'; '.join(findings) or 'part of the fix for the violation(s) in this file'}\n\n"
+                        f"Verified fix ({fix.description}; communication cost {fix.comm_cost:.3g} µs/step — the "
+                        f"patched file translates and is proven equivalent to its single-device version):\n\n"
+                        f"```suggestion\n{block.text}```")
+                if lines_ok is None or span <= lines_ok:
+                    comments.append(_comment(result.path, block.start, block.end, body))
+                    covered |= span
+                else:
+                    elsewhere.append(f"`{result.path}` lines {block.start}-{block.end}: {fix.description}")
+        for diagnostic in result.report.diagnostics:
+            if diagnostic.severity != ERROR or diagnostic.line in covered:
+                continue
+            text = f"{MARK} [{diagnostic.check}]: {diagnostic.message}" + (
+                f"\n\nHint: {diagnostic.hint}" if diagnostic.hint else "")
+            if diagnostic.line is not None and (lines_ok is None or diagnostic.line in lines_ok):
+                comments.append(_comment(result.path, diagnostic.line, diagnostic.line, text))
+                covered.add(diagnostic.line)
+            else:
+                where = f"line {diagnostic.line}" if diagnostic.line else "file"
+                elsewhere.append(f"`{result.path}` {where}: [{diagnostic.check}] {diagnostic.message}")
+    return comments, elsewhere
+
+
+def review_body(results: list[FileResult], skipped: list[str], elsewhere: list[str]) -> str:
+    lines = [f"{MARK} checked {len(results)} changed file(s) with distributed code.", ""]
+    if results:
+        lines += ["| file | verdict | violations | verified fixes |", "|---|---|---|---|"]
+        for result in results:
+            errors = sum(1 for d in result.report.diagnostics if d.severity == ERROR and d.check != "unsupported")
+            lines.append(f"| `{result.path}` | {result.report.verdict} | {errors} | {len(result.fixes)} |")
+    if elsewhere:
+        lines += ["", "Findings outside the lines of this diff:", ""] + [f"- {item}" for item in elsewhere]
+    if skipped:
+        lines += ["", "Not checked: " + "; ".join(skipped)]
+    return "\n".join(lines)
+
+
+def sarif_with_fixes(results: list[FileResult]) -> str:
+    """SARIF 2.1.0 of the reports, each file's best verified patch attached as a SARIF fix."""
+    from verify_agent.render import render_sarif
+
+    sarif = json.loads(render_sarif([r.report for r in results]))
+    by_file = {r.path: r for r in results}
+    for item in sarif["runs"][0]["results"]:
+        uri = item.get("locations", [{}])[0].get("physicalLocation", {}).get("artifactLocation", {}).get("uri")
+        result = by_file.get(uri)
+        if result is None or not result.fixes or item.get("level") != "error":
+            continue
+        fix = result.fixes[0]
+        item["fixes"] = [{
+            "description": {"text": f"{fix.description} (verified; communication cost {fix.comm_cost:.3g} µs/step)"},
+            "artifactChanges": [{
+                "artifactLocation": {"uri": uri},
+                "replacements": [{"deletedRegion": {"startLine": b.start, "endLine": b.end},
+                                  "insertedContent": {"text": b.text}}
+                                 for b in suggestion_blocks(result.source, fix.patched)]}]}]
+    return json.dumps(sarif, indent=2, default=str)
+
+
+def review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | None = None, options=None,
+           top_k: int = 1, progress: Progress = None) -> tuple[dict[str, Any], str]:
+    """(review JSON body for GitHub's "create a review" call, SARIF text).
+
+    ``files`` (paths relative to ``repo_dir``) replaces ``git diff --name-only REF``; then every
+    line may carry a comment.
+    """
+    body, sarif, _ = run_review(base_ref, repo_dir, files=files, options=options, top_k=top_k, progress=progress)
+    return body, sarif
+
+
+def _has_distributed_code(path: Path) -> bool:
+    from frontends.source import parse, uses_distributed
+    from frontends.values import UserError
+
+    try:
+        source = parse(path.read_text(encoding="utf-8"), str(path))
+    except (UserError, OSError, UnicodeDecodeError):
+        return True  # let the check report what is wrong with the file
+    return uses_distributed(source, source.module)
+
+
+def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | None = None, options=None,
+               top_k: int = 1, progress: Progress = None) -> tuple[dict[str, Any], str, list[FileResult]]:
+    repo = Path(repo_dir)
+    names = files if files is not None else changed_files(base_ref, repo)
+    results, skipped = [], []
+    allowed: dict[str, set[int] | None] = {}
+    for name in names:
+        path = repo / name
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        if not _has_distributed_code(path):
+            skipped.append(f"`{name}` (no distributed code)")
+            continue
+        try:
+            source, result = check_file(path, options, progress)
+        except UsageError as problem:
+            skipped.append(f"`{name}` ({str(problem).split(': ', 1)[-1]})")
+            continue
+        fixes: list[SourceFix] = []
+        if result.report.verdict != "verified" and result.translation is not None:
+            fixes = source_fixes(source, str(path), result.translation, result.report, progress, top_k=top_k)
+        result.report.file = name
+        result.report.fixes = [fix.as_fix() for fix in fixes]
+        results.append(FileResult(name, result.report, fixes, source))
+        allowed[name] = None if files is not None else changed_lines(base_ref, repo, name)
+    comments, elsewhere = review_comments(results, allowed)
+    body = {"body": review_body(results, skipped, elsewhere), "event": "COMMENT", "comments": comments}
+    return body, sarif_with_fixes(results), results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verifier.synthesis.review", description=__doc__.split("\n")[0])
+    parser.add_argument("--base", required=True, help="git ref the pull request is compared with")
+    parser.add_argument("--repo", default=".", help="repository checkout (default: .)")
+    parser.add_argument("--review-json", default="verify-agent-review.json", help="where to write the review body")
+    parser.add_argument("--sarif", default="verify-agent.sarif", help="where to write the SARIF log")
+    parser.add_argument("--fail-on-violations", action="store_true", help="exit 1 when a file has violations")
+    args = parser.parse_args(argv)
+    try:
+        body, sarif, results = run_review(args.base, args.repo, progress=lambda m: print(m, file=sys.stderr))
+    except UsageError as problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    Path(args.review_json).write_text(json.dumps(body, indent=2), encoding="utf-8")
+    Path(args.sarif).write_text(sarif, encoding="utf-8")
+    violations = any(result.report.verdict == "violations" for result in results)
+    print(f"{len(body['comments'])} review comment(s) -> {args.review_json}; SARIF -> {args.sarif}", file=sys.stderr)
+    return 1 if args.fail_on_violations and violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
