@@ -223,6 +223,8 @@ def _report_violation(program: Program, placement: PlacementResult, report: Repo
     before = len(report.diagnostics)
     _attach_placement(program, placement, report, "violation", outcome.divergence_op, name)
     cex = counterexample.build(program, inputs, outcome)
+    if program.dims:
+        cex.note += " (sizes " + ", ".join(f"{k}={v}" for k, v in program.dims.items()) + ")"
     explained = [d for d in report.diagnostics[before:] if d.severity == ERROR]
     if explained:
         explained[0].counterexample = cex

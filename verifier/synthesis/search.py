@@ -2,12 +2,12 @@
 
 A candidate is the program after a short sequence of edits proposed by the pattern table
 (``patterns.py``) for the symptoms of the program before them.  Each candidate is screened
-cheaply — shapes, placement propagation, the async scan and one concrete NumPy evaluation
-against the single-device program — and scored by (remaining violations, communication
-cost).  Candidates that pass the screen are verified for real, cheapest first: on large
-programs a slice around the edit first (``slicing.py``), then always the whole program with
-``check_program``; only a ``verified`` verdict makes a fix.  The frontier of the next round
-is the ``beam`` best candidates that still have violations.
+cheaply — shapes, placement propagation, the async scan, its communication cost — and, in
+cost order, by one concrete NumPy evaluation against the single-device program.  Those that
+pass are verified for real, cheapest first: on large programs a slice around the edit first
+(``slicing.py``), then always the whole program with ``check_program``; only a ``verified``
+verdict makes a fix.  The next round expands the ``beam`` best candidates by (remaining
+violations, communication cost), and only those that could still undercut the best fix.
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def _added_local(history: tuple[tuple[Edit, Program], ...]) -> frozenset[str]:
     return frozenset(names)
 
 
-def screen(program: Program, env: dict[str, int], model: CostModel,
+def screen(program: Program, env: dict[str, int] | None, model: CostModel,
            history: tuple[tuple[Edit, Program], ...] = (), blamed: set[int] | None = None,
            known_violation: bool = False) -> Screening | None:
     """The cheap pre-filter; None when the candidate is not even well-formed."""
@@ -170,6 +170,12 @@ def screen(program: Program, env: dict[str, int], model: CostModel,
         analysis = analyse(program, env, with_real_sizes=True)
     except NotAnalysable:
         return None
+    return screen_analysis(analysis, model, history, blamed, known_violation)
+
+
+def screen_analysis(analysis: Analysis, model: CostModel, history: tuple[tuple[Edit, Program], ...] = (),
+                    blamed: set[int] | None = None, known_violation: bool = False) -> Screening:
+    program = analysis.program
     symptoms = placement_symptoms(analysis) + async_symptoms(analysis.checked)
     cost = program_cost(program, analysis.real_shapes, analysis.placements, analysis.dtypes, model,
                         _added_local(history))
@@ -309,13 +315,11 @@ def synthesize(program: Program, report: Report | None = None, *, file: str | No
     blamed = {d.line for d in (report.diagnostics if report else []) if d.severity == ERROR and d.line}
     started = time.perf_counter()
     try:
-        env = analyse(program).env
+        analysis = analyse(program, with_real_sizes=True)
     except NotAnalysable as problem:
         return SynthesisResult(notes=[f"cannot repair: {problem}"])
     violated = report is not None and report.verdict == "violations"
-    root_screen = screen(program, env, model, (), blamed, known_violation=violated)
-    if root_screen is None:
-        return SynthesisResult(notes=["cannot repair: the program does not run on the mesh"])
+    root_screen = screen_analysis(analysis, model, (), blamed, known_violation=violated)
     if not root_screen.symptoms:
         return SynthesisResult(notes=["no communication symptom to repair (the violation is not one a collective "
                                       "edit can fix)"], seconds=time.perf_counter() - started)
