@@ -119,19 +119,24 @@ def _parse_dim_expr(line: _Line, stops: tuple[str, ...]) -> Dim:
     return text.replace(" ", "")
 
 
+def _parse_dim_list(line: _Line) -> list[Dim]:
+    """``[S, H/4, -1]``: shapes and list attributes."""
+    line.take("[", expected="'['")
+    items: list[Dim] = []
+    while not line.accept("]"):
+        items.append(_parse_dim_expr(line, (",", "]")))
+        if not line.accept(","):
+            line.take("]", expected="',' or ']'")
+            break
+    return items
+
+
 def _parse_value(line: _Line) -> Any:
     token = line.peek()
     if token is None:
         raise line.error("a value")
     if token.text == "[":
-        line.pos += 1
-        items: list[Any] = []
-        while not line.accept("]"):
-            items.append(_parse_dim_expr(line, (",", "]")))
-            if not line.accept(","):
-                line.take("]", expected="',' or ']'")
-                break
-        return items
+        return _parse_dim_list(line)
     if token.kind == "string":
         line.pos += 1
         return token.text[1:-1]
@@ -267,13 +272,7 @@ def parse_program(text: str, file: str | None = None) -> Program:
             name = line.take(kind="name", expected="an input name").text
             line.take(":", expected="':'")
             dtype = line.take(kind="name", expected="a dtype like f32").text
-            line.take("[", expected="'['")
-            shape: list[Dim] = []
-            while not line.accept("]"):
-                shape.append(_parse_dim_expr(line, (",", "]")))
-                if not line.accept(","):
-                    line.take("]", expected="',' or ']'")
-                    break
+            shape = _parse_dim_list(line)
             placements = _parse_placements(line, mesh)
             bounds = None
             if line.accept("range"):
