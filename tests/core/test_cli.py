@@ -84,3 +84,17 @@ def test_github_format_prints_annotations():
     assert done.returncode == 1
     assert done.stdout.startswith("::error file=")
     assert ",line=11," in done.stdout
+
+
+def test_check_reads_the_json_form(tmp_path):
+    from agent.ir_json import program_to_json
+    from verifier.text_format import parse_program
+
+    program = parse_program((IR / "double_allreduce.vir").read_text())
+    path = tmp_path / "double.json"
+    path.write_text(json.dumps(program_to_json(program)))
+    done = run("check", str(path), "--format", "json")
+    assert done.returncode == 1 and json.loads(done.stdout)["verdict"] == "violations"
+    (tmp_path / "bad.json").write_text('{"mesh": 3}')
+    bad = run("check", str(tmp_path / "bad.json"))
+    assert bad.returncode == 2 and "expected IR JSON matching the schema" in bad.stderr
