@@ -32,6 +32,7 @@ from .report import Counterexample
 
 MAX_SYMBOLIC_ELEMENTS = 60_000
 SOLVER_TIMEOUT_MS = 20_000
+PROGRESS_FROM_OPS = 200  # smaller proofs finish before a progress line would help
 
 
 @dataclass
@@ -276,7 +277,7 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
     step = max(1, len(program.ops) // 10)
 
     def on_complete(index: int) -> None:
-        if progress is not None and index % step == step - 1:
+        if progress is not None and len(program.ops) >= PROGRESS_FROM_OPS and index % step == step - 1:
             progress(f"equivalence: {index + 1}/{len(program.ops)} ops, {stats['cuts']} cut points")
         for name in program.ops[index].results:
             if not _known(placements.get(name), allow_partial=False):

@@ -169,6 +169,64 @@ def translate(
 
 
 @app.command()
+def fix(
+    file: Path = typer.Argument(..., help="A Python file with distributed training code."),
+    top: int = typer.Option(3, "--top", "--top-k", help="How many verified fixes to show."),
+    write: bool = typer.Option(False, "--write", help="Apply the cheapest fix and verify the file again."),
+    entry: Optional[str] = typer.Option(None, help="Function or nn.Module class to check."),
+    mesh: Optional[str] = typer.Option(None, help="Mesh, e.g. tp=2 or dp=2,tp=4."),
+    input: List[str] = typer.Option([], "--input", help="Input shape, e.g. x=8x16 (repeatable)."),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github."),
+) -> None:
+    """Search verified fixes (unified diffs ranked by communication cost); --write applies the best."""
+    from verifier.synthesis.commands import UsageError, fix_file
+
+    from .pipeline import TranslateOptions
+
+    source = _read(file)
+    options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm="off")
+    progress = Console(stderr=True, highlight=False)
+    try:
+        before, _, after = fix_file(str(file), top, write, options=options,
+                                    progress=(lambda message: progress.print(f"[dim]{message}[/]"))
+                                    if format == Format.text else None)
+    except UsageError as error:
+        fail_usage(str(error))
+    code = emit([before], format, source.splitlines())
+    if after is not None:
+        if format == Format.text:
+            progress.print(f"applied the cheapest fix to {file}; verifying it again:")
+        code = emit([after], format, file.read_text(encoding="utf-8").splitlines())
+    raise typer.Exit(code)
+
+
+@app.command()
+def review(
+    base: str = typer.Option("origin/main", "--base", help="Git ref the changes are compared with."),
+    repo: Path = typer.Option(Path("."), "--repo", help="Repository checkout."),
+    review_json: Path = typer.Option(Path("verify-agent-review.json"), help="Where to write the review body."),
+    sarif: Path = typer.Option(Path("verify-agent.sarif"), help="Where to write the SARIF log."),
+) -> None:
+    """Check the Python files changed since --base; write a GitHub review (suggestions) and SARIF."""
+    import json
+
+    from verifier.synthesis.commands import UsageError
+    from verifier.synthesis.review import run_review
+
+    progress = Console(stderr=True, highlight=False)
+    try:
+        body, sarif_text, results = run_review(base, repo, progress=lambda m: progress.print(f"[dim]{m}[/]"))
+    except UsageError as error:
+        fail_usage(str(error))
+    review_json.write_text(json.dumps(body, indent=2), encoding="utf-8")
+    sarif.write_text(sarif_text, encoding="utf-8")
+    progress.print(f"{len(results)} file(s) checked, {len(body['comments'])} review comment(s) -> {review_json}; "
+                   f"SARIF -> {sarif}")
+    verdicts = [result.report.exit_code for result in results]
+    raise typer.Exit(1 if 1 in verdicts else 3 if 3 in verdicts else 0)
+
+
+@app.command()
 def lift(
     file: Path = typer.Argument(..., help="A TileLang kernel file or TVMScript text."),
     kernel: Optional[str] = typer.Option(None, help="Kernel (PrimFunc) name; default: all in the file."),

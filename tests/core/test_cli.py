@@ -98,3 +98,34 @@ def test_check_reads_the_json_form(tmp_path):
     (tmp_path / "bad.json").write_text('{"mesh": 3}')
     bad = run("check", str(tmp_path / "bad.json"))
     assert bad.returncode == 2 and "expected IR JSON matching the schema" in bad.stderr
+
+
+def test_fix_shows_a_verified_patch_and_write_applies_it(tmp_path):
+    target = tmp_path / "mlp.py"
+    target.write_text((ROOT / "examples" / "models" / "dist_tp_mlp_missing_allreduce.py").read_text())
+    shown = run("fix", str(target))
+    assert shown.returncode == 1
+    assert "+    dist.all_reduce(y)" in shown.stdout
+    written = run("fix", str(target), "--write")
+    assert written.returncode == 0 and "VERIFIED" in written.stdout
+    assert "dist.all_reduce(y)" in target.read_text()
+
+
+def test_review_writes_suggestions_for_changed_files(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    source = (ROOT / "examples" / "models" / "dist_tp_mlp_ok.py").read_text()
+    (repo / "mlp.py").write_text(source)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    buggy = (ROOT / "examples" / "models" / "dist_tp_mlp_missing_allreduce.py").read_text()
+    (repo / "mlp.py").write_text(buggy)
+    done = run("review", "--base", "HEAD", "--repo", str(repo), "--review-json", str(tmp_path / "r.json"),
+               "--sarif", str(tmp_path / "r.sarif"))
+    assert done.returncode == 1, done.stderr
+    body = json.loads((tmp_path / "r.json").read_text())
+    assert body["event"] == "COMMENT" and body["comments"]
+    assert "```suggestion" in body["comments"][0]["body"]
+    assert json.loads((tmp_path / "r.sarif").read_text())["version"] == "2.1.0"
