@@ -67,11 +67,16 @@ def _reshape_placement(placements, ctx: PlacementContext) -> list[Placement]:
     src = tuple(ctx.shapes[0])
     dst = resolve_shape(ctx.attrs["shape"], math.prod(src), _unit_sizes(ctx.attrs["shape"]))
     dim = placement.dim % len(src)
+    target = list(ctx.attrs["shape"])
+    # The dims that shrink on a rank (-1 or a size over tp_size): the shard must land exactly there.
+    shrinking = [o for o, d in enumerate(target) if d == -1 or (isinstance(d, str) and "_size" in d)]
     for ins, outs in _groups(src, dst):
         if dim not in ins:
             continue
         leading_in = next((i for i in ins if src[i] != 1), dim)
         leading_out = next((o for o in outs if dst[o] != 1), None)
+        if shrinking and shrinking != [leading_out]:
+            return [V]  # the local reshape regroups elements across ranks' blocks
         if leading_in == dim and leading_out is not None and dst[leading_out] % ctx.size == 0:
             return [Shard(leading_out)]
         raise PlacementError(f"reshape {list(src)} -> {list(dst)} moves dim {dim}, which is sharded over "
