@@ -15,7 +15,6 @@ inferred placement, differs from the reference names the line.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable

@@ -10,11 +10,11 @@ Each rule carries
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .ir import Mesh
-from .placements import Partial, Placement, R, Replicate, Shard, Varying
+from .placements import Partial, Placement, Replicate, Shard, Varying
 
 Shape = tuple[int, ...]
 
@@ -117,8 +117,3 @@ def describe(placement: Placement, mesh_dim: str) -> str:
     if isinstance(placement, Replicate):
         return f"replicated over {mesh_dim}"
     return f"rank-dependent over {mesh_dim}"
-
-
-__all__ = ["OpRule", "REGISTRY", "register", "get_rule", "all_rules", "PlacementError", "ShapeError",
-           "PlacementContext", "RankContext", "norm_dim", "is_partial", "any_varying", "all_replicate",
-           "describe", "Shape", "field", "R"]

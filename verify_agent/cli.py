@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from verifier.report import EXIT_USAGE, Diagnostic, Report
+from verifier.report import EXIT_USAGE, Report
 
 from .render import render_github, render_json, render_sarif, render_text
 
@@ -273,5 +273,3 @@ def click_exceptions() -> tuple:
         from click import exceptions
     return (exceptions.UsageError,)
 
-
-__all__ = ["app", "emit", "fail_usage", "Diagnostic"]

@@ -113,7 +113,7 @@ def _reduce_scatter_placement(placements, ctx):
     if isinstance(x, Replicate):
         raise PlacementError(f"reduce_scatter of a value already replicated over {ctx.mesh_dim} multiplies it by "
                              f"{ctx.size}" if op == "sum" else
-                             f"reduce_scatter of a replicated value: use local_chunk instead")
+                             "reduce_scatter of a replicated value: use local_chunk instead")
     if isinstance(x, Shard):
         raise PlacementError(f"reduce_scatter of {describe(x, ctx.mesh_dim)} combines different slices")
     return Shard(dim)

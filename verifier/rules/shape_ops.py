@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..placements import Partial, Placement, R, Replicate, Shard, V, Varying
+from ..placements import Placement, Shard, V, Varying
 from ..ir import dim_symbols, eval_dim, mesh_sizes
 from ..registry import OpRule, PlacementContext, PlacementError, ShapeError, norm_dim, register
 
@@ -245,5 +245,3 @@ def _cat_evaluate(xp, args, attrs, ctx):
 
 
 register(OpRule("cat", _cat_shape, _cat_placement, _cat_evaluate, arity=(1, 64)))
-
-__all__ = ["resolve_shape", "Partial", "Replicate", "R"]
