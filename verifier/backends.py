@@ -376,5 +376,3 @@ class Z3Backend:
             return _objectwise(lambda t: _to_bool(_as_term(t)), x)
         return _objectwise(lambda t: self._real(t), x)
 
-
-Backend = Any  # NumpyBackend | Z3Backend

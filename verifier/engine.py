@@ -15,7 +15,6 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 
 from .backends import EvalError
 from .ir import Mesh, Op, Program, eval_dim, parse_expression
@@ -239,6 +238,3 @@ class Engine:
                 after_round(self.completed)
         return [rank.env for rank in self.ranks]
 
-
-def as_array(value: Any) -> np.ndarray:
-    return value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)

@@ -15,7 +15,7 @@ inferred placement, differs from the reference names the line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -27,21 +27,10 @@ from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
 from .ir import Program
 from .placements import Partial, Placement, Replicate, Shard
-from .report import Counterexample
 
 MAX_SYMBOLIC_ELEMENTS = 60_000
 SOLVER_TIMEOUT_MS = 20_000
 PROGRESS_FROM_OPS = 200  # smaller proofs finish before a progress line would help
-
-
-@dataclass
-class EquivalenceResult:
-    status: str  # proven | counterexample | inconclusive | unsupported
-    message: str = ""
-    counterexample: Counterexample | None = None
-    divergence_op: int | None = None
-    output: str | None = None
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 # --- inputs -----------------------------------------------------------------------------------

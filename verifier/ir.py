@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .placements import Placement, R
+from .placements import Placement
 
 Dim = Union[int, str]
 
@@ -75,11 +75,6 @@ class TensorSpec:
     span: Span = field(default_factory=Span)
     bounds: tuple[Dim, Dim] | None = None  # integer inputs (token ids): values in [low, high)
 
-    def placement_on(self, mesh: Mesh, mesh_dim: str) -> Placement:
-        if not self.placements:
-            return R
-        return self.placements[mesh.index(mesh_dim)]
-
 
 @dataclass(frozen=True)
 class Op:
@@ -100,11 +95,6 @@ class Output:
     name: str
     placements: tuple[Placement, ...] = ()
     span: Span = field(default_factory=Span)
-
-    def placement_on(self, mesh: Mesh, mesh_dim: str) -> Placement:
-        if not self.placements:
-            return R
-        return self.placements[mesh.index(mesh_dim)]
 
 
 @dataclass(frozen=True)
@@ -219,9 +209,3 @@ def mesh_sizes(mesh: Mesh) -> dict[str, int]:
     """Names usable in dim expressions for the mesh: ``tp_size`` is the size of ``tp``."""
     return {f"{name}_size": size for name, size in mesh.dims}
 
-
-def value_names(program: Program) -> list[str]:
-    names = [spec.name for spec in program.inputs]
-    for op in program.ops:
-        names.extend(op.results)
-    return names

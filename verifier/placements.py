@@ -15,9 +15,6 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
-REDUCE_OPS = ("sum", "avg", "max", "min")
-
-
 @dataclass(frozen=True)
 class Shard:
     dim: int

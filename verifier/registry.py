@@ -55,7 +55,6 @@ class OpRule:
     evaluate: Callable[..., list[Any]] | None = None
     evaluate_group: Callable[..., list[list[Any]]] | None = None
     arity: tuple[int, int] = (1, 1)
-    doc: str = ""
     required_attrs: tuple[str, ...] = ()
     uses_coords: bool = False  # reads the rank's coordinates, so ranks with equal inputs may differ
 
@@ -97,16 +96,8 @@ def norm_dim(dim: int, ndim: int) -> int:
     return dim % ndim if ndim else 0
 
 
-def is_partial(placement: Placement, ops: tuple[str, ...] = ("sum", "avg", "max", "min")) -> bool:
-    return isinstance(placement, Partial) and placement.op in ops
-
-
 def any_varying(placements: Sequence[Placement]) -> bool:
     return any(isinstance(p, Varying) for p in placements)
-
-
-def all_replicate(placements: Sequence[Placement]) -> bool:
-    return all(isinstance(p, Replicate) for p in placements)
 
 
 def describe(placement: Placement, mesh_dim: str) -> str:

@@ -9,9 +9,6 @@ from ..ir import eval_dim, mesh_sizes
 from ..placements import V
 from ..registry import OpRule, register
 
-P2P_OPS = ("send", "recv", "isend", "irecv")
-
-
 def _recv_shape(shapes, attrs, mesh):
     """The received buffer's shape; dims may use ``tp_size`` like reshape targets."""
     return [tuple(int(eval_dim(d, mesh_sizes(mesh))) for d in attrs.get("shape", ()))]
