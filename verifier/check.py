@@ -47,6 +47,10 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
     if structure:
         report.diagnostics.extend(structure)
         return
+    if not program.outputs and not program.gradients:
+        report.add(Diagnostic("unsupported", ERROR, "nothing to compare: the program has no outputs or gradients, "
+                                                    "so equivalence would hold vacuously"))
+        return
     try:
         problems = prove_divisibility(program)
         env = reduced_env(program)

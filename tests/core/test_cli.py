@@ -129,3 +129,11 @@ def test_review_writes_suggestions_for_changed_files(tmp_path):
     assert body["event"] == "COMMENT" and body["comments"]
     assert "```suggestion" in body["comments"][0]["body"]
     assert json.loads((tmp_path / "r.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_a_program_without_outputs_is_not_verified(tmp_path):
+    program = tmp_path / "none.vir"
+    program.write_text("mesh tp=2\ninput x: f32[2] {tp: R}\ny = neg(x) at 1\n")
+    done = run("check", str(program))
+    assert done.returncode == 3
+    assert "nothing to compare" in done.stdout
