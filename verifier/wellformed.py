@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import Program
+from .placements import Partial, Varying
 from .registry import ShapeError, get_rule
 from .report import ERROR, Diagnostic
 
@@ -39,6 +40,12 @@ def check_structure(program: Program) -> list[Diagnostic]:
         if len(spec.placements) not in (0, len(program.mesh.dims)):
             problems.append(Diagnostic(CHECK, ERROR, f"input {spec.name!r} needs one placement per mesh dim",
                                        spec.span.line))
+        if any(isinstance(p, Varying) for p in spec.placements):
+            problems.append(Diagnostic(CHECK, ERROR, f"input {spec.name!r} is placed rank-varying (V): there is no "
+                                                     f"global value to give the ranks", spec.span.line))
+        for unmodelled in {p.op for p in spec.placements if isinstance(p, Partial) and p.op not in ("sum", "avg")}:
+            problems.append(Diagnostic("unsupported", ERROR, f"input {spec.name!r} is a partial {unmodelled}: only "
+                                                             f"sum and avg partial inputs are modelled", spec.span.line))
     for op in program.ops:
         line = op.span.line
         rule = get_rule(op.kind)
@@ -64,9 +71,18 @@ def check_structure(program: Program) -> list[Diagnostic]:
             if name in defined:
                 problems.append(Diagnostic(CHECK, ERROR, f"{name!r} is assigned twice (the IR is SSA)", line))
             defined.add(name)
+    inputs = {spec.name for spec in program.inputs}
+    for gradient in program.gradients:
+        if gradient.input not in inputs:
+            problems.append(Diagnostic(CHECK, ERROR, f"grad {gradient.input!r} names no input", gradient.span.line))
     for out in program.outputs:
         if out.name not in defined:
             problems.append(Diagnostic(CHECK, ERROR, f"output {out.name!r} is never defined", out.span.line))
+        if any(isinstance(p, Varying) for p in out.placements):
+            problems.append(Diagnostic(CHECK, ERROR, f"output {out.name!r} is expected rank-varying (V): there is "
+                                                     f"no global value to compare", out.span.line))
+        if any(isinstance(p, Partial) and p.op not in ("sum", "avg", "max", "min") for p in out.placements):
+            problems.append(Diagnostic(CHECK, ERROR, f"output {out.name!r} has an unknown partial op", out.span.line))
     return problems
 
 

@@ -137,3 +137,17 @@ def test_a_program_without_outputs_is_not_verified(tmp_path):
     done = run("check", str(program))
     assert done.returncode == 3
     assert "nothing to compare" in done.stdout
+
+
+def test_malformed_placements_and_gradients_are_reported_not_crashed(tmp_path):
+    cases = {
+        "input x: f32[2] {tp: V}\ny = neg(x) at 1\noutput y {tp: R}\n": (1, "rank-varying (V)"),
+        "input x: f32[2] {tp: P(max)}\ny = neg(x) at 1\noutput y {tp: R}\n": (3, "only sum and avg partial"),
+        "input x: f32[2] {tp: R}\ny = neg(x) at 1\noutput y {tp: V}\n": (1, "no global value to compare"),
+        "input x: f32[2] {tp: R}\ny = neg(x) at 1\noutput y {tp: R}\ngrad q at 3\n": (1, "names no input"),
+    }
+    for index, (body, (code, message)) in enumerate(cases.items()):
+        path = tmp_path / f"case{index}.vir"
+        path.write_text("mesh tp=2\n" + body)
+        done = run("check", str(path))
+        assert done.returncode == code and message in done.stdout, (body, done.stdout, done.stderr)
