@@ -92,6 +92,7 @@ class Engine:
         self.mailbox = defaultdict(deque)
         self._index = {tuple(c.values()): i for i, c in enumerate(coords)}
         self._done_count = [0] * len(self.program.ops)
+        self._issued = [defaultdict(int) for _ in self.ranks]  # collectives issued per mesh dim
 
     # -- helpers ---------------------------------------------------------------------------
     def _runs_here(self, op: Op, rank: _Rank) -> bool:
@@ -143,7 +144,7 @@ class Engine:
         """Advance every rank by at most one op; return False when nothing moved."""
         self.completed: list[int] = []
         moved = False
-        waiting: dict[int, list[int]] = defaultdict(list)
+        arrived: list[int] = []
         shared: dict[tuple, list[Any]] = {}
         for index, rank in enumerate(self.ranks):
             if rank.pc >= len(self.program.ops):
@@ -171,7 +172,7 @@ class Engine:
                     self._finish(rank, op_index, [])
                     moved = True
                 elif rule.is_collective:
-                    waiting[op_index].append(index)
+                    arrived.append(index)
                 else:
                     self._finish(rank, op_index, self._evaluate_local(rule, op, op_index, rank, shared))
                     moved = True
@@ -179,9 +180,7 @@ class Engine:
                 raise
             except (ShapeError, EvalError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as exc:
                 raise EngineError(op, f"{op.kind}: {exc}") from exc
-        for op_index, arrived in waiting.items():
-            moved |= self._run_collective(op_index, set(arrived))
-        return moved
+        return self._run_collectives(arrived) or moved
 
     def _evaluate_local(self, rule, op: Op, op_index: int, rank: _Rank, shared: dict) -> list[Any]:
         """Ranks holding the very same input arrays (replicated values) share one evaluation:
@@ -195,28 +194,50 @@ class Engine:
             shared[key] = results
         return results
 
-    def _run_collective(self, op_index: int, arrived: set[int]) -> bool:
-        op = self.program.ops[op_index]
-        rule = get_rule(op.kind)
-        mesh_dim = str(op.attr("mesh_dim"))
+    def _run_collectives(self, arrived: list[int]) -> bool:
+        """Run every collective whose whole group has arrived.
+
+        Members are matched by how many collectives they have issued on that mesh dim, not by
+        op position: ``if rank == 0: all_reduce(y) else: all_reduce(y)`` is one collective
+        written twice.  Members that arrive at different kinds of collective hang or mix
+        tensors in real life; that is an error here (the temporal check names both lines)."""
         moved = False
-        for index in sorted(arrived):
+        handled: set[int] = set()
+        for index in arrived:
+            if index in handled:
+                continue
             rank = self.ranks[index]
-            if rank.pc != op_index:
-                continue
+            mesh_dim = str(self.program.ops[rank.pc].attr("mesh_dim"))
             group = self._group(rank, mesh_dim)
-            if not set(group) <= arrived:
+            position = self._issued[index][mesh_dim]
+            if not all(m in arrived and self._issued[m][mesh_dim] == position
+                       and self.program.ops[self.ranks[m].pc].attr("mesh_dim") == mesh_dim for m in group):
                 continue
+            ops = [self.program.ops[self.ranks[m].pc] for m in group]
+            signature = self._signature(ops[0])
+            for other in ops[1:]:
+                if self._signature(other) != signature:
+                    raise EngineError(other, f"ranks of one {mesh_dim} group issue different collectives together: "
+                                             f"{ops[0].kind} (line {ops[0].span.line}) and {other.kind} "
+                                             f"(line {other.span.line})")
+            rule = get_rule(ops[0].kind)
             try:
-                results = rule.evaluate_group(self.xp, [self._args(op, self.ranks[m]) for m in group], op.attrs)
+                results = rule.evaluate_group(self.xp, [self._args(op, self.ranks[m]) for op, m in zip(ops, group)],
+                                              ops[0].attrs)
             except EngineError:
                 raise
             except (ShapeError, EvalError, ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
-                raise EngineError(op, f"{op.kind}: {exc}") from exc
+                raise EngineError(ops[0], f"{ops[0].kind}: {exc}") from exc
             for member, result in zip(group, results):
-                self._finish(self.ranks[member], op_index, list(result))
+                self._issued[member][mesh_dim] += 1
+                self._finish(self.ranks[member], self.ranks[member].pc, list(result))
+                handled.add(member)
             moved = True
         return moved
+
+    @staticmethod
+    def _signature(op: Op) -> tuple:
+        return (op.kind,) + tuple(sorted((k, str(v)) for k, v in op.attrs.items() if k not in ("when", "handle")))
 
     def stuck_report(self) -> str:
         blocked = []
