@@ -339,12 +339,15 @@ class Z3Backend:
         ids = np.asarray(ids, dtype=object)
         rows = table.shape[0]
         out = np.empty(ids.shape + table.shape[1:], dtype=object)
+        cells = [[_as_term(table[(r,) + col]) for r in range(rows)] for col in np.ndindex(*table.shape[1:])]
         for index in np.ndindex(*ids.shape):
             key = _as_term(ids[index], integer=True)
-            for col in np.ndindex(*table.shape[1:]):
-                term = self._function("out_of_range_row", 1)(z3.ToReal(key))
-                for r in reversed(range(rows)):
-                    term = z3.If(key == r, _as_term(table[(r,) + col]), term)
+            conditions = [key == r for r in range(rows)]  # shared by every column of the row
+            missing = self._function("out_of_range_row", 1)(z3.ToReal(key))
+            for col, column in zip(np.ndindex(*table.shape[1:]), cells):
+                term = missing
+                for condition, cell in zip(reversed(conditions), reversed(column)):
+                    term = z3.If(condition, cell, term)
                 out[index + col] = term
         return out
 
