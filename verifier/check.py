@@ -24,6 +24,7 @@ from .ir import Program, eval_dim
 from .placement_check import PlacementResult, propagate
 from .report import ERROR, NOTE, WARNING, Diagnostic, Report
 from .shapes import ShapeProblem, bound_env, instantiate, prove_divisibility, reduced_env
+from .temporal import check_temporal
 from .wellformed import check_structure, infer_shapes
 
 SCREENING_SEEDS = 3
@@ -109,10 +110,6 @@ def _sized(program: Program, env: dict[str, int], report: Report):
 
 
 def _temporal(program: Program, report: Report) -> None:
-    try:
-        from .temporal import check_temporal
-    except ImportError:
-        return
     report.diagnostics.extend(check_temporal(program, report.proven))
 
 
@@ -132,8 +129,8 @@ def _attach_placement(program: Program, placement: PlacementResult, report: Repo
     """Keep placement findings as errors only where a confirmed difference explains them."""
     relevant: set[int] = set()
     if verdict == "violation":
-        for index in ([divergence] if divergence is not None else []) + [placement.producers.get(output, -1)]:
-            if index is not None and index >= 0:
+        for index in (divergence, placement.producers.get(output)):
+            if index is not None:
                 relevant |= _ancestors(program, placement, index)
     for problem in placement.problems:
         diagnostic = problem.diagnostic
