@@ -304,9 +304,10 @@ method("negative")(_unary_handler("neg"))
 @function("F.gelu")
 @method("gelu")
 def _gelu(cx: Call, x, approximate="none"):
-    if approximate != "none":
-        raise UnsupportedError(cx.line, "gelu(approximate='tanh')", "the tanh approximation is not an IR op")
-    return cx.it.unary("gelu", _tensor(cx, x, "gelu"), cx.line)
+    kinds = {"none": "gelu", "tanh": "gelu_tanh"}
+    if approximate not in kinds:
+        raise UnsupportedError(cx.line, f"gelu(approximate={approximate!r})", "expected 'none' or 'tanh'")
+    return cx.it.unary(kinds[approximate], _tensor(cx, x, "gelu"), cx.line)
 
 
 @function("torch.square")

@@ -22,7 +22,7 @@ def program_of(body: str, inputs: str = "torch.randn(S, H), torch.randn(H, H)", 
     ("x @ w", "matmul"), ("torch.matmul(x, w)", "matmul"), ("x.mm(w)", "matmul"),
     ("F.linear(x, w)", "linear"), ("torch.exp(x)", "exp"), ("x.log()", "log"), ("torch.tanh(x)", "tanh"),
     ("torch.sigmoid(x)", "sigmoid"), ("x.sqrt()", "sqrt"), ("torch.rsqrt(x)", "rsqrt"), ("F.gelu(x)", "gelu"),
-    ("F.silu(x)", "silu"), ("F.relu(x)", "relu"), ("-x", "neg"), ("x.abs()", "abs"), ("x.clone()", "identity"),
+    ("F.gelu(x, approximate='tanh')", "gelu_tanh"), ("F.silu(x)", "silu"), ("F.relu(x)", "relu"), ("-x", "neg"), ("x.abs()", "abs"), ("x.clone()", "identity"),
     ("x.float().half()", "cast"),
 ])
 def test_spelling_maps_to_ir_op(expression: str, kind: str):
