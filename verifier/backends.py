@@ -39,7 +39,14 @@ _NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     # derivatives, used by generated backward programs
     "dgelu": lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi),
     "dsilu": lambda x: (1.0 / (1.0 + np.exp(-x))) * (1.0 + x * (1.0 - 1.0 / (1.0 + np.exp(-x)))),
+    "dgelu_tanh": lambda x: _dgelu_tanh(x),
 }
+
+
+def _dgelu_tanh(x: np.ndarray) -> np.ndarray:
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x)
 
 
 def _layer_norm_backward(x: np.ndarray, eps: float, grad: np.ndarray) -> np.ndarray:

@@ -214,7 +214,7 @@ def _rsqrt(b, op, grads):
     return [b.emit("mul", [b.emit("mul", [grads[0], cube])], scalar=-0.5)]
 
 
-@vjp("gelu", "silu")
+@vjp("gelu", "silu", "gelu_tanh")
 def _activation(b, op, grads):
     derivative = b.emit("d" + op.kind, [op.args[0]])
     return [b.emit("mul", [grads[0], derivative])]

@@ -62,6 +62,7 @@ TORCH_OPS = {
     "sigmoid": lambda a, k: torch.sigmoid(a[0]),
     "relu": lambda a, k: F.relu(a[0]),
     "gelu": lambda a, k: F.gelu(a[0]),
+    "gelu_tanh": lambda a, k: F.gelu(a[0], approximate="tanh"),
     "silu": lambda a, k: F.silu(a[0]),
     "softmax": lambda a, k: F.softmax(a[0], dim=_dim(a[0], k, default=-1)),
     "log_softmax": lambda a, k: F.log_softmax(a[0], dim=_dim(a[0], k, default=-1)),
@@ -150,7 +151,8 @@ n = layer_norm(x, g, b) at 1
 q = matmul(n, wq) at 2
 q3 = reshape(q, shape=[3, 2, 2]) at 3
 qt = transpose(q3, dim0=0, dim1=1) at 4
-c = sdpa(qt, qt, qt, causal=true) at 5
+c0 = sdpa(qt, qt, qt, causal=true) at 5
+c = gelu_tanh(c0) at 5
 s = log_softmax(c, dim=-1) at 6
 r = rms_norm(s) at 7
 output r {tp: R}

@@ -24,7 +24,7 @@ def _second_shape(shapes, attrs, mesh):
     return [tuple(shapes[1])]
 
 
-for _name in ("dgelu", "dsilu"):
+for _name in ("dgelu", "dsilu", "dgelu_tanh"):
     register(OpRule(_name, _shape_broadcast, lambda p, ctx: pointwise_placement(p, ctx),
                     lambda xp, args, attrs, ctx, _n=_name: [xp.unary(_n, args[0])]))
 
