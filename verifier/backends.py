@@ -218,7 +218,8 @@ def _to_bool(term):
     return term != 0
 
 
-def _as_term(value, integer: bool = False):
+def as_term(value, integer: bool = False):
+    """A Z3 term for a term or a plain number/bool (ints stay integral unless told otherwise)."""
     if isinstance(value, z3.ExprRef):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -251,7 +252,7 @@ class Z3Backend:
                                        for t in flat[:1])
 
     def _real(self, term):
-        term = _as_term(term)
+        term = as_term(term)
         return z3.ToReal(term) if isinstance(term, z3.ArithRef) and term.is_int() else term
 
     def unary(self, name: str, x) -> np.ndarray:
@@ -312,7 +313,7 @@ class Z3Backend:
         softmax) then needs case splits to see they agree.  Flattening nested extrema into a
         leaf set and building one running If-chain over the sorted leaves makes them the
         same hash-consed term."""
-        p, q = _as_term(p), _as_term(q)
+        p, q = as_term(p), as_term(q)
         leaves = self._leaves.get((kind, p.get_id()), {p.get_id(): p}) | \
             self._leaves.get((kind, q.get_id()), {q.get_id(): q})
         ordered = [leaves[key] for key in sorted(leaves)]
@@ -327,18 +328,18 @@ class Z3Backend:
         return np.asarray(a, dtype=object) / _objectwise(normal_form, np.asarray(b, dtype=object))
 
     def where(self, cond, a, b):
-        return _objectwise(lambda c, p, q: z3.If(_to_bool(_as_term(c)), _as_term(p), _as_term(q)), cond, a, b)
+        return _objectwise(lambda c, p, q: z3.If(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
 
     def compare(self, op: str, a, b):
         functions = {"lt": lambda p, q: p < q, "le": lambda p, q: p <= q, "gt": lambda p, q: p > q,
                      "ge": lambda p, q: p >= q, "eq": lambda p, q: p == q, "ne": lambda p, q: p != q}
-        return _objectwise(lambda p, q: functions[op](_as_term(p), _as_term(q)), a, b)
+        return _objectwise(lambda p, q: functions[op](as_term(p), as_term(q)), a, b)
 
     def logical(self, op: str, a, b=None):
         if op == "not":
-            return _objectwise(lambda p: z3.Not(_to_bool(_as_term(p))), a)
+            return _objectwise(lambda p: z3.Not(_to_bool(as_term(p))), a)
         combine = z3.And if op == "and" else z3.Or
-        return _objectwise(lambda p, q: combine(_to_bool(_as_term(p)), _to_bool(_as_term(q))), a, b)
+        return _objectwise(lambda p, q: combine(_to_bool(as_term(p)), _to_bool(as_term(q))), a, b)
 
     def take_rows(self, table, ids) -> np.ndarray:
         """Row lookup with symbolic ids: an exact If-chain; out of range is an unknown row."""
@@ -346,9 +347,9 @@ class Z3Backend:
         ids = np.asarray(ids, dtype=object)
         rows = table.shape[0]
         out = np.empty(ids.shape + table.shape[1:], dtype=object)
-        cells = [[_as_term(table[(r,) + col]) for r in range(rows)] for col in np.ndindex(*table.shape[1:])]
+        cells = [[as_term(table[(r,) + col]) for r in range(rows)] for col in np.ndindex(*table.shape[1:])]
         for index in np.ndindex(*ids.shape):
-            key = _as_term(ids[index], integer=True)
+            key = as_term(ids[index], integer=True)
             conditions = [key == r for r in range(rows)]  # shared by every column of the row
             missing = self._function("out_of_range_row", 1)(z3.ToReal(key))
             for col, column in zip(np.ndindex(*table.shape[1:]), cells):
@@ -363,10 +364,10 @@ class Z3Backend:
         index = np.asarray(index, dtype=object)
         out = np.empty(index.shape, dtype=object)
         for position in np.ndindex(*index.shape):
-            key = _as_term(index[position], integer=True)
+            key = as_term(index[position], integer=True)
             term = self._function("out_of_range_class", 1)(z3.ToReal(key))
             for c in reversed(range(rows.shape[-1])):
-                term = z3.If(key == c, _as_term(rows[position + (c,)]), term)
+                term = z3.If(key == c, as_term(rows[position + (c,)]), term)
             out[position] = term
         return out
 
@@ -375,7 +376,7 @@ class Z3Backend:
 
     def full(self, shape, value, dtype: str = "f32"):
         out = np.empty(tuple(shape), dtype=object)
-        out.fill(_as_term(value, integer=dtype.startswith("i")))
+        out.fill(as_term(value, integer=dtype.startswith("i")))
         return out
 
     def cast(self, x, dtype: str):
@@ -383,6 +384,6 @@ class Z3Backend:
         if dtype.startswith("i"):
             return _objectwise(lambda t: z3.ToInt(t) if isinstance(t, z3.ArithRef) and not t.is_int() else t, x)
         if dtype == "bool":
-            return _objectwise(lambda t: _to_bool(_as_term(t)), x)
+            return _objectwise(lambda t: _to_bool(as_term(t)), x)
         return _objectwise(lambda t: self._real(t), x)
 

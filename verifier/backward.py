@@ -333,10 +333,15 @@ def _cat(b, op, grads):
     return result
 
 
+def _undo_reduction(op: Op) -> dict:
+    """broadcast_like attributes that put back what a sum/mean/amax reduced away."""
+    dims = op.attrs.get("dim")
+    return {"dims": dims if isinstance(dims, list) or dims is None else [dims], "keepdim": bool(op.attrs.get("keepdim"))}
+
+
 @vjp("sum", "mean")
 def _reduce(b, op, grads):
-    dims = op.attrs.get("dim")
-    attrs = {"dims": dims if isinstance(dims, list) or dims is None else [dims], "keepdim": bool(op.attrs.get("keepdim"))}
+    attrs = _undo_reduction(op)
     if op.kind == "mean":
         attrs["mean"] = True
     return [b.emit("broadcast_like", [grads[0], op.args[0]], **attrs)]
@@ -344,8 +349,7 @@ def _reduce(b, op, grads):
 
 @vjp("amax")
 def _amax(b, op, grads):
-    dims = op.attrs.get("dim")
-    attrs = {"dims": dims if isinstance(dims, list) or dims is None else [dims], "keepdim": bool(op.attrs.get("keepdim"))}
+    attrs = _undo_reduction(op)
     x = op.args[0]
     spread_max = b.emit("broadcast_like", [op.results[0], x], **attrs)
     spread_grad = b.emit("broadcast_like", [grads[0], x], **attrs)

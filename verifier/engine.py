@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 
 from .backends import EvalError
-from .ir import Mesh, Op, Program, eval_dim, parse_expression
+from .ir import Mesh, Op, Program, eval_dim, mesh_sizes, parse_expression
 from .registry import RankContext, ShapeError, get_rule
 
 
@@ -63,11 +63,7 @@ def rank_coords(mesh: Mesh) -> list[dict[str, int]]:
 
 
 def rank_env(mesh: Mesh, coords: dict[str, int]) -> dict[str, int]:
-    env = dict(coords)
-    env["world"] = mesh.world
-    for name, size in mesh.dims:
-        env[f"{name}_size"] = size
-    return env
+    return {**coords, "world": mesh.world, **mesh_sizes(mesh)}
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, fresh_constants, normal_form, same_term
+from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
 from .ir import Program
@@ -195,8 +195,7 @@ def _provably_equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and same_term(a, b):
         return True
-    a = a if isinstance(a, z3.ExprRef) else (z3.BoolVal(bool(a)) if isinstance(a, (bool, np.bool_)) else z3.RealVal(a))
-    b = b if isinstance(b, z3.ExprRef) else (z3.BoolVal(bool(b)) if isinstance(b, (bool, np.bool_)) else z3.RealVal(b))
+    a, b = as_term(a), as_term(b)
     if z3.is_bool(a) or z3.is_bool(b):
         return z3.is_true(z3.simplify(a == b))
     difference = normal_form(a - b)
@@ -209,9 +208,7 @@ def _arrays_equal(a: Any, b: Any) -> bool:
 
 
 def _disequality(a: Any, b: Any):
-    a = a if isinstance(a, z3.ExprRef) else (z3.BoolVal(bool(a)) if isinstance(a, (bool, np.bool_)) else z3.RealVal(a))
-    b = b if isinstance(b, z3.ExprRef) else (z3.BoolVal(bool(b)) if isinstance(b, (bool, np.bool_)) else z3.RealVal(b))
-    return a != b
+    return as_term(a) != as_term(b)
 
 
 def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Any:

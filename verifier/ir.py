@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -209,3 +210,11 @@ def mesh_sizes(mesh: Mesh) -> dict[str, int]:
     """Names usable in dim expressions for the mesh: ``tp_size`` is the size of ``tp``."""
     return {f"{name}_size": size for name, size in mesh.dims}
 
+
+_REQUIREMENT_RE = re.compile(r"\s*(.+?)\s*(==|>=|<=|!=|>|<)\s*(.+?)\s*")
+
+
+def split_requirement(text: str) -> tuple[str, str, str] | None:
+    """``H % 8 == 0`` -> ("H % 8", "==", "0"); None when there is no comparison."""
+    match = _REQUIREMENT_RE.fullmatch(text)
+    return (match.group(1), match.group(2), match.group(3)) if match else None

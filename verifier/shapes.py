@@ -13,13 +13,12 @@ written.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import replace
 from typing import Any
 
 import z3
 
-from .ir import Dim, Program, dim_symbols, eval_dim
+from .ir import Dim, Program, dim_symbols, eval_dim, mesh_sizes, split_requirement
 from .placements import Shard
 
 
@@ -35,7 +34,7 @@ def _z3_env(program: Program) -> dict[str, z3.ArithRef]:
 
 def mesh_size_names(program: Program) -> dict[str, int]:
     """In dim expressions ``tp_size`` is the size of mesh dim ``tp`` (1 in the reference)."""
-    return {f"{name}_size": size for name, size in program.mesh.dims}
+    return mesh_sizes(program.mesh)
 
 
 def _requirements(program: Program, env: dict[str, Any]) -> list:
@@ -49,11 +48,11 @@ def _requirements(program: Program, env: dict[str, Any]) -> list:
 
 
 def _parse_requirement(text: str, env: dict[str, Any]):
-    match = re.fullmatch(r"\s*(.+?)\s*(==|>=|<=|>|<|!=)\s*(.+?)\s*", text)
-    if not match:
+    parts = split_requirement(text)
+    if parts is None:
         raise ShapeProblem(f"expected a requirement like 'H % 8 == 0', got {text!r}")
     try:
-        left, operator, right = eval_dim(match.group(1), env), match.group(2), eval_dim(match.group(3), env)
+        left, operator, right = eval_dim(parts[0], env), parts[1], eval_dim(parts[2], env)
     except (KeyError, SyntaxError, z3.Z3Exception) as problem:
         raise ShapeProblem(f"expected a requirement over declared dims with + - * / %, got {text!r}"
                            f" ({problem.__class__.__name__})") from None

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .ir import Dim, Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax, dim_symbols
+from .ir import (Dim, Function, Gradient, Mesh, Op, Output, Program, Span, TensorSpec, check_dim_syntax, dim_symbols,
+                 split_requirement)
 from .placements import Placement, R, parse_placement
 
 
@@ -303,10 +304,10 @@ def parse_program(text: str, file: str | None = None) -> Program:
 
 
 def _check_requirement(text: str, dims: dict, file: str | None, lineno: int, col: int) -> None:
-    match = re.fullmatch(r"(.+?)(==|>=|<=|!=|>|<)(.+)", text)
-    if not match:
+    parts = split_requirement(text)
+    if parts is None:
         raise ParseError(file, lineno, col, f"expected a requirement like 'H % 8 == 0', got {text!r}")
-    for side in (match.group(1), match.group(3)):
+    for side in (parts[0], parts[2]):
         try:
             check_dim_syntax(side.strip())
         except ValueError:

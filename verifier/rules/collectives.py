@@ -32,7 +32,7 @@ def combine(xp, values, op: str):
     raise ShapeError(f"unknown reduce op {op!r} (expected sum, avg, max or min)")
 
 
-def _collective(name: str, evaluate_group, on_group_dim, *, arity=(1, 1), required=("mesh_dim",)):
+def _collective(name: str, evaluate_group, on_group_dim, *, arity=(1, 1), shape=_same_shape):
     """Register a collective whose placement rule only concerns its own mesh dim."""
 
     def placement(placements, ctx: PlacementContext) -> list[Placement]:
@@ -45,8 +45,7 @@ def _collective(name: str, evaluate_group, on_group_dim, *, arity=(1, 1), requir
             return [[value] for value in evaluate_group(xp, [args[0] for args in per_rank_args], attrs)]
         return [[value] for value in evaluate_group(xp, per_rank_args, attrs)]
 
-    register(OpRule(name, _same_shape if name != "vocab_parallel_embedding" else _vpe_shape, placement,
-                    evaluate_group=evaluate_all, arity=arity, required_attrs=required))
+    register(OpRule(name, shape, placement, evaluate_group=evaluate_all, arity=arity, required_attrs=("mesh_dim",)))
 
 
 def _op(ctx: PlacementContext) -> str:
@@ -238,7 +237,7 @@ def _vpe_group(xp, values, attrs):
     return [xp.take_rows(table, ids)] * len(values)
 
 
-_collective("vocab_parallel_embedding", _vpe_group, _vpe_placement, arity=(2, 2))
+_collective("vocab_parallel_embedding", _vpe_group, _vpe_placement, arity=(2, 2), shape=_vpe_shape)
 
 
 def _vpce_placement(placements, ctx):
@@ -263,16 +262,7 @@ def _vpce_shape(shapes, attrs, mesh):
     return [tuple(target) if attrs.get("reduction", "none") == "none" else ()]
 
 
-def _vpce_on_dim(placements, ctx):
-    if ctx.attrs.get("mesh_dim") != ctx.mesh_dim:
-        return [placements[0]]
-    return [_vpce_placement(placements, ctx)]
-
-
-register(OpRule("vocab_parallel_cross_entropy", _vpce_shape, _vpce_on_dim,
-                evaluate_group=lambda xp, per_rank_args, attrs: [[loss] for loss in _vpce_group(xp, per_rank_args,
-                                                                                                 attrs)],
-                arity=(2, 2), required_attrs=("mesh_dim",)))
+_collective("vocab_parallel_cross_entropy", _vpce_group, _vpce_placement, arity=(2, 2), shape=_vpce_shape)
 
 
 # --- backward of the fused vocab-parallel ops: the full gradient, each rank keeps its shard --
