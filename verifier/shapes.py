@@ -155,10 +155,9 @@ def reduced_env(program: Program) -> dict[str, int]:
     if not program.dims:
         return {}
     declared = bound_env(program)
-    if declared is not None:
-        sized = instantiate(program, declared)
-        if sum(math.prod(int(d) for d in spec.shape) for spec in sized.inputs) <= SMALL_ENOUGH:
-            return declared
+    if declared is not None and sum(math.prod(int(eval_dim(d, declared)) for d in spec.shape)
+                                    for spec in program.inputs) <= SMALL_ENOUGH:
+        return declared  # only the input sizes matter here: no need to instantiate every op
     env = _z3_env(program)
     hard = [symbol >= 1 for symbol in env.values()]
     hard += [_parse_requirement(r, env) for r in program.requires]
