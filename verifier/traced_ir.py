@@ -1,0 +1,56 @@
+"""The IR of a traced run: what the user's code really did, once on one device and once per rank.
+
+The tracing frontend (``frontends/traced``) runs the user's code under real torch and records
+every op.  It hands the verifier a ``TracedProgram``:
+
+* ``inputs``: the leaves of the *reference* run (world size 1): entry arguments, parameters,
+  tensors the code drew at random.  They are the free variables of the proof.
+* ``reference``: the straight-line ops of the world-1 run, over the input names.
+* ``ranks[r]``: the straight-line ops of rank ``r`` of the parallel run.  A rank reads the same
+  input names; where the rank holds only a piece of a leaf (a sharded parameter), its op list
+  starts with the ``slice`` ops the parameter correspondence derived (their ``span`` is the
+  line that created the parameter, their ``attrs["layout_source"]`` says where the layout came
+  from: "dtensor", "megatron", "shape" or "user").
+  Collectives carry ``attrs["group"]``: the tuple of global ranks that take part, in group
+  order; the k-th collective a rank issues on a group meets the k-th of every other member.
+  Point-to-point ops carry ``attrs["peer"]`` (a global rank) and ``attrs["tag"]``.
+* ``comparisons``: what must agree.  Each says: the reference value ``reference`` restricted to
+  ``regions[r]`` equals rank r's value ``per_rank[r]`` (a rank with ``None`` holds no piece).
+  A replicated output has the whole tensor as every rank's region; a sharded one the rank's
+  chunk.  Gradients are compared the same way, after whatever synchronisation the code did.
+* ``assumptions``: sentences the verdict must repeat (layouts assumed, data-dependent branches
+  followed for the recorded inputs, sizes the code was run at).
+
+Op kinds and their semantics are the registry's (``verifier/registry.py``); nothing here
+re-states what an op computes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import Op, Span, TensorSpec
+
+Region = tuple[tuple[int, int], ...]  # (start, stop) per dim of the reference value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    label: str                      # "output 0", "gradient of fc1.weight", "loss"
+    kind: str                       # "output" | "gradient"
+    reference: str                  # value name in the reference op list
+    per_rank: tuple[str | None, ...]
+    regions: tuple[Region | None, ...]
+    span: Span = field(default_factory=Span)
+
+
+@dataclass(frozen=True)
+class TracedProgram:
+    world: int
+    mesh: dict[str, int]            # named mesh dims for the report (e.g. {"dp": 2, "tp": 2})
+    inputs: tuple[TensorSpec, ...]
+    reference: tuple[Op, ...]
+    ranks: tuple[tuple[Op, ...], ...]
+    comparisons: tuple[Comparison, ...]
+    assumptions: tuple[str, ...] = ()
+    passes: tuple[str, ...] = ("forward",)   # "forward", "backward": what the recording covers
+    source: str | None = None
