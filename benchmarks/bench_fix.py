@@ -18,7 +18,8 @@ from pathlib import Path
 
 from verifier.check import check_program
 from verifier.stacks import StackShape, llama_stack_vir
-from verifier.synthesis import Budget, source_fixes, synthesize
+from verifier.synthesis import Budget, synthesize
+from verify_agent.repair import source_fixes
 from verifier.text_format import parse_program
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -179,7 +179,7 @@ def fix(
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github."),
 ) -> None:
     """Search verified fixes (unified diffs ranked by communication cost); --write applies the best."""
-    from verifier.synthesis.commands import UsageError, fix_file
+    from .repair.commands import UsageError, fix_file
 
     from .pipeline import TranslateOptions
 
@@ -210,8 +210,8 @@ def review(
     """Check the Python files changed since --base; write a GitHub review (suggestions) and SARIF."""
     import json
 
-    from verifier.synthesis.commands import UsageError
-    from verifier.synthesis.review import run_review
+    from .repair.commands import UsageError
+    from .repair.review import run_review
 
     progress = Console(stderr=True, highlight=False)
     try:

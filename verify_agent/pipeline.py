@@ -113,7 +113,7 @@ def _mesh_dict(mesh: Optional[str]) -> Optional[dict]:
 def _add_fixes(source: str, path: str, translation: Translation, report: Report, options: TranslateOptions,
                progress: Progress) -> None:
     try:
-        from verifier.synthesis import suggest_fixes
+        from .repair import suggest_fixes
     except ImportError:
         return
     report.fixes.extend(suggest_fixes(source, path, translation, report, progress=progress))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 
 from verify_agent.pipeline import TranslateOptions
-from verifier.synthesis.commands import fix_file
+from verify_agent.repair.commands import fix_file
 
 from .support import MODELS
 

@@ -8,7 +8,7 @@ import pytest
 
 from frontends import translate_source
 from verifier.check import check_program
-from verifier.synthesis import source_fixes
+from verify_agent.repair import source_fixes
 
 from .support import MODELS
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from verifier.synthesis.review import review, suggestion_blocks
+from verify_agent.repair.review import review, suggestion_blocks
 
 from .support import MODELS
 

@@ -9,7 +9,7 @@ import pytest
 from frontends import translate_source
 from frontends.base import SourceError
 from verifier.check import check_program
-from verifier.synthesis import source_fixes, suggest_fixes
+from verify_agent.repair import source_fixes, suggest_fixes
 
 from .support import MODELS, apply_unified_diff, changed_line_count
 

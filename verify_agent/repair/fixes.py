@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ..report import Fix, Report
-from .cost import CostModel, program_cost
-from .search import Budget, synthesize
-from .symptoms import NotAnalysable, analyse
+from verifier.report import Fix, Report
+from verifier.synthesis.cost import CostModel, program_cost
+from verifier.synthesis.search import Budget, synthesize
+from verifier.synthesis.symptoms import NotAnalysable, analyse
 
 Progress = Optional[Callable[[str], None]]
 
@@ -41,7 +41,7 @@ def verify_source(patched: str, path: str, translation: Any, model: CostModel = 
     from frontends import translate_source
     from frontends.base import SourceError
 
-    from ..check import check_program
+    from verifier.check import check_program
 
     try:
         again = translate_source(patched, path, entry=translation.entry, mesh=_mesh_text(translation.program))

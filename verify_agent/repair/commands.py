@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..report import Fix, Report
+from verifier.report import Fix, Report
 from .fixes import SourceFix, source_fixes
 
 Progress = Optional[Callable[[str], None]]
@@ -20,14 +20,14 @@ class UsageError(Exception):
 
 
 def _options(options=None):
-    from verify_agent.pipeline import TranslateOptions
+    from ..pipeline import TranslateOptions
 
     return options if options is not None else TranslateOptions()
 
 
 def check_file(path: str | Path, options=None, progress: Progress = None):
     """Read and verify one file; (source, TranslateResult)."""
-    from verify_agent.pipeline import translate_and_verify
+    from ..pipeline import translate_and_verify
 
     path = Path(path)
     try:

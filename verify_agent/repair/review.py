@@ -8,7 +8,7 @@ Checks the Python files changed since ``REF`` and returns
 * SARIF 2.1.0 of the same findings, with each verified patch as a SARIF ``fix``.
 
 GitHub only accepts comments on lines of the pull request's diff; a finding elsewhere is
-listed in the review body instead.  Run as ``python -m verifier.synthesis.review``.
+listed in the review body instead.  Run as ``python -m verify_agent.repair.review``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..report import ERROR, Report
+from verifier.report import ERROR, Report
 from .commands import UsageError, check_file
 from .fixes import SourceFix, source_fixes
 
@@ -159,7 +159,7 @@ def review_body(results: list[FileResult], skipped: list[str], elsewhere: list[s
 
 def sarif_with_fixes(results: list[FileResult]) -> str:
     """SARIF 2.1.0 of the reports, each file's best verified patch attached as a SARIF fix."""
-    from verify_agent.render import render_sarif
+    from ..render import render_sarif
 
     sarif = json.loads(render_sarif([r.report for r in results]))
     by_file = {r.path: r for r in results}
@@ -232,7 +232,7 @@ def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verifier.synthesis.review", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m verify_agent.repair.review", description=__doc__.split("\n")[0])
     parser.add_argument("--base", required=True, help="git ref the pull request is compared with")
     parser.add_argument("--repo", default=".", help="repository checkout (default: .)")
     parser.add_argument("--review-json", default="verify-agent-review.json", help="where to write the review body")
