@@ -13,6 +13,7 @@ import sympy as sp
 
 from verifier.placements import Replicate
 
+from .sizes import to_sym
 from . import dtensor, explicit, megatron, nn_modules, torch_ops  # noqa: F401  (register their idioms)
 from .base import SourceError, Translation, Unsupported
 from .builder import Builder
@@ -46,7 +47,7 @@ def translate_source(source: str, path: str, *, entry: str | None = None, mesh: 
         outputs = _run(it, src, name, kind, inputs or {}, path)
         program = builder.program(outputs)
     except UserError as error:
-        raise SourceError(path, error.line, error.message) from None
+        raise SourceError(path, error.line or it.current_line, error.message) from None
     except UnsupportedError as error:
         return Translation(None, style, name, [Unsupported(error.line, error.construct, error.reason)],
                            notes=it.notes, backward_bodies=it.backward_bodies)
@@ -159,7 +160,7 @@ def _inputs(it: Interpreter, src, params: list[str], specs, overrides: dict, nod
         dims = tuple(it.dims.dim(s) for s in shape)
         ir_name = it.builder.add_input(name, dims, dtype, tuple(Replicate() for _ in it.dims.mesh.names), at,
                                        bounds)
-        tensors.append(Tensor(ir_name, tuple(sp.sympify(s) for s in shape), dtype, origin="input"))
+        tensors.append(Tensor(ir_name, tuple(to_sym(s) for s in shape), dtype, origin="input"))
     return tensors
 
 

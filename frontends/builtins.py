@@ -5,6 +5,7 @@ from typing import Any
 
 import sympy as sp
 
+from .sizes import to_sym
 from .library import Call
 from .values import BufferList, HandleList, ModuleObj, QualName, Tensor, UnsupportedError, WorldPieces
 
@@ -14,7 +15,7 @@ def call_builtin(cx: Call, name: str, args: list, kwargs: dict) -> Any:
     from .interpreter import RangeObj, _is_number, _sym
 
     if name == "range":
-        values = [sp.sympify(a) for a in args]
+        values = [to_sym(a) for a in args]
         start, stop, step = (sp.Integer(0), values[0], sp.Integer(1)) if len(values) == 1 else (
             values[0], values[1], values[2] if len(values) > 2 else sp.Integer(1))
         world_dims = None
@@ -46,7 +47,7 @@ def call_builtin(cx: Call, name: str, args: list, kwargs: dict) -> Any:
         (value,) = args
         if isinstance(value, float):
             return sp.Integer(int(value))
-        value = sp.sympify(value)
+        value = to_sym(value)
         if value.is_integer:
             return value
         return sp.Integer(int(it.dims.pin(value)))
@@ -54,7 +55,7 @@ def call_builtin(cx: Call, name: str, args: list, kwargs: dict) -> Any:
         (value,) = args
         if isinstance(value, str):
             return float(value)
-        return sp.Float(value) if sp.sympify(value).is_number else sp.sympify(value) * sp.Float(1.0)
+        return sp.Float(value) if to_sym(value).is_number else to_sym(value) * sp.Float(1.0)
     if name in ("min", "max"):
         values = list(args[0]) if len(args) == 1 else list(args)
         if all(_is_number(v) for v in values):
@@ -192,9 +193,9 @@ def _register_math() -> None:
 
     @function("math.prod")
     def prod(cx: Call, values, start=1):
-        out = sp.sympify(start)
+        out = to_sym(start)
         for v in values:
-            out = out * sp.sympify(v)
+            out = out * to_sym(v)
         return out
 
 

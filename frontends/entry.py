@@ -21,6 +21,7 @@ import sympy as sp
 
 from verifier.ir import Mesh
 
+from .sizes import to_sym
 from .library import Call
 from .source import SourceFile, canonical, dotted, uses_distributed
 from .values import DType, UnsupportedError, UserError
@@ -238,7 +239,7 @@ def input_spec(cx: Call, name: str, args: tuple, kwargs: dict) -> InputSpec:
         if len(args) != 3:
             raise UnsupportedError(cx.line, "torch.randint", "expected randint(low, high, size)")
         low, high, size = args
-        bounds = (it.attr_dim(low, cx.line, "randint") if sp.sympify(low) != 0 else 0,
+        bounds = (it.attr_dim(low, cx.line, "randint") if to_sym(low) != 0 else 0,
                   it.attr_dim(high, cx.line, "randint"))
         shape = _sizes(cx, (size,))
         dtype = dtype or "i64"

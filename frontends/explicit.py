@@ -21,6 +21,7 @@ from typing import Any
 import libcst as cst
 import sympy as sp
 
+from .sizes import to_sym
 from .builtins import _dim_sets
 from .library import CONSTANTS, Call, function, object_method
 from .values import (MISSING, BufferList, ClassObj, FunctionObj, GroupObj, Handle, HandleList, MeshObj,
@@ -68,7 +69,7 @@ def world_dims_of(cx: Call, count: Any) -> tuple[str, ...]:
     """The mesh dims whose ranks ``count`` counts (``count`` is a world size)."""
     it = cx.it
     for dims in _dim_sets(it.dims.mesh.names):
-        if sp.cancel(sp.sympify(count) - it.dims.world(dims)) == 0:
+        if sp.cancel(to_sym(count) - it.dims.world(dims)) == 0:
             return dims
     raise UnsupportedError(cx.line, "world size", f"{it.describe(count)} pieces: only the world size of a process "
                                                   f"group is modelled")
@@ -437,7 +438,7 @@ def _peer(cx: Call, peer: Any, group: Any) -> tuple[str, str]:
                                                           "modelled")
     if peer is None:
         raise UnsupportedError(cx.line, "recv", "receiving from any source is not modelled")
-    return mesh_dim, it.dims.mesh_expr(sp.sympify(peer))
+    return mesh_dim, it.dims.mesh_expr(to_sym(peer))
 
 
 @function("dist.send", "dist.isend")

@@ -14,6 +14,7 @@ from typing import Any
 import libcst as cst
 import sympy as sp
 
+from .sizes import to_sym
 from .builder import Builder
 from .library import CONSTANTS, FUNCTIONS, LAYERS, METHODS, OBJECT_METHODS, Call
 from .ops import Emitter
@@ -1235,7 +1236,7 @@ def _is_condition(value: Any) -> bool:
 def _sym(value: Any) -> Any:
     if isinstance(value, float):
         return sp.Float(value)
-    return sp.sympify(value)
+    return to_sym(value)
 
 
 def _key(value: Any) -> Any:

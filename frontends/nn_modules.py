@@ -14,6 +14,7 @@ import sympy as sp
 
 from verifier.placements import Placement, Replicate, Shard
 
+from .sizes import to_sym
 from .library import Call, function, layer
 from .torch_ops import dtype_of
 from .values import ModuleObj, Tensor, UnsupportedError
@@ -42,7 +43,7 @@ def make_param(cx: Call, local_shape: tuple, dtype: str, line: int | None) -> Te
     placements: dict[str, Placement] = {}
     global_shape = []
     for d, size in enumerate(local_shape):
-        size = sp.sympify(size)
+        size = to_sym(size)
         if it.dims.depends_on_rank(size):
             raise UnsupportedError(line, "parameter", "a parameter size that depends on the rank is not modelled")
         used = [name for name in it.dims.mesh.names if it.dims.size[name] in size.free_symbols]
@@ -63,7 +64,7 @@ def make_param(cx: Call, local_shape: tuple, dtype: str, line: int | None) -> Te
 def param_tensor(cx: Call, global_shape: tuple, placements: dict[str, Placement], dtype: str,
                  line: int | None) -> Tensor:
     it = cx.it
-    info = ParamInfo(None, None, tuple(sp.sympify(s) for s in global_shape), dict(placements), line, dtype)
+    info = ParamInfo(None, None, tuple(to_sym(s) for s in global_shape), dict(placements), line, dtype)
     t = Tensor(None, local_shape(it, info), dtype, origin="parameter")
     t.param = info
 

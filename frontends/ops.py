@@ -14,6 +14,7 @@ import sympy as sp
 
 from verifier.placements import Partial, Replicate, Shard
 
+from .sizes import to_sym
 from .builder import Builder
 from .symbolic import Dims, ShapeMismatch, _integer_polynomial
 from .values import Tensor, UnsupportedError
@@ -58,7 +59,7 @@ class Emitter:
            line: int | None, *, dt: tuple | None = None, dt_mesh=None, unconditional: bool = False) -> Tensor:
         names = [self.use(a, line) for a in args]
         (result,), _ = self.builder.emit(kind, names, attrs, line, unconditional=unconditional)
-        out = Tensor(result, tuple(sp.sympify(s) for s in shape), dtype)
+        out = Tensor(result, tuple(to_sym(s) for s in shape), dtype)
         if dt is not None:
             out.dt, out.dt_mesh = dt, dt_mesh
         return out
@@ -69,7 +70,7 @@ class Emitter:
         results, _ = self.builder.emit(kind, names, attrs, line, results=len(shapes))
         outs = []
         for name, shape in zip(results, shapes):
-            out = Tensor(name, tuple(sp.sympify(s) for s in shape), dtype)
+            out = Tensor(name, tuple(to_sym(s) for s in shape), dtype)
             if dt is not None:
                 out.dt, out.dt_mesh = dt, dt_mesh
             outs.append(out)
@@ -144,7 +145,7 @@ class Emitter:
     def mesh_size_dim(self, size, line: int | None, what: str) -> str:
         """A size over mesh sizes as an IR expression using ``<mesh dim>_size``."""
         names = {self.dims.size[name]: f"{name}_size" for name in self.dims.mesh.names}
-        size = sp.sympify(size)
+        size = to_sym(size)
         numerator, denominator = sp.fraction(sp.together(size))
         self.divisible(numerator.subs(self.dims.mesh_values), denominator.subs(self.dims.mesh_values), what, line)
         try:
@@ -175,7 +176,7 @@ class Emitter:
                 continue
             for other in wide[1:]:
                 self.unify(wide[0], other, "broadcast", line)
-            out.append(sp.sympify(wide[0]))
+            out.append(to_sym(wide[0]))
         return tuple(reversed(out))
 
     # -- dtypes -------------------------------------------------------------------------
@@ -198,7 +199,7 @@ class Emitter:
             return value
         if isinstance(value, (int, float)):
             return value
-        value = sp.sympify(value)
+        value = to_sym(value)
         if value.is_Integer:
             return int(value)
         if value.is_number:
@@ -211,7 +212,7 @@ class Emitter:
     def scalar_tensor(self, value, line: int | None) -> Tensor:
         """A 0-d tensor holding a Python number that depends on the rank or world size."""
         cache = self.__dict__.setdefault("_scalar_cache", {})
-        value = sp.sympify(value)
+        value = to_sym(value)
         key = sp.srepr(value)
         if key in cache:
             return cache[key]
@@ -282,7 +283,7 @@ class Emitter:
     def _integral(self, value) -> bool:
         """Is ``value`` an integer for the file's sizes whatever the rank (Python ``//`` semantics)?"""
         from .symbolic import _integer_polynomial
-        concrete = sp.sympify(value).subs(self.dims.values).subs(self.dims.mesh_values)
+        concrete = to_sym(value).subs(self.dims.values).subs(self.dims.mesh_values)
         return _integer_polynomial(sp.expand(concrete))
 
     def _scalar_binary(self, kind: str, a: Tensor, b: Tensor, line: int | None) -> Tensor:
@@ -381,11 +382,11 @@ class Emitter:
 
     # -- shapes -------------------------------------------------------------------------
     def numel(self, shape: Sequence) -> sp.Expr:
-        return sp.Mul(*[sp.sympify(s) for s in shape]) if shape else sp.Integer(1)
+        return sp.Mul(*[to_sym(s) for s in shape]) if shape else sp.Integer(1)
 
     def reshape(self, x: Tensor, target: Sequence, line: int | None, what: str = "reshape") -> Tensor:
         """``x.view(*target)``: ``-1`` allowed once; mesh-dependent sizes are written -1."""
-        target = [sp.sympify(t) for t in target]
+        target = [to_sym(t) for t in target]
         total = self.numel(x.shape)
         holes = [i for i, t in enumerate(target) if t == -1]
         if len(holes) > 1:
@@ -441,8 +442,8 @@ class Emitter:
 
     def slice(self, x: Tensor, dim: int, start, end, line: int | None) -> Tensor:
         size = x.shape[dim]
-        start = sp.Integer(0) if start is None else sp.sympify(start)
-        end = size if end is None else sp.sympify(end)
+        start = sp.Integer(0) if start is None else to_sym(start)
+        end = size if end is None else to_sym(end)
         for bound in (start, end):
             if self.dims.depends_on_mesh(bound):
                 raise UnsupportedError(line, "slice", f"bound {self.describe(bound)} depends on the rank or world "
@@ -458,7 +459,7 @@ class Emitter:
         if end != size:
             attrs["end"] = self.dims.dim(end) if not (end.is_number and end < 0) else int(end)
         shape = list(x.shape)
-        shape[dim] = sp.sympify(length)
+        shape[dim] = to_sym(length)
         self.dtensor_guard("slice", [x], line)
         return self.as_view(self.op("slice", [x], attrs, shape, x.dtype, line), x)
 
@@ -506,11 +507,11 @@ class Emitter:
         return [self.as_view(o, x) for o in outs]
 
     def split(self, x: Tensor, sizes: Sequence, dim: int, line: int | None) -> list[Tensor]:
-        self.unify(sp.Add(*[sp.sympify(s) for s in sizes]), x.shape[dim], "split", line)
+        self.unify(sp.Add(*[to_sym(s) for s in sizes]), x.shape[dim], "split", line)
         shapes = []
         for s in sizes:
             shape = list(x.shape)
-            shape[dim] = sp.sympify(s)
+            shape[dim] = to_sym(s)
             shapes.append(shape)
         attr = [self.attr_dim(s, line, "split") for s in sizes]
         self.dtensor_guard("split", [x], line)

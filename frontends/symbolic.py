@@ -15,6 +15,8 @@ import sympy as sp
 
 from verifier.ir import Mesh
 
+from .sizes import to_sym
+
 
 class ShapeMismatch(Exception):
     """Two sizes that must agree do not (with the file's values)."""
@@ -103,7 +105,7 @@ class Dims:
 
     def at_mesh(self, expr):
         """``expr`` with the mesh sizes replaced by the real mesh's sizes."""
-        return sp.sympify(expr).subs(self.mesh_values) if isinstance(expr, sp.Basic) else expr
+        return to_sym(expr).subs(self.mesh_values) if isinstance(expr, sp.Basic) else expr
 
     # -- assumptions --------------------------------------------------------------------
     def require(self, text: str) -> None:
@@ -112,7 +114,7 @@ class Dims:
 
     def unify(self, a, b, what: str) -> None:
         """Assume ``a == b`` (two sizes that must agree), recording a requirement if needed."""
-        a, b = sp.sympify(a), sp.sympify(b)
+        a, b = to_sym(a), to_sym(b)
         if sp.cancel(a - b) == 0:
             return
         if self.depends_on_rank(a) or self.depends_on_rank(b):
@@ -132,7 +134,7 @@ class Dims:
 
     def divisible(self, expr, divisor) -> None:
         """Assume ``divisor`` divides ``expr`` exactly."""
-        expr, divisor = self.at_mesh(sp.sympify(expr)), self.at_mesh(sp.sympify(divisor))
+        expr, divisor = self.at_mesh(to_sym(expr)), self.at_mesh(to_sym(divisor))
         quotient = sp.cancel(expr / divisor)
         if _integer_polynomial(quotient):
             return
@@ -150,7 +152,7 @@ class Dims:
 
     def floordiv(self, a, b):
         """Python ``a // b`` on sizes: exact division when the file's values divide."""
-        a, b = sp.sympify(a), sp.sympify(b)
+        a, b = to_sym(a), to_sym(b)
         if a.is_number and b.is_number:
             return sp.Integer(int(a) // int(b))
         try:
@@ -177,14 +179,14 @@ class Dims:
     def format(self, expr, *, atom: bool = False, names: dict | None = None) -> str:
         """An IR expression: ``+ - * / % **`` over ints and names (``/`` is exact division)."""
         names = names or {}
-        text = _Printer(names).print(sp.sympify(expr))
+        text = _Printer(names).print(to_sym(expr))
         if atom and not _is_atomic(text):
             return f"({text})"
         return text
 
     def dim(self, expr):
         """An IR dim (int or expression string) for a size free of mesh symbols."""
-        expr = sp.sympify(expr)
+        expr = to_sym(expr)
         if self.depends_on_mesh(expr):
             raise ValueError(f"size {expr} depends on the mesh")
         if expr.is_Integer:
@@ -211,7 +213,7 @@ class Dims:
 
 
 def _integer_polynomial(expr) -> bool:
-    expr = sp.sympify(expr)
+    expr = to_sym(expr)
     if expr.is_Integer:
         return True
     try:

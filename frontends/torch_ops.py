@@ -10,6 +10,7 @@ from typing import Any
 
 import sympy as sp
 
+from .sizes import to_sym
 from .library import CONSTANTS, Call, function, method
 from .ops import FLOATS
 from .values import (MISSING, DType, MaxResult, NoOpContext, Tensor, UnsupportedError, WorldPieces)
@@ -48,7 +49,7 @@ def _sizes(cx: Call, args: tuple) -> tuple:
     for a in args:
         if isinstance(a, Tensor):
             raise UnsupportedError(cx.line, "size", "a size given by a tensor")
-        out.append(sp.sympify(a))
+        out.append(to_sym(a))
     return tuple(out)
 
 
@@ -105,7 +106,7 @@ def _rank_block(it, start, stop, size) -> tuple[str, ...] | None:
     length = sp.cancel(stop - start)
     if it.dims.depends_on_rank(length):
         return None
-    dims = tuple(name for name in it.dims.mesh.names if it.dims.rank[name] in sp.sympify(start).free_symbols)
+    dims = tuple(name for name in it.dims.mesh.names if it.dims.rank[name] in to_sym(start).free_symbols)
     if not dims:
         return None
     rank = it.dims.global_rank(dims)
@@ -154,8 +155,8 @@ def tensor_getitem(cx: Call, t: Tensor, index: list) -> Tensor:
                 final_shape.append(out.shape[dim])
                 dim += 1
                 continue
-            block = _rank_block(it, sp.sympify(start if start is not None else 0),
-                                sp.sympify(stop if stop is not None else size), size)
+            block = _rank_block(it, to_sym(start if start is not None else 0),
+                                to_sym(stop if stop is not None else size), size)
             if block is not None:
                 out = it.local_chunk(out, dim, block, cx.line)
             else:
@@ -163,7 +164,7 @@ def tensor_getitem(cx: Call, t: Tensor, index: list) -> Tensor:
             final_shape.append(out.shape[dim])
             dim += 1
             continue
-        value = sp.sympify(item)
+        value = to_sym(item)
         if it.dims.depends_on_rank(value):
             dims = _rank_block(it, value, value + 1, out.shape[dim])
             if dims is None:
@@ -651,7 +652,7 @@ def chunk_or_pieces(cx: Call, t: Tensor, count, dim) -> Any:
     """``x.chunk(n, dim)``: n pieces, or with n == world the ranks' pieces."""
     it = cx.it
     d = it.norm_dim(dim, t.ndim, cx.line)
-    count = sp.sympify(count)
+    count = to_sym(count)
     if it.dims.depends_on_mesh(count):
         from .explicit import world_dims_of
         dims = world_dims_of(cx, count)
@@ -674,8 +675,8 @@ def _split(cx: Call, t, split_size_or_sections, dim=0):
     d = it.norm_dim(dim, t.ndim, cx.line)
     sizes = split_size_or_sections
     if isinstance(sizes, (list, tuple)):
-        return it.split(t, [sp.sympify(s) for s in sizes], d, cx.line)
-    size = sp.sympify(sizes)
+        return it.split(t, [to_sym(s) for s in sizes], d, cx.line)
+    size = to_sym(sizes)
     count = sp.cancel(t.shape[d] / size)
     if it.dims.depends_on_mesh(count) or it.dims.depends_on_mesh(size):
         from .explicit import world_dims_of
@@ -691,7 +692,7 @@ def _narrow(cx: Call, t, dim, start, length):
     it = cx.it
     t = _tensor(cx, t, "narrow")
     d = it.norm_dim(dim, t.ndim, cx.line)
-    start, length = sp.sympify(start), sp.sympify(length)
+    start, length = to_sym(start), to_sym(length)
     block = _rank_block(it, start, start + length, t.shape[d])
     if block is not None:
         return it.local_chunk(t, d, block, cx.line)
@@ -783,7 +784,7 @@ method("log_softmax")(_softmax_handler("log_softmax"))
 
 def _normalized_shape(cx: Call, t: Tensor, normalized_shape, what: str) -> None:
     shape = _sizes(cx, (normalized_shape,)) if isinstance(normalized_shape, (list, tuple)) else \
-        (sp.sympify(normalized_shape),)
+        (to_sym(normalized_shape),)
     if len(shape) != 1:
         raise UnsupportedError(cx.line, what, "normalising over more than the last dim is not modelled")
     cx.it.unify(shape[0], t.shape[-1], what, cx.line)
@@ -873,7 +874,7 @@ def _sdpa(cx: Call, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     if is_causal:
         attrs["causal"] = True
     if scale is not None:
-        attrs["scale"] = float(it.dims.concrete(sp.sympify(scale))) if isinstance(scale, sp.Basic) else float(scale)
+        attrs["scale"] = float(it.dims.concrete(to_sym(scale))) if isinstance(scale, sp.Basic) else float(scale)
     it.dtensor_guard("sdpa", [q, k, v], cx.line)
     return it.op("sdpa", [q, k, v], attrs, tuple(q.shape[:-1]) + (v.shape[-1],), q.dtype, cx.line)
 
