@@ -1,0 +1,279 @@
+"""Recorded ``aten.*`` linear algebra and neural-network ops, forward and backward.
+
+Products reuse ``matmul``/``linear``; softmax and log-softmax reuse the row-wise rules; the
+embedding lookup and its gradient reuse ``embedding``/``embedding_grad``; attention reuses
+``attention_probs``.  Layer norm is written the way aten computes it (``mean``, ``rstd`` are
+outputs the backward reads back): everything is exact polynomial arithmetic except
+``rstd = rsqrt(var + eps)``, an uninterpreted function of the (normal-form) variance.
+Backward formulas are likewise polynomials in the values the forward saved (softmax
+output, ``rstd``, attention probabilities), so they are exact in Z3.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import ShapeError, norm_dim
+from .aten import AtenUnsupported, aten, as_float, call, kind_of, literal, optional_tensors
+
+
+def _array(xp, value):
+    return np.array(value, dtype=object) if xp.symbolic else np.array(value, dtype=float)
+
+
+# --- products -------------------------------------------------------------------------------------
+
+def _matmul(xp, args, attrs, ctx):
+    a, b = (as_float(xp, x) for x in args)
+    squeeze = []
+    if np.ndim(a) == 1:
+        a, squeeze = np.expand_dims(a, 0), squeeze + [-2]
+    if np.ndim(b) == 1:
+        b, squeeze = np.expand_dims(b, -1), squeeze + [-1]
+    out = call("matmul", xp, [a, b])
+    for axis in sorted(squeeze):
+        out = np.squeeze(out, axis=axis if axis == -1 or -1 not in squeeze else -1)
+    return [out]
+
+
+for _name in ("mm.default", "bmm.default", "matmul.default"):
+    aten(f"aten.{_name}", _matmul)
+
+
+def _scale(xp, x, factor):
+    return x if factor in (None, 1) else call("mul", xp, [x], scalar=factor)
+
+
+def _addmm(xp, args, attrs, ctx):
+    """beta * self + alpha * (mat1 @ mat2)  (also baddbmm)."""
+    bias, left, right = args
+    product = _scale(xp, call("matmul", xp, [as_float(xp, left), as_float(xp, right)]), attrs.get("alpha", 1))
+    if attrs.get("beta", 1) == 0:
+        return [product]
+    return [call("add", xp, [_scale(xp, bias, attrs.get("beta", 1)), product])]
+
+
+aten("aten.addmm.default", _addmm)
+aten("aten.baddbmm.default", _addmm)
+
+
+def _linear(xp, args, attrs, ctx):
+    tensors = optional_tensors(args, attrs, ["input", "weight", "bias?"])
+    return [call("linear", xp, [as_float(xp, t) for t in tensors.values()])]
+
+
+aten("aten.linear.default", _linear)
+
+
+# --- layer norm -----------------------------------------------------------------------------------
+
+def _normalised_axes(x, attrs) -> tuple[int, ...]:
+    count = len(attrs.get("normalized_shape", [np.shape(x)[-1]]))
+    if count > np.ndim(x) or count == 0:
+        raise ShapeError(f"normalized_shape {attrs.get('normalized_shape')} does not fit a {np.ndim(x)}-d input")
+    return tuple(range(np.ndim(x) - count, np.ndim(x)))
+
+
+def _mean(xp, x, axes):
+    return call("mean", xp, [x], dim=list(axes), keepdim=True)
+
+
+def _layer_norm(xp, args, attrs, ctx):
+    tensors = optional_tensors(args, attrs, ["input", "weight?", "bias?"])
+    x = as_float(xp, tensors["input"])
+    axes = _normalised_axes(x, attrs)
+    mean = _mean(xp, x, axes)
+    centred = x - mean
+    variance = _mean(xp, centred * centred, axes)
+    rstd = call("rsqrt", xp, [call("add", xp, [variance], scalar=float(attrs.get("eps", 1e-5)))])
+    out = centred * rstd
+    if "weight" in tensors:
+        out = out * tensors["weight"]
+    if "bias" in tensors:
+        out = out + tensors["bias"]
+    return [_array(xp, out), _array(xp, mean), _array(xp, rstd)]
+
+
+def _layer_norm_backward(xp, args, attrs, ctx):
+    tensors = optional_tensors(args, attrs, ["grad_out", "input", "mean", "rstd", "weight?", "bias?"])
+    grad, x, mean, rstd = (as_float(xp, tensors[k]) for k in ("grad_out", "input", "mean", "rstd"))
+    axes = _normalised_axes(x, attrs)
+    xhat = (x - mean) * rstd
+    scaled = grad * tensors["weight"] if "weight" in tensors else grad
+    grad_input = rstd * (scaled - _mean(xp, scaled, axes) - xhat * _mean(xp, scaled * xhat, axes))
+    batch = list(range(np.ndim(x) - len(axes)))
+    grad_weight = call("sum", xp, [grad * xhat], dim=batch) if batch else grad * xhat
+    grad_bias = call("sum", xp, [grad], dim=batch) if batch else grad
+    return [_array(xp, grad_input), _array(xp, grad_weight), _array(xp, grad_bias)]
+
+
+aten("aten.native_layer_norm.default", _layer_norm)
+aten("aten.native_layer_norm_backward.default", _layer_norm_backward)
+
+
+# --- softmax --------------------------------------------------------------------------------------
+
+def _softmax(rule: str):
+    def evaluate(xp, args, attrs, ctx):
+        return [call(rule, xp, [as_float(xp, args[0])], dim=int(attrs.get("dim", -1)))]
+    return evaluate
+
+
+def _softmax_backward(xp, args, attrs, ctx):
+    """grad_in = y * (g - sum(g * y)) with y the softmax output."""
+    grad, output = args
+    dim = norm_dim(int(attrs.get("dim", -1)), np.ndim(output))
+    inner = call("sum", xp, [grad * output], dim=[dim], keepdim=True)
+    return [_array(xp, output * (grad - inner))]
+
+
+def _log_softmax_backward(xp, args, attrs, ctx):
+    """grad_in = g - exp(y) * sum(g) with y the log-softmax output."""
+    grad, output = args
+    dim = norm_dim(int(attrs.get("dim", -1)), np.ndim(output))
+    total = call("sum", xp, [grad], dim=[dim], keepdim=True)
+    return [_array(xp, grad - call("exp", xp, [output]) * total)]
+
+
+aten("aten._softmax.default", _softmax("softmax"))
+aten("aten._log_softmax.default", _softmax("log_softmax"))
+aten("aten._softmax_backward_data.default", _softmax_backward)
+aten("aten._log_softmax_backward_data.default", _log_softmax_backward)
+
+
+# --- negative log-likelihood ---------------------------------------------------------------------
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _nll_parts(xp, log_probs, target, weight, ignore_index: int):
+    """Per-sample weights (0 where ignored) and a target that is safe to index with."""
+    ignored = call("eq", xp, [target], scalar=ignore_index)
+    safe = call("where", xp, [ignored, literal(xp, np.zeros(np.shape(target)), "int"), target])
+    if weight is None:
+        per_sample = literal(xp, np.ones(np.shape(target)), "float")
+    else:
+        per_sample = xp.take_rows(as_float(xp, weight), safe)
+    zero = literal(xp, np.zeros(np.shape(target)), "float")
+    return safe, call("where", xp, [ignored, zero, per_sample])
+
+
+def _nll_loss_forward(xp, args, attrs, ctx):
+    tensors = optional_tensors(args, attrs, ["self", "target", "weight?"])
+    log_probs, target = as_float(xp, tensors["self"]), tensors["target"]
+    if kind_of(xp, target) != "int":
+        raise AtenUnsupported("nll_loss with probability targets")
+    reduction = _REDUCTIONS.get(int(attrs.get("reduction", 1)))
+    if np.ndim(log_probs) > 2:
+        raise AtenUnsupported("nll_loss over more than one batch dim (use the 2-d form)")
+    safe, weights = _nll_parts(xp, log_probs, target, tensors.get("weight"), int(attrs.get("ignore_index", -100)))
+    losses = -xp.pick(log_probs, safe) * weights
+    total_weight = _array(xp, np.sum(weights))
+    if reduction == "none":  # torch leaves total_weight at 0 when nothing is reduced
+        return [_array(xp, losses), literal(xp, 0.0, "float")]
+    total = _array(xp, np.sum(losses))
+    return [total if reduction == "sum" else _array(xp, call("div", xp, [total, total_weight])), total_weight]
+
+
+def _nll_loss_backward(xp, args, attrs, ctx):
+    tensors = optional_tensors(args, attrs, ["grad_output", "self", "target", "weight?", "total_weight"])
+    grad, log_probs, target = tensors["grad_output"], tensors["self"], tensors["target"]
+    reduction = _REDUCTIONS.get(int(attrs.get("reduction", 1)))
+    safe, weights = _nll_parts(xp, log_probs, target, tensors.get("weight"), int(attrs.get("ignore_index", -100)))
+    scale = -weights * grad
+    if reduction == "mean":
+        scale = call("div", xp, [scale, tensors["total_weight"]])
+    classes = np.shape(log_probs)[-1]
+    onehot = call("eq", xp, [np.expand_dims(safe, -1), literal(xp, np.arange(classes), "int")])
+    zero = literal(xp, np.zeros(np.shape(log_probs)), "float")
+    return [_array(xp, call("where", xp, [onehot, np.broadcast_to(np.expand_dims(scale, -1), np.shape(log_probs)),
+                                          zero]))]
+
+
+aten("aten.nll_loss_forward.default", _nll_loss_forward)
+aten("aten.nll_loss_backward.default", _nll_loss_backward)
+
+
+# --- embedding -------------------------------------------------------------------------------------
+
+def _embedding(xp, args, attrs, ctx):
+    weight, indices = args
+    return [call("embedding", xp, [indices, as_float(xp, weight)])]
+
+
+def _embedding_backward(xp, args, attrs, ctx):
+    grad, indices = args
+    if attrs.get("scale_grad_by_freq"):
+        raise AtenUnsupported("embedding with scale_grad_by_freq=True")
+    rows = int(attrs["num_weights"])
+    table = literal(xp, np.zeros((rows, np.shape(grad)[-1])), "float")
+    (out,) = _embedding_grad(xp, [indices, as_float(xp, grad), table])
+    padding = int(attrs.get("padding_idx", -1))
+    if 0 <= padding < rows:
+        out = _array(xp, out)
+        out[padding] = literal(xp, np.zeros(np.shape(grad)[-1]), "float")
+    return [out]
+
+
+def _embedding_grad(xp, args):
+    from ..registry import REGISTRY
+    from .aten import UNIT
+    return REGISTRY["embedding_grad"].evaluate(xp, args, {}, UNIT)
+
+
+aten("aten.embedding.default", _embedding)
+aten("aten.embedding_dense_backward.default", _embedding_backward)
+
+
+# --- attention -------------------------------------------------------------------------------------
+
+def _attention_inputs(args, attrs):
+    if len(args) != 3 or attrs.get("attn_mask") is not None:
+        raise AtenUnsupported("scaled_dot_product_attention with an attn_mask")
+    if float(attrs.get("dropout_p", 0.0)) != 0.0:
+        raise AtenUnsupported("scaled_dot_product_attention with dropout")
+    return args
+
+
+def _attention_probs(xp, q, k, attrs):
+    from ..registry import REGISTRY
+    from .aten import UNIT
+    return REGISTRY["attention_probs"].evaluate(
+        xp, [q, k], {"causal": bool(attrs.get("is_causal")), "scale": attrs.get("scale")}, UNIT)[0]
+
+
+def _sdpa(xp, args, attrs, ctx):
+    """(output, logsumexp): probabilities from the ``attention_probs`` rule, exact products."""
+    q, k, v = (as_float(xp, a) for a in _attention_inputs(args, attrs))
+    probs = _attention_probs(xp, q, k, attrs)
+    out = call("matmul", xp, [probs, v])
+    scale = attrs.get("scale")
+    scale = 1.0 / np.sqrt(np.shape(q)[-1]) if scale is None else float(scale)
+    scores = call("matmul", xp, [q, np.swapaxes(k, -1, -2)]) * scale
+    if attrs.get("is_causal"):
+        length, keys = np.shape(scores)[-2:]
+        visible = np.tril(np.ones((length, keys), dtype=bool))
+        scores = xp.where(np.broadcast_to(visible, np.shape(scores)), scores,
+                          literal(xp, np.full(np.shape(scores), -1e30), "float"))
+    logsumexp = call("log", xp, [call("sum", xp, [call("exp", xp, [scores])], dim=[-1])])
+    return [_array(xp, out), _array(xp, logsumexp)]
+
+
+def _sdpa_backward(xp, args, attrs, ctx):
+    """dV = P^T dO, dS = P * (dO V^T - rowsum(dO V^T * P)), dQ = dS K s, dK = dS^T Q s."""
+    grad, q, k, v = (as_float(xp, a) for a in args[:4])
+    _attention_inputs([q, k, v], attrs)
+    scale = attrs.get("scale")
+    scale = 1.0 / np.sqrt(np.shape(q)[-1]) if scale is None else float(scale)
+    probs = _attention_probs(xp, q, k, attrs)
+    swap = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
+    grad_v = call("matmul", xp, [swap(probs), grad])
+    grad_p = call("matmul", xp, [grad, swap(v)])
+    inner = call("sum", xp, [grad_p * probs], dim=[-1], keepdim=True)
+    grad_s = probs * (grad_p - inner)
+    grad_q = call("matmul", xp, [grad_s, k]) * scale
+    grad_k = call("matmul", xp, [swap(grad_s), q]) * scale
+    return [_array(xp, grad_q), _array(xp, grad_k), _array(xp, grad_v)]
+
+
+aten("aten._scaled_dot_product_flash_attention_for_cpu.default", _sdpa)
+aten("aten._scaled_dot_product_flash_attention_for_cpu_backward.default", _sdpa_backward)

@@ -1,0 +1,342 @@
+"""Recorded ``aten.*`` views, data movement, reductions and indexing.
+
+Each op reuses the rule of ``shape_ops.py`` / ``reductions.py`` where torch's meaning is the
+same (``view`` is ``reshape``, ``sum.dim_IntList`` is ``sum``...); what is left is written
+with NumPy indexing, which is exact in both backends (it only moves terms around).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import REGISTRY, ShapeError, norm_dim
+from .aten import UNIT, AtenUnsupported, aten, call, dtype_kind, kind_of, literal, to_kind
+
+
+def _array(xp, value):
+    return np.array(value, dtype=object) if xp.symbolic else np.array(value)
+
+
+# --- views ----------------------------------------------------------------------------------
+
+def _view(key: str):
+    def evaluate(xp, args, attrs, ctx):
+        return [call("reshape", xp, [args[0]], shape=list(attrs[key]))]
+    return evaluate
+
+
+for _name, _key in (("view.default", "size"), ("_unsafe_view.default", "size"), ("reshape.default", "shape"),
+                    ("_reshape_alias.default", "size")):
+    aten(f"aten.{_name}", _view(_key))
+
+
+def _t(xp, args, attrs, ctx):
+    x = args[0]
+    if np.ndim(x) > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dims, got {np.ndim(x)}")
+    return [call("transpose", xp, [x], dim0=0, dim1=1) if np.ndim(x) == 2 else x]
+
+
+aten("aten.t.default", _t)
+aten("aten.transpose.int", lambda xp, args, attrs, ctx: [
+    call("transpose", xp, args, dim0=int(attrs.get("dim0", 0)), dim1=int(attrs.get("dim1", 1)))])
+aten("aten.permute.default", lambda xp, args, attrs, ctx: [call("permute", xp, args, dims=list(attrs["dims"]))])
+
+
+def _expand(xp, args, attrs, ctx):
+    x = args[0]
+    size = list(attrs["size"]) if "size" in attrs else list(np.shape(args[1]))
+    lead = len(size) - np.ndim(x)
+    if lead < 0:
+        raise ShapeError(f"expand to {size} has fewer dims than the tensor {list(np.shape(x))}")
+    target = [np.shape(x)[i - lead] if int(d) == -1 else int(d) for i, d in enumerate(size)]
+    return [_array(xp, np.broadcast_to(x, target))]
+
+
+aten("aten.expand.default", _expand)
+aten("aten.expand_as.default", _expand)
+
+
+def _unsqueeze(xp, args, attrs, ctx):
+    x = args[0]
+    return [np.expand_dims(x, norm_dim(int(attrs["dim"]), np.ndim(x) + 1))]
+
+
+def _squeeze(xp, args, attrs, ctx):
+    x = args[0]
+    dims = attrs.get("dim", attrs.get("dims"))
+    if dims is None:
+        dims = [d for d in range(np.ndim(x)) if np.shape(x)[d] == 1]
+    dims = dims if isinstance(dims, (list, tuple)) else [dims]
+    if np.ndim(x) == 0:
+        return [x]
+    drop = tuple(d for d in (norm_dim(int(d), np.ndim(x)) for d in dims) if np.shape(x)[d] == 1)
+    return [np.squeeze(x, axis=drop) if drop else x]
+
+
+aten("aten.unsqueeze.default", _unsqueeze)
+for _overload in ("default", "dim", "dims"):
+    aten(f"aten.squeeze.{_overload}", _squeeze)
+
+
+def _index(ndim: int, dim: int, position) -> tuple:
+    index = [slice(None)] * ndim
+    index[dim] = position
+    return tuple(index)
+
+
+def _slice(xp, args, attrs, ctx):
+    x = args[0]
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    start, end, step = attrs.get("start"), attrs.get("end"), int(attrs.get("step", 1))
+    if step == 1:
+        return [call("slice", xp, [x], dim=dim, start=start, end=end)]
+    if step < 1:
+        raise ShapeError(f"slice step must be positive, got {step}")
+    return [x[_index(np.ndim(x), dim, slice(start, end, step))]]
+
+
+def _select(xp, args, attrs, ctx):
+    x = args[0]
+    dim = norm_dim(int(attrs["dim"]), np.ndim(x))
+    size, index = np.shape(x)[dim], int(attrs["index"])
+    if not -size <= index < size:
+        raise ShapeError(f"select index {index} out of range for dim {dim} of size {size}")
+    return [_array(xp, x[_index(np.ndim(x), dim, index % size)])]
+
+
+aten("aten.slice.Tensor", _slice)
+aten("aten.select.int", _select)
+aten("aten.narrow.default", lambda xp, args, attrs, ctx: _slice(
+    xp, args, {"dim": attrs.get("dim", 0), "start": int(attrs["start"]),
+               "end": int(attrs["start"]) + int(attrs["length"])}, ctx))
+
+
+def _slice_scatter(xp, args, attrs, ctx):
+    x, src = args
+    out = _array(xp, x)
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    region = _index(np.ndim(x), dim, slice(attrs.get("start"), attrs.get("end"), int(attrs.get("step", 1))))
+    if out[region].shape != np.shape(src):
+        raise ShapeError(f"slice_scatter of a {list(np.shape(src))} source into a {list(out[region].shape)} slice")
+    out[region] = to_kind(xp, src, kind_of(xp, x))
+    return [out]
+
+
+def _select_scatter(xp, args, attrs, ctx):
+    x, src = args
+    out = _array(xp, x)
+    dim = norm_dim(int(attrs["dim"]), np.ndim(x))
+    region = _index(np.ndim(x), dim, int(attrs["index"]) % np.shape(x)[dim])
+    if out[region].shape != np.shape(src):
+        raise ShapeError(f"select_scatter of a {list(np.shape(src))} source into a {list(out[region].shape)} slice")
+    out[region] = to_kind(xp, src, kind_of(xp, x))
+    return [out]
+
+
+aten("aten.slice_scatter.default", _slice_scatter)
+aten("aten.select_scatter.default", _select_scatter)
+
+
+def _pieces(attrs, size: int) -> list[int]:
+    if "split_sizes" in attrs:
+        return [int(s) for s in attrs["split_sizes"]]
+    step = int(attrs.get("split_size", size))
+    if step <= 0:
+        raise ShapeError(f"split size must be positive, got {step}")
+    return [min(step, size - start) for start in range(0, size, step)] or [0]
+
+
+def _split(xp, args, attrs, ctx):
+    x = args[0]
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    return REGISTRY["split"].evaluate(xp, [x], {"dim": dim, "sizes": _pieces(attrs, np.shape(x)[dim])}, UNIT)
+
+
+for _name in ("split.Tensor", "split_with_sizes.default"):
+    aten(f"aten.{_name}", _split)
+
+
+def _unbind(xp, args, attrs, ctx):
+    x = args[0]
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    return [_array(xp, x[_index(np.ndim(x), dim, i)]) for i in range(np.shape(x)[dim])]
+
+
+aten("aten.unbind.int", _unbind)
+
+
+def _cat(xp, args, attrs, ctx):
+    tensors = [a for a in args if not (np.ndim(a) == 1 and np.shape(a)[0] == 0)] or list(args[:1])
+    kinds = {kind_of(xp, a) for a in tensors}
+    if len(kinds) > 1:  # torch promotes to the widest dtype
+        kind = "float" if "float" in kinds else "int"
+        tensors = [to_kind(xp, a, kind) for a in tensors]
+    return [call("cat", xp, tensors, dim=int(attrs.get("dim", 0)))]
+
+
+def _stack(xp, args, attrs, ctx):
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(args[0]) + 1)
+    return _cat(xp, [np.expand_dims(a, dim) for a in args], {"dim": dim}, ctx)
+
+
+aten("aten.cat.default", _cat)
+aten("aten.stack.default", _stack)
+
+
+# --- reductions ----------------------------------------------------------------------------------
+
+def _dims(attrs) -> list[int] | None:
+    """``dim=None`` and ``dim=[]`` both reduce every dim (torch's sum/mean/amax)."""
+    dim = attrs.get("dim")
+    if dim is None or (isinstance(dim, (list, tuple)) and not dim):
+        return None
+    return list(dim) if isinstance(dim, (list, tuple)) else [dim]
+
+
+def _reduce(rule: str):
+    def evaluate(xp, args, attrs, ctx):
+        x = args[0]
+        kind = dtype_kind(attrs.get("dtype"))
+        if kind is not None:
+            x = to_kind(xp, x, kind)
+        elif kind_of(xp, x) == "bool" or (rule == "mean" and kind_of(xp, x) == "int"):
+            x = to_kind(xp, x, "int" if rule == "sum" else "float")
+        if rule == "amax" and np.size(x) == 0:
+            raise ShapeError("amax of an empty tensor")
+        return [call(rule, xp, [x], dim=_dims(attrs), keepdim=bool(attrs.get("keepdim", False)))]
+    return evaluate
+
+
+aten("aten.sum.dim_IntList", _reduce("sum"))
+aten("aten.sum.default", _reduce("sum"))
+aten("aten.mean.dim", _reduce("mean"))
+aten("aten.mean.default", _reduce("mean"))
+aten("aten.amax.default", _reduce("amax"))
+aten("aten.max.default", _reduce("amax"))
+
+
+def _fold(xp, x, dim: int, keepdim: bool, combine):
+    parts = [np.take(x, i, axis=dim) for i in range(np.shape(x)[dim])]
+    if not parts:
+        raise ShapeError("reduction over an empty dim")
+    result = parts[0]
+    for part in parts[1:]:
+        result = combine(result, part)
+    result = _array(xp, result)
+    return np.expand_dims(result, dim) if keepdim else result
+
+
+def _amin(xp, args, attrs, ctx):
+    x = args[0]
+    dims = _dims(attrs)
+    dims = sorted(norm_dim(int(d), np.ndim(x)) for d in dims) if dims is not None else list(range(np.ndim(x)))
+    keep = bool(attrs.get("keepdim", False))
+    for d in reversed(dims):
+        x = _fold(xp, x, d, keep, xp.minimum)
+    return [x]
+
+
+aten("aten.amin.default", _amin)
+aten("aten.min.default", _amin)
+
+
+def _max_dim(pick_max: bool):
+    """(values, indices) along a dim; the index is the first position holding the extremum."""
+    def evaluate(xp, args, attrs, ctx):
+        x = args[0]
+        dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+        keep = bool(attrs.get("keepdim", False))
+        parts = [_array(xp, np.take(x, i, axis=dim)) for i in range(np.shape(x)[dim])]
+        best, index = parts[0], literal(xp, np.zeros(np.shape(parts[0])), "int")
+        for position, part in enumerate(parts[1:], start=1):
+            better = xp.compare("gt" if pick_max else "lt", part, best)
+            index = xp.where(better, literal(xp, np.full(np.shape(part), position), "int"), index)
+            best = xp.maximum(best, part) if pick_max else xp.minimum(best, part)
+        values = _fold(xp, x, dim, keep, xp.maximum if pick_max else xp.minimum)
+        index = _array(xp, index)
+        return [values, np.expand_dims(index, dim) if keep else index]
+    return evaluate
+
+
+aten("aten.max.dim", _max_dim(True))
+aten("aten.min.dim", _max_dim(False))
+
+
+def _argmax(xp, args, attrs, ctx):
+    x = args[0]
+    if attrs.get("dim") is None:
+        x, attrs = np.reshape(x, (-1,)), {"dim": 0}
+    return [_max_dim(True)(xp, [x], attrs, ctx)[1]]
+
+
+aten("aten.argmax.default", _argmax)
+
+
+def _var(xp, args, attrs, ctx):
+    x = to_kind(xp, args[0], "float")
+    dims = _dims(attrs)
+    axes = tuple(range(np.ndim(x))) if dims is None else tuple(norm_dim(int(d), np.ndim(x)) for d in dims)
+    count = int(np.prod([np.shape(x)[d] for d in axes])) if axes else 1
+    correction = attrs.get("correction")
+    correction = 1 if correction is None else correction
+    mean = call("mean", xp, [x], dim=list(axes), keepdim=True)
+    centred = x - mean
+    total = call("sum", xp, [centred * centred], dim=list(axes), keepdim=bool(attrs.get("keepdim", False)))
+    if count - correction <= 0:
+        raise AtenUnsupported("variance with no degrees of freedom")
+    return [total / (count - correction)]
+
+
+aten("aten.var.correction", _var)
+
+
+def _cumsum(xp, args, attrs, ctx):
+    x = args[0]
+    kind = dtype_kind(attrs.get("dtype"))
+    x = to_kind(xp, x, kind) if kind else (to_kind(xp, x, "int") if kind_of(xp, x) == "bool" else x)
+    return [_array(xp, np.cumsum(x, axis=norm_dim(int(attrs["dim"]), np.ndim(x))))]
+
+
+aten("aten.cumsum.default", _cumsum)
+
+
+# --- indexing ----------------------------------------------------------------------------------------
+
+def _index_select(xp, args, attrs, ctx):
+    x, index = args
+    dim = norm_dim(int(attrs["dim"]), max(np.ndim(x), 1))
+    moved = np.moveaxis(x, dim, 0)
+    rows = xp.take_rows(moved, np.reshape(index, (-1,)))
+    return [_array(xp, np.moveaxis(rows, 0, dim))]
+
+
+def _gather(xp, args, attrs, ctx):
+    """out[..., k, ...] = self[..., index[..., k, ...], ...] along ``dim``."""
+    x, index = args
+    dim = norm_dim(int(attrs["dim"]), np.ndim(x))
+    if np.ndim(index) != np.ndim(x) or any(np.shape(index)[d] > np.shape(x)[d] for d in range(np.ndim(x)) if d != dim):
+        raise ShapeError(f"gather index of shape {list(np.shape(index))} does not fit {list(np.shape(x))}")
+    rows = np.moveaxis(x, dim, -1)
+    picks = np.moveaxis(index, dim, -1)
+    rows = rows[tuple(slice(0, n) for n in np.shape(picks)[:-1])]
+    columns = [xp.pick(rows, picks[..., k]) for k in range(np.shape(picks)[-1])]
+    out = np.stack([_array(xp, c) for c in columns], axis=-1) if columns else _array(xp, picks)
+    return [_array(xp, np.moveaxis(out, -1, dim))]
+
+
+aten("aten.index_select.default", _index_select)
+aten("aten.gather.default", _gather)
+
+
+def _index_tensor(xp, args, attrs, ctx):
+    """``self[idx]`` with one integer index tensor on the first dim (the common lookup)."""
+    mask = attrs.get("indices_mask")
+    if len(args) != 2 or (mask is not None and list(mask) != [True]):
+        raise AtenUnsupported("advanced indexing other than x[index_tensor]")
+    x, index = args
+    if kind_of(xp, index) == "bool":
+        raise AtenUnsupported("boolean-mask indexing has a data-dependent shape")
+    return [_array(xp, xp.take_rows(x, index))]
+
+
+aten("aten.index.Tensor", _index_tensor)
