@@ -22,3 +22,7 @@ class Unsupported(Exception):
     def __init__(self, line: int | None, reason: str):
         self.line, self.reason = line, reason
         super().__init__(f"line {line}: {reason}")
+
+
+class LiftInternalError(RuntimeError):
+    """A failure of the lifter itself (exit code 4), never reported as ``unsupported``."""

@@ -6,6 +6,7 @@ The pipeline, one way: source -> frontend (``text_frontend`` or ``tvm_frontend``
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Callable
@@ -24,15 +25,16 @@ from .text_frontend import lift_source
 _MAX_COST = 2_000_000
 
 
-def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh: str | None = None,
-             shards: list[str] | None = None, frontend: str = "auto") -> Report:
+def run_lift(path: str, kernel: str | None = None, spec: str | list[str] | None = None, mesh: str | None = None,
+             shards: list[str] | None = None, frontend: str = "auto", no_exec: bool = False) -> Report:
     """Lift ``path`` and check it; raise :class:`LiftInputError` on bad input.
 
-    ``frontend``: ``"text"`` reads the source with ``ast``; ``"tvm"`` imports the file and
-    walks the PrimFunc TileLang builds at the reduced sizes (needs ``tilelang``), and
-    reports where it differs from the source reading; ``"auto"`` uses the text reader and
-    falls back to TileLang when the text reader meets a construct it does not know and
-    TileLang is installed.  Distributed checks always run on the source reading.
+    ``frontend``: ``"auto"`` runs the file in a child process where TileLang elaborates
+    every kernel it asks for (``elaborate_run``; needs ``tilelang``, off with ``no_exec``
+    or with ``--mesh``) and otherwise reads the source text; ``"text"`` reads the source
+    with ``ast``; ``"tvm"`` builds the text reading's factories with TileLang at the
+    reduced sizes and reports where it differs from the source reading.  ``spec``: one
+    spec, or ``KERNEL=spec`` items (one per kernel).
     """
     start = time.perf_counter()
     try:
@@ -40,14 +42,62 @@ def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh
             source = handle.read()
     except OSError as exc:
         raise LiftInputError(f"expected a readable kernel file ({exc.strerror})", path, 0) from None
+    specs = kernel_specs(spec)
+    if frontend == "auto" and not no_exec and not mesh and _tilelang_installed() and _looks_like_python(source):
+        from .elaborate_run import run_elaboration
+        return run_elaboration(path, kernel, specs)
     mesh_dims = parse_mesh(mesh, path)
     report = Report(file=path, mesh=dict(mesh_dims))
-    lifted = lift_source(source, path, kernel)
-    if len(lifted.kernels) > 1:
-        names = ", ".join(k.name for k in lifted.kernels)
-        raise LiftInputError(f"expected --kernel NAME: the file defines several kernels ({names})", path,
-                             lifted.kernels[1].line)
-    text_kernel = lifted.kernels[0]
+    try:
+        lifted = lift_source(source, path, kernel)
+    except LiftInputError as exc:
+        if exc.message.startswith(("expected valid Python", "expected a @T.prim_func", "expected --kernel")):
+            raise
+        report.add(Diagnostic("unsupported", ERROR, f"the source reader does not model this: {exc.message}",
+                              exc.line))
+        report.seconds = time.perf_counter() - start
+        return report
+    for text_kernel in lifted.kernels:
+        sub = Report(file=path, mesh=dict(mesh_dims))
+        one_spec = specs.get(text_kernel.name) or (specs.get("") if len(lifted.kernels) == 1 else None)
+        _lift_one(text_kernel, lifted, one_spec, path, sub, frontend, mesh_dims, shards)
+        _merge_kernel(report, sub, text_kernel.name, len(lifted.kernels) > 1)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def kernel_specs(spec: str | list[str] | None) -> dict[str, str]:
+    """``["matmul=C = A @ B", "D = A + B"]`` -> ``{"matmul": "C = A @ B", "": "D = A + B"}``."""
+    items = [spec] if isinstance(spec, str) else list(spec or [])
+    out: dict[str, str] = {}
+    for item in items:
+        named = re.match(r"^\s*([A-Za-z_]\w*)\s*=(?!=)(.*=.*)$", item, re.S)
+        if named:
+            out[named.group(1)] = named.group(2).strip().strip("'\"")
+        else:
+            out[""] = item
+    return out
+
+
+def _looks_like_python(source: str) -> bool:
+    return "import tilelang" in source or "from tilelang" in source
+
+
+def _merge_kernel(report: Report, sub: Report, name: str, prefix: bool) -> None:
+    for diag in sub.diagnostics:
+        report.add(replace(diag, message=f"{name}: {diag.message}") if prefix else diag)
+    report.proven.extend(f"{name}: {p}" if prefix else p for p in sub.proven)
+    report.ops += sub.ops
+    if not prefix:
+        report.extra.update(sub.extra)
+    else:
+        report.extra.setdefault("kernels", []).append(name)
+        for key, value in sub.extra.items():
+            report.extra.setdefault(key + "_by_kernel", {})[name] = value
+
+
+def _lift_one(text_kernel: Kernel, lifted: LiftResult, spec: str | None, path: str, report: Report, frontend: str,
+              mesh_dims: tuple[tuple[str, int], ...], shards: list[str] | None) -> None:
     placements = parse_shards(shards or [], [b.name for b in text_kernel.params], path)
     report.ops = count_ops(text_kernel)
     report.extra["kernel"] = text_kernel.name
@@ -55,8 +105,7 @@ def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh
     if lifted.unsupported and not use_tvm:
         for line, reason in lifted.unsupported:
             report.add(Diagnostic("unsupported", ERROR, reason, line))
-        report.seconds = time.perf_counter() - start
-        return report
+        return
     report.extra["frontend"] = "tvm" if use_tvm else "text"
     resolved = _resolve_spec(text_kernel, lifted, spec, path, report)
     build = _tvm_builder(path, text_kernel, lifted, report) if use_tvm else (lambda sizes: text_kernel)
@@ -64,8 +113,12 @@ def run_lift(path: str, kernel: str | None = None, spec: str | None = None, mesh
         _check(text_kernel, build, resolved, report, mesh_dims, placements)
     except Unsupported as exc:
         report.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or text_kernel.line))
-    report.seconds = time.perf_counter() - start
-    return report
+
+
+def _tilelang_installed() -> bool:
+    """Cheap test (no import: importing TileLang takes seconds; the child imports it)."""
+    import importlib.util
+    return importlib.util.find_spec("tilelang") is not None
 
 
 def _tvm_available() -> bool:
@@ -99,9 +152,16 @@ def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: st
     inputs = [n for n in names if n not in written]
     if text:
         return parse_spec(text, names, path)
-    for func in lifted.references.values():
-        spec = spec_from_reference(func, inputs, written, path)
-        return spec
+    own = [f for n, f in lifted.references.items() if kernel.name.lower() in n.lower()]
+    if len(own) != 1 and len(lifted.kernels) == 1 and len(lifted.references) == 1:
+        own = list(lifted.references.values())
+    if len(own) == 1:  # a reference belongs to a kernel by name, or as the file's only one
+        try:
+            return spec_from_reference(own[0], inputs, written, path)
+        except LiftInputError as exc:
+            report.add(Diagnostic("unsupported", ERROR, f"reference {own[0].name} is not translatable "
+                                  f"({exc.message}); pass --spec", own[0].lineno))
+            return None
     inferred = infer_spec(kernel)
     if inferred:
         return replace(parse_spec(inferred, names, path), origin="inferred from the tile ops")
@@ -111,12 +171,18 @@ def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: st
     return None
 
 
+def check_lifted(kernel: Kernel, spec: Spec | None, report: Report, real_divisions: dict | None = None) -> None:
+    """Check a kernel lifted from a PrimFunc TileLang built (tile sizes already reduced)."""
+    report.ops = count_ops(kernel)
+    _check(kernel, lambda sizes: kernel, spec, report, (), {}, real_divisions)
+
+
 def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, report: Report,
-           mesh_dims: tuple[tuple[str, int], ...], placements: dict) -> None:
+           mesh_dims: tuple[tuple[str, int], ...], placements: dict, real_divisions: dict | None = None) -> None:
     """``kernel`` is the source reading (sizes symbolic); ``build(sizes)`` gives the kernel
     to run at those sizes (the same one, or TileLang's PrimFunc built at them)."""
     unbound = [name for name, value in kernel.sizes if value is None]
-    reduction = plan(kernel)
+    reduction = plan(kernel, real_divisions=real_divisions)
     if concrete_cost(kernel, reduction.sizes) > _MAX_COST:
         if not reduction.sizes:
             raise Unsupported(kernel.line, "the kernel has only literal sizes, too large to check and with no named "
@@ -126,7 +192,7 @@ def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, r
     result = check_kernel(build(reduction.sizes), spec, reduction)
     out_of_bounds = [d for d in result.diagnostics if d.check == "out-of-bounds"]
     if unbound and out_of_bounds:
-        divisible = plan(kernel, assume_divisible=True)
+        divisible = plan(kernel, assume_divisible=True, real_divisions=real_divisions)
         retry = check_kernel(build(divisible.sizes), spec, divisible)
         if not any(d.check == "out-of-bounds" for d in retry.diagnostics):
             for diag in out_of_bounds:

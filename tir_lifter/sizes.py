@@ -86,10 +86,18 @@ def _divisions(exprs: list[Expr]) -> list[BinOp]:
     return found
 
 
-def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: bool = False) -> Reduction:
+def division_list(kernel: Kernel) -> list[BinOp]:
+    """The kernel's divisions in a fixed order (to pair two elaborations of one kernel)."""
+    return _divisions(kernel_exprs(kernel))
+
+
+def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: bool = False,
+         real_divisions: dict[BinOp, BinOp] | None = None) -> Reduction:
     """Reduced sizes for ``kernel``.  ``local`` pins some symbols.  ``assume_divisible``
     instantiates sizes the file leaves unbound as exact multiples of their tiles (used
-    when the kernel has unguarded accesses and the file never says the sizes)."""
+    when the kernel has unguarded accesses and the file never says the sizes).
+    ``real_divisions`` maps a division of a kernel elaborated at reduced tile sizes to the
+    same division at the real tile sizes: its case is the one to keep."""
     original = kernel.size_values
     exprs = kernel_exprs(kernel)
     loop_vars = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)} | \
@@ -113,7 +121,7 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     for name in sorted(problem) + sorted(used - tiles - problem - counts):
         if name in sizes:
             continue
-        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible)
+        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible, real_divisions or {})
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
 
 
@@ -122,7 +130,7 @@ def _small(value: int | None, cap: int) -> int:
 
 
 def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], divisions: list[BinOp],
-            kernel: Kernel, assume_divisible: bool) -> int:
+            kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp]) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
                 and symbols_of(d) <= set(fixed) | {name}]
     known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
@@ -132,13 +140,14 @@ def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], d
     for strict in (True, False):
         for candidate in range(1, _SEARCH_LIMIT):
             trial = dict(fixed, **{name: candidate})
-            if all(_same_case(d, trial, original if known else None, strict, assume_divisible) for d in relevant):
+            if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d))
+                   for d in relevant):
                 return candidate
     raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
 
 
 def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None] | None, strict: bool,
-               assume_divisible: bool = False) -> bool:
+               assume_divisible: bool = False, real_div: BinOp | None = None) -> bool:
     try:
         n, d = eval_size(div.a, trial), eval_size(div.b, trial)
     except (KeyError, ZeroDivisionError):
@@ -150,7 +159,8 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
         wanted = (r == 0) if assume_divisible else (r != 0)
         return q >= 2 and (wanted or not strict)
     try:
-        n0, d0 = eval_size(div.a, original), eval_size(div.b, original)
+        real = real_div or div
+        n0, d0 = eval_size(real.a, original), eval_size(real.b, original)
     except (KeyError, ZeroDivisionError):
         return q >= 2
     q0, r0 = n0 // d0, n0 % d0

@@ -289,7 +289,7 @@ class _Walker:
                   "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",
                   "And": "and", "Or": "or"}
         if kind in binary:
-            return fold_const(BinOp(binary[kind], self.expr(node.a), self.expr(node.b)))
+            return _ceildiv(fold_const(BinOp(binary[kind], self.expr(node.a), self.expr(node.b))))
         if kind == "Not":
             return UnOp("not", self.expr(node.a))
         if kind == "BufferLoad":
@@ -307,6 +307,20 @@ class _Walker:
             fn = {"fabs": "abs"}.get(name, name)
             return Call(fn, tuple(self.expr(a) for a in node.args))
         raise Unsupported(None, f"TIR expression {kind} is not modelled")
+
+
+def _ceildiv(expr: Expr) -> Expr:
+    """TileLang writes ``T.ceildiv(n, d)`` as ``(n + d - 1) // d``; name it again, so the
+    size reduction sees the boundary case (``n % d``) the source means."""
+    if not (isinstance(expr, BinOp) and expr.op == "//" and isinstance(expr.b, Const)):
+        return expr
+    d, top = expr.b.value, expr.a
+    if isinstance(top, BinOp) and top.op == "-" and isinstance(top.b, Const) and isinstance(top.a, BinOp) \
+            and top.a.op == "+" and isinstance(top.a.b, Const) and top.a.b.value - top.b.value == d - 1:
+        return BinOp("ceildiv", top.a.a, expr.b)
+    if isinstance(top, BinOp) and top.op == "+" and isinstance(top.b, Const) and top.b.value == d - 1 and d > 1:
+        return BinOp("ceildiv", top.a, expr.b)
+    return expr
 
 
 def transfer_lines(lifted: Kernel, text: Kernel) -> Kernel:

@@ -31,10 +31,21 @@ def test_report_is_json_serialisable_with_its_counterexample():
     assert body["diagnostics"][0]["counterexample"]["confirmed_by_evaluation"] is True
 
 
-def test_two_kernels_need_kernel_option_and_it_selects_one(write_kernel):
+def test_two_kernels_are_all_checked_without_kernel_option_and_it_selects_one(write_kernel):
     source = gemm_source() + "\n\n" + gemm_source().replace("def matmul(", "def matmul2(").replace(
         "func = matmul(", "func2 = matmul2(")
     path = write_kernel(source)
-    with pytest.raises(LiftInputError, match="expected --kernel NAME"):
-        run_lift(path, frontend="text")
-    assert run_lift(path, kernel="matmul2", frontend="text").verdict == "verified"
+    both = run_lift(path, frontend="text")
+    assert both.verdict == "verified"
+    assert {p.split(":")[0] for p in both.proven} == {"matmul", "matmul2"}
+    one = run_lift(path, kernel="matmul2", frontend="text")
+    assert one.verdict == "verified" and not any(p.startswith("matmul:") for p in one.proven)
+
+
+def test_a_kernel_spec_applies_to_its_kernel_only(write_kernel):
+    source = gemm_source() + "\n\n" + gemm_source().replace("def matmul(", "def matmul2(").replace(
+        "func = matmul(", "func2 = matmul2(")
+    path = write_kernel(source)
+    report = run_lift(path, spec=["matmul2=C = A @ B.T"], frontend="text")
+    assert report.verdict == "violations"
+    assert all(d.message.startswith("matmul2:") for d in report.diagnostics if d.severity == "error")

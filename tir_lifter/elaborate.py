@@ -1,0 +1,191 @@
+"""The elaboration child: run the file, build each kernel with TileLang, lift and check it.
+
+``python -m tir_lifter.elaborate REQUEST.json RESULT.json`` runs in a child process started
+by ``elaborate_run.py`` (scrubbed environment, time limit): it executes the user's file
+(``capture.run_file``), reduces every recorded kernel instance (``instantiate``), lifts
+the PrimFunc TileLang builds with TVM's visitors (``tvm_frontend.from_primfunc``) and
+checks it against its own spec.  The result is a JSON report (never a pickle: the
+parent must not run anything this process wrote).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from verifier.report import ERROR, NOTE, Diagnostic, Report
+
+from .capture import Instance, run_file
+from .errors import LiftInputError, Unsupported
+from .infer import infer_spec
+from .instantiate import Elaborated, elaborate_instance
+from .spec import Spec, SpecError, parse_spec, spec_from_reference
+
+_REFERENCE = re.compile(r"(?i)^(ref|reference|torch_ref|naive)|_ref(erence)?$|^ref_|_ref_")
+_MAX_INSTANCES = 3
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(open(argv[0], encoding="utf-8").read())
+    report = run_request(request)
+    with open(argv[1], "w", encoding="utf-8") as handle:
+        json.dump(report_to_json(report), handle)
+    return 0
+
+
+def run_request(request: dict[str, Any]) -> Report:
+    path, wanted = request["path"], request.get("kernel")
+    specs: dict[str, str] = request.get("specs") or {}
+    start = time.perf_counter()
+    report = Report(file=path, mesh={})
+    report.extra["frontend"] = "tilelang"
+    source = open(path, encoding="utf-8").read()
+    capture = run_file(path, float(request.get("run_budget", 20.0)))
+    report.extra["run"] = capture.stopped_by
+    instances = [i for i in capture.instances if wanted in (None, i.name)]
+    if not instances:
+        known = sorted({i.name for i in capture.instances})
+        reason = (f"no kernel named {wanted} was elaborated (the file elaborated: {', '.join(known)})" if wanted and known
+                  else f"running the file elaborated no TileLang kernel (its run ended with {capture.stopped_by})")
+        report.add(Diagnostic("unsupported", ERROR, reason, None))
+        report.seconds = time.perf_counter() - start
+        return report
+    references = _references(source)
+    by_kernel: dict[str, list[Instance]] = {}
+    for instance in instances:
+        by_kernel.setdefault(instance.name, []).append(instance)
+    report.extra["kernels"] = list(by_kernel)
+    for name, group in by_kernel.items():
+        _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture.namespace)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _references(source: str) -> dict[str, ast.FunctionDef]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and _REFERENCE.search(node.name)}
+
+
+def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.FunctionDef], specs: dict[str, str],
+                  path: str, report: Report, kernel_count: int, namespace: dict[str, Any]) -> None:
+    from .lift import check_lifted
+    from .tvm_frontend import from_primfunc
+
+    def lift(func: Any, kernel_name: str) -> Any:
+        return from_primfunc(func, kernel_name, path)
+
+    done: set[str] = set()
+    configs = [i.origin for i in group if i.origin.startswith("autotune")]
+    checked: list[str] = []
+    for instance in group:
+        if len(done) >= _MAX_INSTANCES:
+            break
+        sub = Report(file=path, mesh={})
+        try:
+            elaborated = elaborate_instance(instance, lift)
+        except Unsupported as exc:
+            sub.add(Diagnostic("unsupported", ERROR, f"{name}: {exc.reason}", exc.line or instance.line))
+            _merge(report, sub, name)
+            done.add(f"unsupported:{exc.reason}")
+            continue
+        key = elaborated.describe()
+        if key in done:
+            continue
+        done.add(key)
+        checked.append(instance.origin)
+        spec = _spec_for(name, elaborated, references, specs, path, kernel_count, sub)
+        if spec is False:
+            _merge(report, sub, name)
+            continue
+        try:
+            check_lifted(elaborated.kernel, spec, sub, dict(elaborated.divisions))
+        except Unsupported as exc:
+            sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+        if elaborated.tiles or elaborated.fixed:
+            sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+        _merge(report, sub, name)
+    if configs:
+        report.add(Diagnostic("autotune", NOTE, f"{name}: {len(configs)} autotune configs recorded; checked "
+                              f"{', '.join(c for c in checked if c.startswith('autotune')) or 'none'} (configs with "
+                              "the same order of tile sizes reduce to the same instance)", group[0].line))
+
+
+def _merge(report: Report, sub: Report, name: str) -> None:
+    for diag in sub.diagnostics:
+        message = diag.message if diag.message.startswith(f"{name}:") else f"{name}: {diag.message}"
+        report.add(replace(diag, message=message))
+    report.proven.extend(f"{name}: {p}" for p in sub.proven)
+    report.ops += sub.ops
+    for key, value in sub.extra.items():
+        report.extra.setdefault(f"{key}", {})
+        if isinstance(report.extra[key], dict):
+            report.extra[key][name] = value
+
+
+def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.FunctionDef], specs: dict[str, str],
+              path: str, kernel_count: int, report: Report) -> Spec | None | bool:
+    """The kernel's own spec: ``--spec NAME=...``, its reference function, or its tile
+    ops; ``False`` (after an unsupported diagnostic) when none can be associated."""
+    from .checks import written_buffers
+    kernel = elaborated.kernel
+    names = [b.name for b in kernel.params]
+    written = list(written_buffers(kernel))
+    inputs = [n for n in names if n not in written]
+    text = specs.get(name) or (specs.get("") if kernel_count == 1 else None)
+    if text:
+        try:
+            return parse_spec(text, names, path)
+        except LiftInputError as exc:
+            report.add(Diagnostic("unsupported", ERROR, f"spec: {exc.message}", kernel.line))
+            return False
+    reference = _associate(name, references, kernel_count)
+    if reference is not None:
+        params = [a.arg for a in reference.args.args]
+        if len(params) != len(inputs):
+            report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} takes {len(params)} arguments "
+                                  f"({', '.join(params)}) but the kernel reads {len(inputs)} tensors "
+                                  f"({', '.join(inputs)}); pass --spec {name}=\"...\"", reference.lineno))
+            return False
+        try:
+            return spec_from_reference(reference, inputs, written, path)
+        except (LiftInputError, SpecError) as exc:
+            reason = exc.message if isinstance(exc, LiftInputError) else str(exc)
+            report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} is not translatable ({reason}); "
+                                  f"pass --spec {name}=\"...\"", reference.lineno))
+            return False
+    inferred = infer_spec(kernel)
+    if inferred:
+        try:
+            return replace(parse_spec(inferred, names, path), origin="inferred from the tile ops")
+        except LiftInputError:
+            pass
+    others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
+    report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
+                          kernel.line))
+    return False
+
+
+def _associate(name: str, references: dict[str, ast.FunctionDef], kernel_count: int) -> ast.FunctionDef | None:
+    matching = [f for n, f in references.items() if name.lower() in n.lower()]
+    if len(matching) == 1:
+        return matching[0]
+    if kernel_count == 1 and len(references) == 1:
+        return next(iter(references.values()))
+    return None
+
+
+def report_to_json(report: Report) -> dict[str, Any]:
+    body = report.to_json()
+    body["seconds"] = report.seconds
+    return body
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

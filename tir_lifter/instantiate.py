@@ -1,0 +1,219 @@
+"""Turn one recorded kernel instance into a small PrimFunc TileLang itself builds.
+
+Runs in the elaboration child.  The instance's integer arguments are sorted into
+
+* tile sizes (``block_M``, ``tile_n``, ``BLOCK``, ``chunk``...): replaced by distinct powers
+  of two (2, 4, 8, ... in the order of their real values), so a tile-size mix-up
+  (``k * block_N`` where ``block_K`` is meant) changes the reduced program;
+* counts (``split_k``, ``num_split``): at most 2;
+* settings that do not change what is computed (``threads``, ``num_stages``): kept;
+* problem sizes (everything else, and the ``T.const`` sizes of eager kernels): passed to
+  TileLang as symbolic TIR variables, so the PrimFunc keeps them as names and
+  ``sizes.plan`` chooses their reduced values; a size the kernel needs as a Python int
+  (``T.gemm`` tile shapes, Python arithmetic) gets the smallest value with the same
+  divisibility by every tile as the real one.
+
+The same elaboration at the real tile values pairs each division of the reduced program
+with its real counterpart, so the reduction keeps the real tiling cases (exact multiple or
+partial boundary tile).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .capture import Instance
+from .errors import Unsupported
+from .program import BinOp, Kernel
+
+_TILE = re.compile(r"(?i)(block|tile|blk|chunk|^b[mnkhd]$|^b_?[mnkhd]$|^bs_|_bs$|^bsz|window_size$)")
+_COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
+_KEEP = re.compile(r"(?i)(thread|stage|raster|swizzle|policy|k_pack|warp|bits|^sm|version|^use_|^enable|^is_|"
+                   r"seed|dtype|^group_size$|^rep$|^warmup$)")
+_MISSING_CONST = re.compile(r"constexpr variable `(\w+)`")
+
+
+@dataclass(frozen=True)
+class Elaborated:
+    """A lifted reduced instance: ``kernel`` has symbolic problem sizes with their real
+    values in ``kernel.sizes``; ``divisions`` pairs its divisions with the real ones."""
+
+    kernel: Kernel
+    divisions: tuple[tuple[BinOp, BinOp], ...]
+    tiles: tuple[tuple[str, int, int], ...]  # name, real value, reduced value
+    fixed: tuple[tuple[str, int, int], ...]  # problem sizes TileLang needs as ints: real, reduced
+
+    def describe(self) -> str:
+        parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed]
+        return ", ".join(parts)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _tensor_shape(value: Any) -> tuple[int, ...] | None:
+    shape = getattr(value, "shape", None)
+    if shape is None or isinstance(value, (int, float, str)):
+        return None
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -> Elaborated:
+    """Reduce ``instance`` and lift the PrimFunc TileLang builds for it."""
+    if instance.primfunc is not None:
+        raise Unsupported(instance.line, "kernel given to tilelang.compile as a finished PrimFunc with literal sizes; "
+                          "write it as a factory over named sizes so it can be reduced")
+    jit = instance.jit
+    params = jit.signature.parameters
+    given = dict(instance.kwargs)
+    extra = {k: v for k, v in given.items() if k not in params}  # eager T.const sizes given by name
+    try:
+        bound = jit.signature.bind_partial(*instance.args, **{k: v for k, v in given.items() if k in params})
+    except TypeError as exc:
+        raise Unsupported(instance.line, f"the recorded call does not match {instance.name}'s signature ({exc})") from None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.update(extra)
+    tensors = {k: _tensor_shape(v) for k, v in arguments.items() if _tensor_shape(v) is not None}
+    for name in tensors:
+        arguments[name] = None
+
+    def build(kwargs: dict[str, Any]) -> Any:
+        return jit.get_tir(**kwargs)
+    return _reduce_and_lift(instance, arguments, tensors, build, lift)
+
+
+def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                     build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel]) -> Elaborated:
+    from tvm import tirx
+    ints = {k: v for k, v in arguments.items() if _is_int(v)}
+    tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and v >= 2}
+    counts = {k: v for k, v in ints.items() if k not in tiles and _COUNT.search(k) and not _KEEP.search(k)}
+    problem = {k: v for k, v in ints.items() if k not in tiles and k not in counts and not _KEEP.search(k) and v >= 2}
+    reduced_tiles = _distinct_powers(tiles)
+
+    def symbolic(names: list[str]) -> dict[str, Any]:
+        return {n: tirx.Var(n, "int32") for n in names}
+
+    # eager kernels: sizes declared with T.const are named by the error TileLang raises
+    consts: list[str] = []
+    base = dict(arguments)
+    base.update(reduced_tiles)
+    base.update({k: min(v, 2) for k, v in counts.items()})
+    for _ in range(12):
+        try:
+            build(dict(base, **symbolic(consts + list(problem))))
+            break
+        except Exception as exc:  # noqa: BLE001 - TileLang reports missing constexprs as errors
+            found = _MISSING_CONST.search(str(exc))
+            if not found or found.group(1) in consts:
+                break
+            consts.append(found.group(1))
+
+    chosen: list[str] = []
+    concrete: dict[str, int] = {}
+    func = _try(build, dict(base, **symbolic(consts + list(problem))))
+    if func is not None:
+        chosen = consts + list(problem)
+    else:
+        for name in consts + list(problem):
+            trial = dict(base, **symbolic(chosen + [name]))
+            if _try(build, trial) is not None:
+                chosen.append(name)
+        fixed = [n for n in problem if n not in chosen]
+        concrete = {n: _reduced_problem(problem[n], tiles, reduced_tiles) for n in fixed}
+        func = _try(build, dict(base, **concrete, **symbolic(chosen)))
+        if func is None:
+            err = _error(build, dict(base, **concrete, **symbolic(chosen)))
+            raise Unsupported(instance.line, f"TileLang could not build {instance.name} at reduced sizes ({err})")
+    real_values = dict(problem)
+    kernel = lift(func, instance.name)
+    const_values = _const_values(kernel, consts, tensors)
+    if any(c not in const_values for c in consts):
+        missing = [c for c in consts if c not in const_values]
+        raise Unsupported(instance.line, f"the real value of size {missing[0]} is not known (no tensor or argument "
+                          "gives it)")
+    real_values.update(const_values)
+    sizes = tuple((n, real_values.get(n)) for n in chosen)
+    kernel = Kernel(kernel.name, kernel.params, kernel.allocs, kernel.grid, kernel.body, sizes, kernel.threads,
+                    instance.line, instance.line, kernel.source)
+    divisions: tuple[tuple[BinOp, BinOp], ...] = ()
+    real_base = dict(base, **tiles, **counts)
+    real_fixed = {n: problem[n] for n in concrete}
+    real_func = _try(build, dict(real_base, **real_fixed, **symbolic(chosen)))
+    if real_func is not None:
+        try:
+            divisions = _pair_divisions(kernel, lift(real_func, instance.name))
+        except Unsupported:
+            divisions = ()
+    return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
+                      tuple((n, problem[n], concrete[n]) for n in concrete))
+
+
+def _try(build: Callable[[dict], Any], kwargs: dict) -> Any:
+    try:
+        return build(kwargs)
+    except Exception:  # noqa: BLE001 - any failure means "not at these arguments"
+        return None
+
+
+def _error(build: Callable[[dict], Any], kwargs: dict) -> str:
+    try:
+        build(kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    return "no error"
+
+
+def _distinct_powers(tiles: dict[str, int]) -> dict[str, int]:
+    """2, 4, 8, ... in the order of the real values (ties in argument order)."""
+    order = sorted(tiles, key=lambda n: tiles[n])
+    return {name: 2 ** (i + 1) for i, name in enumerate(order)}
+
+
+def _reduced_problem(value: int, tiles: dict[str, int], reduced: dict[str, int]) -> int:
+    """Smallest size with the same divisibility by each (reduced) tile as the real one by
+    the real tile, and at least as many tiles (up to 2)."""
+    relevant = [(tiles[n], reduced[n]) for n in tiles if tiles[n] <= value]
+    if not relevant:
+        return min(value, 2)
+    for candidate in range(2, 1025):
+        if all((value % t == 0) == (candidate % r == 0) and candidate // r >= min(value // t, 2)
+               for t, r in relevant):
+            return candidate
+    return max(r for _, r in relevant) * 2
+
+
+def _const_values(kernel: Kernel, consts: list[str], tensors: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    from .program import Var
+    values: dict[str, int] = {}
+    for buf in kernel.params:
+        shape = tensors.get(buf.name)
+        if shape is None or len(shape) != len(buf.shape):
+            continue
+        for dim, real in zip(buf.shape, shape):
+            if isinstance(dim, Var) and dim.name in consts:
+                values.setdefault(dim.name, real)
+    return values
+
+
+def _pair_divisions(reduced: Kernel, real: Kernel) -> tuple[tuple[BinOp, BinOp], ...]:
+    from .sizes import division_list
+    ours, theirs = division_list(reduced), division_list(real)
+    if len(ours) != len(theirs):
+        return ()
+    return tuple(zip(ours, theirs))
+
+
+def bound_names(func: Callable) -> list[str]:
+    return list(inspect.signature(func).parameters)
+
+
+__all__ = ["Elaborated", "elaborate_instance", "math"]
