@@ -1,0 +1,521 @@
+"""Check a traced run: every rank's recorded ops against the recorded single-device run.
+
+``check_traced(program)`` decides, for a ``TracedProgram`` (``verifier/traced_ir.py``):
+
+1. **Well-formed**: every op list is SSA over the leaves, every op kind is modelled (else
+   ``unsupported`` naming the op and its line), collectives name groups that contain the rank,
+   and the leaves are small enough for the solver.
+2. **Temporal** (``traced_temporal.py``): async handles, collective order per group, message
+   matching by (source, destination, tag), deadlock freedom.  A hang is a violation and ends
+   the check: values of ranks that never finish are not compared.
+3. **Screening**: the reference and the ranks run with NumPy on a few random leaf values
+   (``traced_run.py``); a comparison that differs is a counterexample already confirmed.
+4. **Proof**: the same runs with Z3 terms; each comparison is proven element by element, by
+   normal form first, then by the solver under one time budget shared by all obligations.
+   A ``sat`` model is re-run with NumPy before it is reported; an unconfirmed one, a timeout or
+   an engine error is ``unsupported``, never ``verified``.
+
+A violation names its comparison (output, or the gradient of which leaf and the layout the
+recorder assumed for it) and the first op on the path to the compared value whose result
+no longer matches the single-device value (ops are paired with the reference by line, kind
+and occurrence).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable
+
+import numpy as np
+import z3
+
+from .backends import NumpyBackend, Z3Backend, as_term, normal_form, same_term
+from .counterexample import plain
+from .ir import Op, TensorSpec
+from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
+from .temporal.findings import rank_ranges
+from .traced_ir import Comparison, TracedProgram
+from .traced_run import RunError, new_cache, run, runnable
+from .traced_temporal import MalformedRecording, analyse
+
+MAX_LEAF_ELEMENTS = 20_000
+SCREENING_SEEDS = 3
+CONFIRMATION_SEEDS = 6
+SOLVER_BATCH = 64  # disequalities per solver call
+
+
+class _Stop(Exception):
+    """The check ended early with its diagnostics already in the report."""
+
+
+@dataclass(frozen=True)
+class _Mismatch:
+    comparison: Comparison
+    rank: int
+    index: tuple[int, ...]
+    expected: Any
+    got: Any
+    reference_value: Any
+    rank_value: Any
+
+
+def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Callable[[str], None] | None = None
+                 ) -> Report:
+    started = time.perf_counter()
+    ops = len(program.reference) + sum(len(rank) for rank in program.ranks)
+    report = Report(program.source, dict(program.mesh), ops=ops)
+    report.extra["assumptions"] = list(program.assumptions)
+    report.extra["passes"] = list(program.passes)
+    for assumption in program.assumptions:
+        report.add(Diagnostic("assumption", NOTE, assumption))
+    if "backward" not in program.passes:
+        report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
+    try:
+        _check(program, report, started + timeout_s, progress)
+    except _Stop:
+        pass
+    finally:
+        report.seconds = time.perf_counter() - started
+    return report
+
+
+def _check(program: TracedProgram, report: Report, deadline: float, progress) -> None:
+    _well_formed(program, report)
+    if not program.comparisons:
+        _stop(report, "nothing to compare: the recording has no outputs or gradients, so equivalence would hold "
+                      "vacuously")
+    size = sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
+    if size > MAX_LEAF_ELEMENTS:
+        _stop(report, f"too large for the solver: {size} elements; re-run with smaller sizes")
+    temporal = analyse(program.ranks, dict(program.mesh))
+    report.diagnostics.extend(temporal.diagnostics)
+    report.proven.extend(temporal.proven)
+    if temporal.hangs:
+        report.add(Diagnostic("equivalence", NOTE, "values not compared: some ranks never finish"))
+        raise _Stop
+    mismatch, inputs = _screen(program, report)
+    if mismatch is not None:
+        _report_violation(program, report, mismatch, inputs, "found by concrete evaluation")
+        raise _Stop
+    _prove(program, report, deadline, progress)
+
+
+def _stop(report: Report, message: str, line: int | None = None) -> None:
+    report.add(Diagnostic("unsupported", ERROR, message, line))
+    raise _Stop
+
+
+# --- well-formedness ---------------------------------------------------------------------------
+
+def _well_formed(program: TracedProgram, report: Report) -> None:
+    if len(program.ranks) != program.world or program.world < 1:
+        _stop(report, f"malformed recording: {len(program.ranks)} rank op lists for world {program.world}")
+    leaves = {spec.name for spec in program.inputs}
+    lists = [("the single-device run", program.reference)] + \
+        [(f"rank {r}", ops) for r, ops in enumerate(program.ranks)]
+    defined_per_list = []
+    for where, ops in lists:
+        defined = set(leaves)
+        for op in ops:
+            if not runnable(op.kind):
+                _stop(report, f"op {op.kind} (recorded on {where}) is not modelled by the verifier", op.span.line)
+            for name in op.args:
+                if name not in defined:
+                    _stop(report, f"malformed recording: {op.kind} on {where} reads {name!r} before it is defined",
+                          op.span.line)
+            for name in op.results:
+                if name in defined:
+                    _stop(report, f"malformed recording: {name!r} is defined twice on {where}", op.span.line)
+                defined.add(name)
+        defined_per_list.append(defined)
+    for comparison in program.comparisons:
+        if comparison.reference not in defined_per_list[0]:
+            _stop(report, f"malformed recording: {comparison.label} names {comparison.reference!r}, which the "
+                          f"single-device run does not compute", comparison.span.line)
+        if len(comparison.per_rank) != program.world or len(comparison.regions) != program.world:
+            _stop(report, f"malformed recording: {comparison.label} has {len(comparison.per_rank)} rank values "
+                          f"for world {program.world}", comparison.span.line)
+        for rank, name in enumerate(comparison.per_rank):
+            if name is not None and name not in defined_per_list[rank + 1]:
+                _stop(report, f"malformed recording: {comparison.label} names {name!r}, which rank {rank} does not "
+                              f"compute", comparison.span.line)
+    try:
+        from .traced_temporal import timelines
+        timelines(program.ranks, dict(program.mesh))
+    except MalformedRecording as problem:
+        _stop(report, f"malformed recording: {problem}", problem.op.span.line if problem.op else None)
+    report.proven.append(f"well-formed: SSA recordings of the single-device run and {program.world} rank(s), "
+                         f"every op modelled")
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+def _kind(spec: TensorSpec) -> str:
+    dtype = str(spec.dtype).replace("torch.", "")
+    if dtype == "bool":
+        return "bool"
+    return "int" if dtype.startswith(("i", "u", "long")) else "float"
+
+
+def random_leaves(inputs: tuple[TensorSpec, ...], seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in inputs:
+        shape = tuple(int(d) for d in spec.shape)
+        kind = _kind(spec)
+        if kind == "int":
+            low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (0, 4)
+            out[spec.name] = rng.integers(low, high, size=shape)
+        elif kind == "bool":
+            out[spec.name] = rng.random(shape) < 0.5
+        else:
+            out[spec.name] = rng.standard_normal(shape)
+    return out
+
+
+@dataclass
+class _Runs:
+    reference: dict[str, Any]
+    ranks: list[dict[str, Any]]
+
+
+def _run_all(program: TracedProgram, leaves: dict[str, Any], xp) -> _Runs:
+    cache = new_cache()
+    (reference,) = run((program.reference,), leaves, xp, cache)
+    return _Runs(reference, run(program.ranks, leaves, xp, cache))
+
+
+def _region(value: Any, region) -> Any:
+    if region is None:
+        return value
+    if len(region) != np.ndim(value):
+        raise ValueError(f"region of {len(region)} dims for a {np.ndim(value)}-d value")
+    return np.asarray(value, dtype=object if np.asarray(value).dtype == object else None)[
+        tuple(slice(int(a), int(b)) for a, b in region)]
+
+
+def _close(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype.kind == "b" or b.dtype.kind == "b":
+        return bool(np.array_equal(a.astype(bool), b.astype(bool)))
+    return bool(np.allclose(a.astype(float), b.astype(float), rtol=1e-6, atol=1e-8, equal_nan=False))
+
+
+def _first_mismatch(program: TracedProgram, runs: _Runs) -> _Mismatch | None:
+    for comparison in program.comparisons:
+        whole = runs.reference[comparison.reference]
+        for rank, (name, region) in enumerate(zip(comparison.per_rank, comparison.regions)):
+            if name is None:
+                continue
+            expected, got = np.asarray(_region(whole, region)), np.asarray(runs.ranks[rank][name])
+            if _close(expected, got):
+                continue
+            index: tuple[int, ...] = ()
+            if expected.shape == got.shape and expected.size:
+                bad = np.argwhere(~np.isclose(expected.astype(float), got.astype(float), rtol=1e-6, atol=1e-8))
+                index = tuple(int(i) for i in bad[0]) if len(bad) else ()
+            return _Mismatch(comparison, rank, index, expected, got, whole, runs.ranks[rank][name])
+    return None
+
+
+def _screen(program: TracedProgram, report: Report):
+    for seed in range(SCREENING_SEEDS):
+        leaves = random_leaves(program.inputs, seed)
+        try:
+            runs = _run_all(program, leaves, NumpyBackend())
+            mismatch = _first_mismatch(program, runs)
+        except RunError as error:
+            _engine_error(report, error)
+        except ValueError as error:
+            _stop(report, f"malformed recording: {error}")
+        if mismatch is not None:
+            return (mismatch, runs), leaves
+    return None, None
+
+
+def _engine_error(report: Report, error: RunError) -> None:
+    """Engine errors are never violations: the verdict is unsupported, with the line."""
+    where = "the single-device run" if error.rank is None else f"rank {error.rank}"
+    _stop(report, f"cannot evaluate the recording ({where}): {error}", error.line)
+
+
+# --- localisation -----------------------------------------------------------------------------------
+
+def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
+    """Rank value name -> reference value name, pairing ops by (line, kind, occurrence)."""
+    def keyed(op_list):
+        seen: dict[tuple, int] = defaultdict(int)
+        out = {}
+        for op in op_list:
+            key = (op.span.line, op.span.file, op.kind)
+            out[key + (seen[key],)] = op
+            seen[key] += 1
+        return out
+
+    reference_ops = keyed(reference)
+    pairs = {}
+    for key, op in keyed(ops).items():
+        partner = reference_ops.get(key)
+        if partner is not None and len(partner.results) == len(op.results):
+            pairs.update(zip(op.results, partner.results))
+    return pairs
+
+
+def _consistent(rank_value: Any, reference_value: Any) -> bool:
+    """Equal to the reference value, or to one block of it (a shard)."""
+    got, want = np.asarray(rank_value), np.asarray(reference_value)
+    if got.shape == want.shape:
+        return _close(got, want)
+    if got.ndim != want.ndim or any(g > w or (w % g if g else True) for g, w in zip(got.shape, want.shape)):
+        return False
+    counts = [w // g for g, w in zip(got.shape, want.shape)]
+    if np.prod(counts) > 64:
+        return False
+    for block in np.ndindex(*counts):
+        index = tuple(slice(b * g, (b + 1) * g) for b, g in zip(block, got.shape))
+        if _close(got, want[index]):
+            return True
+    return False
+
+
+def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | None:
+    """The op where the compared value starts to differ: walk back from it through operands
+    that differ from their single-device counterparts; stop where every operand agrees."""
+    ops = program.ranks[rank]
+    producer = {name: op for op in ops for name in op.results}
+    pairs = _pairing(program.reference, ops)
+    env, reference = runs.ranks[rank], runs.reference
+
+    def differs(name: str) -> bool:
+        partner = pairs.get(name)
+        if partner is None or name not in env or partner not in reference:
+            return False
+        try:
+            return not _consistent(env[name], reference[partner])
+        except (TypeError, ValueError):
+            return False
+
+    op = producer.get(value)
+    seen = set()
+    while op is not None and id(op) not in seen:
+        seen.add(id(op))
+        wrong = [name for name in op.args if name in producer and differs(name)]
+        if not wrong:
+            return op
+        op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
+    return op
+
+
+def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
+    """The layout the recorder assumed for the leaf whose gradient is compared."""
+    if comparison.kind != "gradient":
+        return ""
+    leaf = comparison.label.split("gradient of ", 1)[-1].strip()
+    for op in program.ranks[rank]:
+        if leaf in op.args and op.attr("layout_source") is not None:
+            bounds = ", ".join(f"{k}={op.attrs[k]}" for k in ("dim", "start", "end") if k in op.attrs)
+            return f"; layout assumed for {leaf}: {op.kind}({bounds}) from {op.attr('layout_source')}"
+    return f"; {leaf} assumed whole (replicated) on rank {rank}" if any(s.name == leaf for s in program.inputs) else ""
+
+
+def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str) -> None:
+    mismatch, runs = found
+    comparison, rank = mismatch.comparison, mismatch.rank
+    name = comparison.per_rank[rank]
+    op = culprit(program, runs, rank, name)
+    where = f"{comparison.label}[{','.join(map(str, mismatch.index))}]" if mismatch.index else comparison.label
+    expected = _pick(mismatch.expected, mismatch.index)
+    got = _pick(mismatch.got, mismatch.index)
+    shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
+        f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
+    counterexample = Counterexample(
+        inputs={key: plain(value) for key, value in leaves.items()},
+        reference={where: expected},
+        per_rank={f"rank {r}": {f"{comparison.label} ({n})": plain(runs.ranks[r][n])}
+                  for r, n in enumerate(comparison.per_rank) if n is not None},
+        value=where,
+        note=f"single device computes {where} = {expected}; rank {rank} holds {got}{shape_note}")
+    culprit_text = f"; the values first go wrong at {op.kind} (line {op.span.line}) on rank {rank}" \
+        if op is not None else ""
+    report.add(Diagnostic("equivalence", ERROR,
+                          f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
+                          f"{culprit_text}{_layout(program, comparison, rank)}",
+                          op.span.line if op is not None and op.span.line is not None else comparison.span.line,
+                          counterexample))
+
+
+def _pick(value: Any, index: tuple[int, ...]) -> Any:
+    array = np.asarray(value)
+    if index and array.ndim == len(index):
+        return plain(array[index])
+    return plain(array)
+
+
+# --- proof ---------------------------------------------------------------------------------------------
+
+def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarray], list, dict[str, Any]]:
+    arrays, domain, variables = {}, [], {}
+    for spec in inputs:
+        shape = tuple(int(d) for d in spec.shape)
+        kind = _kind(spec)
+        array = np.empty(shape, dtype=object)
+        for index in np.ndindex(*shape):
+            label = f"{spec.name}[{','.join(map(str, index))}]" if shape else spec.name
+            var = z3.Int(label) if kind == "int" else z3.Bool(label) if kind == "bool" else z3.Real(label)
+            if kind == "int":
+                low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (None, None)
+                if low is not None:
+                    domain += [var >= low, var < high]
+            array[index] = var
+            variables[label] = var
+        arrays[spec.name] = array
+    return arrays, domain, variables
+
+
+def _provably_equal(a: Any, b: Any) -> bool:
+    if not isinstance(a, z3.ExprRef) and not isinstance(b, z3.ExprRef):
+        return bool(a == b)
+    a, b = as_term(a), as_term(b)
+    if same_term(a, b):
+        return True
+    if z3.is_bool(a) or z3.is_bool(b):
+        return z3.is_true(z3.simplify(a == b))
+    difference = normal_form(a - b)
+    return z3.is_rational_value(difference) and difference.numerator_as_long() == 0
+
+
+def _obligations(program: TracedProgram, runs: _Runs) -> dict[int, list]:
+    """Per comparison, the element disequalities normal forms could not close."""
+    out: dict[int, list] = {}
+    for position, comparison in enumerate(program.comparisons):
+        whole = runs.reference[comparison.reference]
+        pending = []
+        for rank, (name, region) in enumerate(zip(comparison.per_rank, comparison.regions)):
+            if name is None:
+                continue
+            expected = np.asarray(_region(np.asarray(whole, dtype=object), region), dtype=object)
+            got = np.asarray(runs.ranks[rank][name], dtype=object)
+            if expected.shape != got.shape:
+                pending.append(z3.BoolVal(True))  # a shape difference: any model is a witness
+                continue
+            for x, y in zip(got.reshape(-1), expected.reshape(-1)):
+                if not _provably_equal(x, y):
+                    pending.append(as_term(x) != as_term(y))
+        out[position] = pending
+    return out
+
+
+def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Any:
+    value = model.eval(var, model_completion=True)
+    if z3.is_true(value) or z3.is_false(value):
+        return z3.is_true(value)
+    if z3.is_int_value(value):
+        return value.as_long()
+    if z3.is_rational_value(value):
+        return float(Fraction(value.numerator_as_long(), value.denominator_as_long()))
+    if z3.is_algebraic_value(value):
+        return float(value.approx(20).as_fraction())
+    return 0.0
+
+
+def _model_leaves(inputs: tuple[TensorSpec, ...], values: dict[str, Any]) -> dict[str, np.ndarray]:
+    out = {}
+    for spec in inputs:
+        shape = tuple(int(d) for d in spec.shape)
+        kind = _kind(spec)
+        array = np.zeros(shape, dtype=np.int64 if kind == "int" else bool if kind == "bool" else float)
+        for index in np.ndindex(*shape):
+            array[index] = values.get(f"{spec.name}[{','.join(map(str, index))}]" if shape else spec.name, 0)
+        out[spec.name] = array
+    return out
+
+
+def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
+    for leaves in candidates:
+        try:
+            runs = _run_all(program, leaves, NumpyBackend())
+        except RunError:
+            continue
+        mismatch = _first_mismatch(program, runs)
+        if mismatch is not None:
+            return (mismatch, runs), leaves
+    return None, None
+
+
+def _prove(program: TracedProgram, report: Report, deadline: float, progress) -> None:
+    xp = Z3Backend()
+    leaves, domain, variables = _symbolic_leaves(program.inputs)
+    if progress is not None:
+        progress(f"traced: encoding {report.ops} recorded ops in Z3")
+    try:
+        runs = _run_all(program, leaves, xp)
+    except RunError as error:
+        _engine_error(report, error)
+    obligations = _obligations(program, runs)
+    total = sum(len(o) for o in obligations.values())
+    report.extra["solver"] = {"obligations": total, "solver_calls": 0}
+    if progress is not None and total:
+        progress(f"traced: {total} element(s) left for the solver after normal forms")
+    proven: list[Comparison] = []
+    open_reason = None
+    for position, comparison in enumerate(program.comparisons):
+        status, model = _solve(obligations[position], domain, deadline, report)
+        if status == "proven":
+            proven.append(comparison)
+            continue
+        if status == "sat":
+            candidates = [_model_leaves(program.inputs, {k: _model_value(model, v) for k, v in variables.items()})]
+            candidates += [{k: np.round(v) if v.dtype.kind == "f" else v
+                            for k, v in random_leaves(program.inputs, seed).items()}
+                           for seed in range(100, 100 + CONFIRMATION_SEEDS)]
+            found, inputs = _confirm(program, candidates)
+            if found is not None:
+                _report_violation(program, report, found, inputs, "found by Z3 and confirmed by concrete evaluation")
+                return
+            open_reason = open_reason or (f"{comparison.label}: the solver's counterexample relies on the "
+                                          f"uninterpreted-function model of non-linear ops and did not reproduce "
+                                          f"with real numbers")
+        else:
+            open_reason = open_reason or f"{comparison.label}: the solver gave up within the time budget (timeout)"
+    _claim(program, report, proven)
+    if open_reason is not None:
+        report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {open_reason}"))
+
+
+def _solve(pending: list, domain: list, deadline: float, report: Report):
+    for start in range(0, len(pending), SOLVER_BATCH):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return "unknown", None
+        solver = z3.Solver()
+        solver.set("timeout", max(1, int(remaining * 1000)))
+        solver.add(*domain)
+        solver.add(z3.Or(*pending[start:start + SOLVER_BATCH]))
+        report.extra["solver"]["solver_calls"] += 1
+        answer = solver.check()
+        if answer == z3.sat:
+            return "sat", solver.model()
+        if answer == z3.unknown:
+            return "unknown", None
+    return "proven", None
+
+
+def _claim(program: TracedProgram, report: Report, proven: list[Comparison]) -> None:
+    """What was proven, in the report's own words (only what the solver established)."""
+    ranks = sorted({r for c in proven for r, n in enumerate(c.per_rank) if n is not None})
+    where = f"ranks {rank_ranges(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no rank"
+    outputs = [c.label for c in proven if c.kind != "gradient"]
+    gradients = [c.label.split("gradient of ", 1)[-1] for c in proven if c.kind == "gradient"]
+    if outputs:
+        report.proven.append(f"forward: {len(outputs)} output(s) equal to the single-device run on {where} "
+                             f"({', '.join(outputs)})")
+    if gradients:
+        report.proven.append(f"backward: gradients of {len(gradients)} leaf/leaves equal to the single-device run "
+                             f"on {where} ({', '.join(gradients)})")
+    if proven:
+        sizes = ", ".join(f"{s.name}{list(int(d) for d in s.shape)}" for s in program.inputs)
+        report.proven.append(f"sizes: as recorded on mesh {dict(program.mesh)} (world {program.world}): {sizes}")
