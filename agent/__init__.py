@@ -21,7 +21,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "LLMError": "client", "LLMOutcome": "loop", "llm_translate": "loop", "LLMSettings": "settings",
+    "LLMError": "client", "LLMUnavailable": "client", "LLMOutcome": "loop", "llm_translate": "loop", "LLMSettings": "settings",
     "needs_llm_message": "regions", "needs_llm_diagnostics": "regions", "has_cached_response": "cache",
     "ir_schema": "ir_json", "program_from_json": "ir_json", "program_to_json": "ir_json",
 }

@@ -1,9 +1,12 @@
 """Talk to an OpenAI-compatible chat endpoint: one request in, one answer out, or one clear error.
 
-Transient trouble (HTTP 429, 5xx, timeouts, connection resets) is retried with exponential
-backoff (honouring ``Retry-After``) under a total deadline, with ``tenacity``.  Everything
-else is the user's to fix and becomes an ``LLMError`` with a one-line message: a bad key
-(401), an unknown model (404), no server at the URL (connection refused).  A 400 that
+Transient trouble (HTTP 429, 5xx, timeouts, connection resets, malformed bodies) is retried
+with exponential backoff (honouring ``Retry-After``) under one total deadline for the client's
+whole life (``LLMSettings.llm_deadline``), with ``tenacity``; when it runs out the error is
+``LLMUnavailable`` (exit 3: nothing was decided).  Everything else is the user's to fix and
+becomes an ``LLMError`` with a one-line message (exit 2): a bad key (401/403), an unknown
+model (404), no server at the URL (connection refused, unknown host).  An answer longer than
+``max_answer_bytes`` is not read: it comes back as a truncated completion.  A 400 that
 complains about ``response_format`` means the endpoint has no structured output; the caller
 falls back to asking for ``.vir`` text (``StructuredOutputUnsupported``).
 """
@@ -22,6 +25,14 @@ from .settings import LLMSettings
 
 class LLMError(Exception):
     """The endpoint cannot be used; the message is one line a user can act on."""
+
+
+class LLMUnavailable(LLMError):
+    """The endpoint kept failing transiently until the LLM deadline: inconclusive, not the user's fault."""
+
+
+class AnswerTooLarge(Exception):
+    """The endpoint announced or sent more than ``max_answer_bytes``."""
 
 
 class StructuredOutputUnsupported(Exception):
@@ -63,7 +74,15 @@ def _quota(exc: BaseException) -> bool:
     return "insufficient_quota" in text
 
 
+def _too_large(exc: BaseException) -> bool:
+    return any(isinstance(e, AnswerTooLarge) for e in _chain(exc))
+
+
 def _transient(exc: BaseException) -> bool:
+    if _too_large(exc):
+        return False
+    if isinstance(exc, openai.APIResponseValidationError):
+        return True  # a malformed body: a flaky proxy more often than a broken server
     if isinstance(exc, openai.APITimeoutError):
         return True
     if isinstance(exc, openai.APIConnectionError):
@@ -93,9 +112,27 @@ class ChatClient:
             raise LLMError(f"no model for the LLM endpoint {settings.base_url}: pass --model or set VERIFY_AGENT_MODEL")
         self.settings = settings
         self.url = settings.base_url.rstrip("/")
+        self.expires = time.monotonic() + settings.llm_deadline
         # max_retries=0: tenacity does the retrying, under one deadline.
         self.openai = openai.OpenAI(base_url=self.url, api_key=settings.api_key or "not-needed", max_retries=0,
-                                    timeout=settings.request_timeout)
+                                    timeout=settings.request_timeout, http_client=self._http_client())
+
+    def _http_client(self) -> Any:
+        """The default transport, refusing answers that announce more than ``max_answer_bytes``."""
+        limit = self.settings.max_answer_bytes
+
+        def refuse_large(response: Any) -> None:
+            length = response.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > limit:
+                raise AnswerTooLarge(f"{length} bytes")
+
+        try:
+            return openai.DefaultHttpxClient(event_hooks={"response": [refuse_large]})
+        except TypeError:  # pragma: no cover - a client without hooks: the size is checked after reading
+            return None
+
+    def remaining(self) -> float:
+        return max(0.0, self.expires - time.monotonic())
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None = None) -> Completion:
         """One answer; ``schema`` asks for structured JSON output."""
@@ -106,12 +143,27 @@ class ChatClient:
             arguments["response_format"] = {"type": "json_schema",
                                             "json_schema": {"name": "vir_program", "schema": schema, "strict": False}}
         started = time.monotonic()
-        stop = stop_after_attempt(settings.retry_attempts) | stop_after_delay(settings.retry_deadline)
+        if self.remaining() <= 0:
+            raise LLMUnavailable(f"the LLM deadline ({settings.llm_deadline:g} s) is spent")
+        stop = (stop_after_attempt(settings.retry_attempts)
+                | stop_after_delay(min(settings.retry_deadline, self.remaining())))
         retrying = Retrying(retry=retry_if_exception(_transient), wait=self._wait, stop=stop, reraise=True)
+
+        def attempt() -> Any:
+            left = self.remaining()
+            if left <= 0:
+                raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+            return self.openai.with_options(timeout=min(settings.request_timeout, left)).chat.completions.create(
+                **arguments)
+
         try:
-            response = retrying(self.openai.chat.completions.create, **arguments)
+            response = retrying(attempt)
         except openai.APIError as exc:
+            if _too_large(exc):
+                return Completion("", 0, 0, "json" if schema is not None else "vir", truncated=True)
             raise self._error(exc, schema is not None, time.monotonic() - started) from None
+        except AnswerTooLarge:
+            return Completion("", 0, 0, "json" if schema is not None else "vir", truncated=True)
         return self._completion(response, "json" if schema is not None else "vir")
 
     def _wait(self, state: RetryCallState) -> float:
@@ -124,7 +176,8 @@ class ChatClient:
             asked = float(header) if header is not None else 0.0
         except ValueError:
             asked = 0.0
-        return max(backoff, min(asked, settings.retry_max_wait))
+        wait = max(backoff, min(asked, settings.retry_max_wait))
+        return max(0.0, min(wait, self.remaining()))  # never sleep past the deadline
 
     def _error(self, exc: openai.APIError, structured: bool, elapsed: float) -> Exception:
         url, model = self.url, self.settings.model
@@ -148,7 +201,8 @@ class ChatClient:
         if _transient(exc):
             what = "timed out" if isinstance(exc, openai.APITimeoutError) else (
                 f"kept failing (HTTP {status})" if status else "kept dropping the connection")
-            return LLMError(f"the LLM endpoint {url} {what}; gave up after {elapsed:.0f} s of retries")
+            return LLMUnavailable(f"the LLM endpoint {url} {what}; gave up after {elapsed:.0f} s of retries "
+                                  f"(--llm-deadline {self.settings.llm_deadline:g} s)")
         if status is not None:
             return LLMError(f"the LLM endpoint {url} rejected the request (HTTP {status}): {_first_line(exc)}")
         return LLMError(f"the LLM endpoint {url} failed: {_first_line(exc)}")
@@ -158,12 +212,21 @@ class ChatClient:
             choice = response.choices[0]
         except (AttributeError, IndexError, TypeError):
             raise LLMError(f"the LLM endpoint {self.url} returned no choices") from None
-        message = choice.message
-        text = message.content if message is not None else None
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) if message is not None else None
+        if text is not None and not isinstance(text, str):
+            raise LLMUnavailable(f"the LLM endpoint {self.url} returned a malformed answer (content is not text)")
+        if text is not None and len(text.encode("utf-8", "replace")) > self.settings.max_answer_bytes:
+            return Completion("", 0, 0, response_format, truncated=True)
         refusal = getattr(message, "refusal", None)
         if text is None and refusal:
             raise LLMError(f"the model refused to answer: {str(refusal).splitlines()[0][:200]}")
         usage = getattr(response, "usage", None)
-        return Completion(text or "", int(getattr(usage, "prompt_tokens", 0) or 0),
-                          int(getattr(usage, "completion_tokens", 0) or 0), response_format,
+        return Completion(text or "", _count(getattr(usage, "prompt_tokens", 0)),
+                          _count(getattr(usage, "completion_tokens", 0)), response_format,
                           truncated=getattr(choice, "finish_reason", None) == "length")
+
+
+def _count(value: Any) -> int:
+    """A token count from the server; anything that is not a non-negative int counts 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -30,6 +30,8 @@ class LLMSettings:
     retry_initial_wait: float = 1.0  # seconds; doubles per retry
     retry_max_wait: float = 30.0
     retry_deadline: float = 300.0  # total seconds spent on one request, retries included
+    llm_deadline: float = 120.0  # total seconds for every request of one translation, retries included
+    max_answer_bytes: int = 1_000_000  # a longer answer is not read: the model is asked to answer compactly
     execute: bool = True  # triage findings on LLM IR by running the source (needs torch)
     execution_timeout: float = 60.0
 
@@ -38,6 +40,8 @@ class LLMSettings:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
+        if not self.llm_deadline > 0:
+            raise ValueError("llm_deadline must be a positive number of seconds")
 
     @classmethod
     def from_env(cls, **overrides) -> "LLMSettings":

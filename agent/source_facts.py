@@ -85,10 +85,17 @@ def read_source(source: str, path: str, entry: str | None = None) -> SourceFacts
     facts = SourceFacts(path=path, lines=source.splitlines())
     facts.style = ("dtensor" if re.search(r"parallelize_module|distribute_tensor|DTensor", source)
                    else "megatron" if "megatron" in source else "explicit")
+    from frontends.nesting import nesting_problem
+
+    too_deep = nesting_problem(source)
+    if too_deep is not None:
+        facts.syntax_error = f"line {too_deep[0]}: {too_deep[1]}"
+        return facts
     try:
         tree = ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        facts.syntax_error = f"line {exc.lineno}: {exc.msg}"
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        facts.syntax_error = (f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError)
+                              else "the file nests too deeply to read")
         return facts
     aliases = imports(tree)
     constants = module_constants(tree)

@@ -41,6 +41,11 @@ class SourceFile:
 
 
 def parse(text: str, path: str) -> SourceFile:
+    from .nesting import nesting_problem
+
+    too_deep = nesting_problem(text)
+    if too_deep is not None:
+        raise UserError(*too_deep)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:

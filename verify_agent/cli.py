@@ -1,7 +1,10 @@
 """The `verify-agent` command line: each command is a plain typed function (typer).
 
 Exit codes (DESIGN.md): 0 verified, 1 violations found, 2 usage/input error, 3 unsupported or
-inconclusive.  A user mistake is one line on stderr naming file and line — never a traceback.
+inconclusive (a timeout included), 4 internal error (a bug of ours, said as such).  A user mistake
+is one line on stderr naming file and line — never a traceback; machine formats (json, sarif,
+github) also print a document on stdout for every ending (``documents.py``).  One ``--timeout``
+bounds the whole command (``deadline.py``).
 """
 from __future__ import annotations
 
@@ -16,7 +19,13 @@ from rich.console import Console
 
 from verifier.report import EXIT_USAGE, Report
 
+from . import deadline as deadlines
+from .documents import INPUT_ERROR, INTERNAL_ERROR, REPORT_BUG, TIMED_OUT, located, render
 from .render import render_github, render_json, render_sarif, render_text
+
+EXIT_INTERNAL = 4
+EXIT_TIMEOUT = 3
+TIMEOUT_HELP = "Seconds for the whole command, every stage included (then exit 3)."
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Prove distributed training code equivalent to its single-device version; repair it.")
@@ -35,18 +44,58 @@ class LLMMode(str, Enum):
     off = "off"
 
 
+class _Session:
+    """What the running command prints its endings in: format and file (set by ``begin``)."""
+
+    format: str = "text"
+    file: Optional[str] = None
+    arm_deadline: bool = False  # only the console entry arms signals; in-process callers do not
+
+
+def begin(fmt: "Format | str", file: Optional[Path], timeout: Optional[float]) -> deadlines.Deadline:
+    """Every command starts here: remember how to report its endings, start its deadline."""
+    _Session.format = fmt.value if isinstance(fmt, Enum) else str(fmt)
+    _Session.file = str(file) if file is not None else None
+    if timeout is not None and timeout <= 0:
+        fail_usage(f"--timeout {timeout:g}: expected a positive number of seconds")
+    if _Session.arm_deadline:
+        err = Console(stderr=True, highlight=False)
+        return deadlines.start(timeout, _print_timeout, lambda message: err.print(f"[dim]{message}[/]"))
+    return deadlines.reset(timeout)
+
+
+def _print_ending(verdict: str, check: str, message: str, label: str) -> None:
+    failure = located(verdict, check, message, _Session.file, deadlines.current().elapsed())
+    document = render(failure, _Session.format)
+    if document is not None:
+        print(document, flush=True)
+    Console(stderr=True).print(f"[bold red]{label}:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def _print_timeout(timeout: deadlines.CommandTimeout) -> None:
+    _print_ending(TIMED_OUT, "timeout", f"{_Session.file or 'verify-agent'}: {timeout}; nothing was verified "
+                                        f"(raise --timeout, or check a smaller part)", "timeout")
+
+
 def fail_usage(message: str) -> None:
-    """Print one line and exit 2: the user's input is not what we need."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one line (and the format's document) and exit 2: the user's input is not what we need."""
+    _print_ending(INPUT_ERROR, "input", message, "error")
     raise typer.Exit(EXIT_USAGE)
 
 
 def _read(path: Path) -> str:
+    """The file's text as Python decodes it (BOM, coding cookie, newlines), or exit 2."""
+    from .limits import MAX_FILE_BYTES
+    from .repair.safe_write import decode_source
+
     try:
-        return path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            fail_usage(f"{path}: {size / 1e6:.1f} MB is more than the {MAX_FILE_BYTES // 10**6} MB verify-agent reads")
+        return decode_source(path, path.read_bytes()).text
     except FileNotFoundError:
         fail_usage(f"{path}: no such file")
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError, SyntaxError, LookupError, OSError) as exc:
         fail_usage(f"{path}: cannot read ({exc.__class__.__name__})")
     return ""
 
@@ -79,12 +128,15 @@ def emit(reports: List[Report], fmt: Format, source_lines: Optional[List[str]] =
 @app.command()
 def check(file: Path = typer.Argument(..., help="An IR program in the .vir text form (or .json)."),
           format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
-          timeout: int = typer.Option(20, help="Solver timeout per obligation, seconds.")) -> None:
+          solver_timeout: int = typer.Option(20, "--solver-timeout", help="Solver timeout per obligation, seconds."),
+          timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP)) -> None:
     """Verify an IR program: well-formed, placement-correct, temporal, equivalent to mesh size 1."""
     from verifier.check import check_program
 
+    clock = begin(format, file, timeout)
     program = load_program(file)
-    report = check_program(program, str(file), timeout_ms=timeout * 1000, progress=_progress(format))
+    per_obligation = max(1.0, clock.remaining(at_most=float(solver_timeout)))
+    report = check_program(program, str(file), timeout_ms=int(per_obligation * 1000), progress=_progress(format))
     raise typer.Exit(emit([report], format, _source_lines(program.source, file)))
 
 
@@ -94,6 +146,19 @@ def _progress(fmt: Format):
         return None
     console = Console(stderr=True, highlight=False)
     return lambda message: console.print(f"[dim]{message}[/]")
+
+
+def _stage_progress(fmt: Format, always: bool = False):
+    """Progress for long stages: printed for text output, always noted for the deadline's progress lines."""
+    console = Console(stderr=True, highlight=False)
+    show = always or fmt == Format.text
+
+    def report(message: str) -> None:
+        deadlines.current().note(message)
+        if show:
+            console.print(f"[dim]{message}[/]")
+
+    return report
 
 
 def load_program(file: Path):
@@ -152,17 +217,23 @@ def translate(
     model: Optional[str] = typer.Option(None, help="Model name (else VERIFY_AGENT_MODEL)."),
     max_rounds: int = typer.Option(3, help="LLM feedback rounds."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    llm_deadline: float = typer.Option(120.0, "--llm-deadline",
+                                       help="Seconds for all LLM requests, retries included (then exit 3)."),
+    no_exec: bool = typer.Option(False, "--no-exec", help="Never run the file's code (no tracing, no execution "
+                                                          "triage of LLM findings)."),
+    timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
 ) -> None:
     """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines."""
     from .pipeline import TranslateOptions, translate_and_verify
 
+    begin(format, file, timeout)
+    if llm_deadline <= 0:
+        fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
     source = _read(file)
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm=llm.value,
-                               base_url=base_url, model=model, max_rounds=max_rounds, no_cache=no_cache, fix=fix)
-    progress = Console(stderr=True, highlight=False)
-    result = translate_and_verify(source, str(file), options,
-                                  progress=(lambda message: progress.print(f"[dim]{message}[/]"))
-                                  if format == Format.text else None)
+                               base_url=base_url, model=model, max_rounds=max_rounds, no_cache=no_cache, fix=fix,
+                               llm_deadline=llm_deadline, no_exec=no_exec)
+    result = translate_and_verify(source, str(file), options, progress=_stage_progress(format))
     if result.usage_error:
         fail_usage(result.usage_error)
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
@@ -177,27 +248,39 @@ def fix(
     mesh: Optional[str] = typer.Option(None, help="Mesh, e.g. tp=2 or dp=2,tp=4."),
     input: List[str] = typer.Option([], "--input", help="Input shape, e.g. x=8x16 (repeatable)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github."),
+    no_backup: bool = typer.Option(False, "--no-backup", help="With --write: do not keep FILE.orig."),
+    timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
 ) -> None:
-    """Search verified fixes (unified diffs ranked by communication cost); --write applies the best."""
+    """Search verified fixes (unified diffs ranked by communication cost); --write applies the best.
+
+    --write replaces the file atomically (temp file, fsync, rename), keeps FILE.orig unless
+    --no-backup, and refuses when the file changed while the fix was searched.
+    """
+    from .pipeline import TranslateOptions
     from .repair.commands import UsageError, fix_file
 
-    from .pipeline import TranslateOptions
-
+    begin(format, file, timeout)
     source = _read(file)
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm="off")
     progress = Console(stderr=True, highlight=False)
     try:
-        before, _, after = fix_file(str(file), top, write, options=options,
-                                    progress=(lambda message: progress.print(f"[dim]{message}[/]"))
-                                    if format == Format.text else None)
+        before, _, after = fix_file(str(file), top, write, options=options, progress=_stage_progress(format),
+                                    backup=not no_backup)
     except UsageError as error:
         fail_usage(str(error))
-    code = emit([before], format, source.splitlines())
-    if after is not None:
-        if format == Format.text:
-            progress.print(f"applied the cheapest fix to {file}; verifying it again:")
-        code = emit([after], format, file.read_text(encoding="utf-8").splitlines())
-    raise typer.Exit(code)
+    if after is None:
+        raise typer.Exit(emit([before], format, source.splitlines()))
+    if format == Format.json:  # one document: the file as it is now, with the report it replaced
+        import json
+        data = json.loads(render_json(after))
+        data["before"] = json.loads(render_json(before))
+        print(json.dumps(data, indent=2))
+        raise typer.Exit(after.exit_code)
+    if format == Format.text:
+        emit([before], format, source.splitlines())
+        progress.print(f"applied the cheapest fix to {file}; verifying it again:")
+        raise typer.Exit(emit([after], format, _read(file).splitlines()))
+    raise typer.Exit(emit([after], format, _read(file).splitlines()))
 
 
 @app.command()
@@ -206,6 +289,7 @@ def review(
     repo: Path = typer.Option(Path("."), "--repo", help="Repository checkout."),
     review_json: Path = typer.Option(Path("verify-agent-review.json"), help="Where to write the review body."),
     sarif: Path = typer.Option(Path("verify-agent.sarif"), help="Where to write the SARIF log."),
+    timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
 ) -> None:
     """Check the Python files changed since --base; write a GitHub review (suggestions) and SARIF."""
     import json
@@ -213,9 +297,10 @@ def review(
     from .repair.commands import UsageError
     from .repair.review import run_review
 
+    begin(Format.text, None, timeout)
     progress = Console(stderr=True, highlight=False)
     try:
-        body, sarif_text, results = run_review(base, repo, progress=lambda m: progress.print(f"[dim]{m}[/]"))
+        body, sarif_text, results = run_review(base, repo, progress=_stage_progress(Format.text, always=True))
     except UsageError as error:
         fail_usage(str(error))
     review_json.write_text(json.dumps(body, indent=2), encoding="utf-8")
@@ -230,40 +315,86 @@ def review(
 def lift(
     file: Path = typer.Argument(..., help="A TileLang kernel file or TVMScript text."),
     kernel: Optional[str] = typer.Option(None, help="Kernel (PrimFunc) name; default: all in the file."),
-    spec: Optional[str] = typer.Option(None, help='Whole-tensor spec, e.g. "C = A @ B".'),
+    spec: List[str] = typer.Option([], "--spec", help='Whole-tensor spec, e.g. "C = A @ B", or per kernel '
+                                   'KERNEL="C = A @ B" (repeatable).'),
     mesh: Optional[str] = typer.Option(None, help="Mesh for distributed lifting, e.g. tp=4."),
     shard: List[str] = typer.Option([], "--shard", help="Buffer sharding, e.g. A=Shard(1) (repeatable)."),
+    no_exec: bool = typer.Option(False, "--no-exec", help="Do not run the file (read the source text only)."),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
+    timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
 ) -> None:
-    """Lift TileLang / TVM TIR kernels into the IR and check them."""
+    """Lift TileLang / TVM TIR kernels into the IR and check them.
+
+    With TileLang installed the file runs in a child process (scrubbed environment, time
+    limit) and every kernel it elaborates is checked; --no-exec reads the source only.
+    """
     from tir_lifter import LiftInputError, run_lift
 
+    begin(format, file, timeout)
     source = _read(file)
     try:
-        report = run_lift(str(file), kernel, spec, mesh, list(shard))
+        report = run_lift(str(file), kernel, list(spec), mesh, list(shard), no_exec=no_exec)
     except LiftInputError as exc:
         fail_usage(str(exc))
     raise typer.Exit(emit([report], format, source.splitlines(), report.extra.get("derived_program")))
 
 
-def main() -> None:
-    """Console entry: an internal failure is one line and exit 3 (inconclusive), not a traceback."""
+def main(argv: Optional[List[str]] = None) -> None:
+    """Console entry: every ending is an exit code and one line (plus a document for machine formats):
+    a timeout exits 3, a bug of ours exits 4 and says so — never a traceback."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    _Session.format, _Session.file = _format_in(args), None
+    _Session.arm_deadline = True
     try:
-        code = app(standalone_mode=False)  # click returns the Exit code instead of raising it
-        sys.exit(code if isinstance(code, int) else 0)
+        code = app(args=args, standalone_mode=False)  # click returns the Exit code instead of raising it
+        code = code if isinstance(code, int) else 0
     except typer.Exit as done:
-        sys.exit(done.exit_code)
+        code = done.exit_code
+    except deadlines.CommandTimeout as timeout:
+        code = _end(lambda: _print_timeout(timeout), EXIT_TIMEOUT)
     except (typer.Abort, KeyboardInterrupt):
-        sys.exit(130)
+        code = 130
     except click_exceptions() as usage:
-        usage.show()
-        sys.exit(EXIT_USAGE)
+        code = _end(lambda: _print_ending(INPUT_ERROR, "usage", _usage_line(usage), "error"), EXIT_USAGE)
+    except RecursionError:
+        code = _end(lambda: _print_ending(INPUT_ERROR, "input", f"{_Session.file or 'input'}: nested too deeply "
+                                                                "to read", "error"), EXIT_USAGE)
+    except MemoryError:
+        code = _end(lambda: _print_ending(TIMED_OUT, "limit", f"{_Session.file or 'input'}: ran out of memory; "
+                                                              "nothing was verified", "error"), EXIT_TIMEOUT)
     except Exception as error:  # noqa: BLE001 - last line of defence for the user
         if os.environ.get("VERIFY_AGENT_DEBUG"):
             raise
-        Console(stderr=True).print(f"[bold red]internal error:[/] {error.__class__.__name__}: {error} "
-                                   f"(set VERIFY_AGENT_DEBUG=1 for the traceback)", highlight=False)
-        sys.exit(3)
+        detail = " ".join(f"{error.__class__.__name__}: {error}".split())[:300]
+        code = _end(lambda: _print_ending(INTERNAL_ERROR, "internal", f"{detail} — {REPORT_BUG} "
+                                                                      "(VERIFY_AGENT_DEBUG=1 shows the traceback)",
+                                          "internal error"), EXIT_INTERNAL)
+    deadlines.stop()
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def _end(print_it, code: int) -> int:
+    deadlines.stop()
+    if deadlines.finish_once():
+        print_it()
+    return code
+
+
+def _format_in(args: List[str]) -> str:
+    """The --format the command line asks for, read before click parses it (usage errors need it)."""
+    for index, arg in enumerate(args):
+        if arg in ("--format", "-f") and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--format="):
+            return arg.split("=", 1)[1]
+    return "text"
+
+
+def _usage_line(usage) -> str:
+    message = usage.format_message() if hasattr(usage, "format_message") else str(usage)
+    command = usage.ctx.command_path if getattr(usage, "ctx", None) is not None else "verify-agent"
+    return f"{command}: {' '.join(message.split())} (see {command} --help)"
 
 
 def click_exceptions() -> tuple:

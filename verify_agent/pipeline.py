@@ -26,6 +26,8 @@ class TranslateOptions:
     max_rounds: int = 3
     no_cache: bool = False
     fix: bool = False
+    llm_deadline: float = 120.0  # seconds for every LLM request of the command, retries included
+    no_exec: bool = False  # never run the user's code (tracing frontend, execution triage)
 
 
 @dataclass
@@ -65,7 +67,8 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     incomplete = bool(translation.unsupported) or translation.program is None
     if options.llm == "full" or (options.llm == "auto" and incomplete):
         result = _llm(source, path, translation, options, progress)
-        result.report.seconds = time.perf_counter() - started
+        if result.report is not None:
+            result.report.seconds = time.perf_counter() - started
         return result
     if incomplete:
         report = _unsupported_report(path, translation, "the LLM translator is off (--llm off); nothing was verified")
@@ -92,13 +95,22 @@ def _llm(source: str, path: str, translation: Translation, options: TranslateOpt
          ) -> TranslateResult:
     """The LLM loop decides (and verifies) from here; its report is final, never re-checked,
     since only it carries the execution triage of LLM-written IR."""
-    from agent import LLMError, LLMSettings, llm_translate
+    from agent import LLMError, LLMSettings, LLMUnavailable, llm_translate
 
+    from .deadline import current
+
+    budget = current()
     settings = LLMSettings.from_options(base_url=options.base_url, model=options.model, mode=options.llm,
-                                        max_rounds=options.max_rounds, no_cache=options.no_cache)
+                                        max_rounds=options.max_rounds, no_cache=options.no_cache,
+                                        llm_deadline=budget.remaining(at_most=options.llm_deadline),
+                                        execute=not options.no_exec,
+                                        execution_timeout=max(1.0, budget.remaining(at_most=60.0)))
     try:
         outcome = llm_translate(source, path, translation, settings, progress, entry=options.entry,
                                 mesh=_mesh_dict(options.mesh), input_shapes=options.inputs or None)
+    except LLMUnavailable as error:
+        report = _unsupported_report(path, translation, f"LLM unavailable: {error}; nothing was verified")
+        return TranslateResult(report, translation)
     except LLMError as error:
         return TranslateResult(usage_error=f"{path}: {error}")
     return TranslateResult(outcome.report, outcome.translation, outcome.ir_text)
@@ -107,7 +119,10 @@ def _llm(source: str, path: str, translation: Translation, options: TranslateOpt
 def _mesh_dict(mesh: Optional[str]) -> Optional[dict]:
     if not mesh:
         return None
-    return {name.strip(): int(size) for name, size in (part.split("=") for part in mesh.split(","))}
+    try:
+        return {name.strip(): int(size) for name, size in (part.split("=") for part in mesh.split(","))}
+    except ValueError:
+        return None  # the frontend has already reported a malformed --mesh
 
 
 def _add_fixes(source: str, path: str, translation: Translation, report: Report, options: TranslateOptions,

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from verifier.report import Fix, Report
+
 from .fixes import SourceFix, source_fixes
+from .safe_write import SourceText, WriteRefused, read_source, replace_source
 
 Progress = Optional[Callable[[str], None]]
 
@@ -25,25 +27,36 @@ def _options(options=None):
     return options if options is not None else TranslateOptions()
 
 
-def check_file(path: str | Path, options=None, progress: Progress = None):
-    """Read and verify one file; (source, TranslateResult)."""
-    from ..pipeline import translate_and_verify
-
+def read_file(path: str | Path) -> SourceText:
+    """The file's text as Python reads it (encoding cookie, BOM, newlines remembered)."""
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        return read_source(path)
+    except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as error:
         raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
+
+
+def check_text(path: str | Path, source: str, options=None, progress: Progress = None):
+    """Verify ``source`` as the contents of ``path``; the TranslateResult."""
+    from ..pipeline import translate_and_verify
+
     result = translate_and_verify(source, str(path), _options(options), progress)
     if result.usage_error:
         raise UsageError(result.usage_error)
-    return source, result
+    return result
 
 
-def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progress = None
-               ) -> tuple[Report, list[SourceFix]]:
+def check_file(path: str | Path, options=None, progress: Progress = None):
+    """Read and verify one file; (source, TranslateResult)."""
+    source = read_file(path).text
+    return source, check_text(path, source, options, progress)
+
+
+def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progress = None,
+               original: SourceText | None = None) -> tuple[Report, list[SourceFix]]:
     """The file's report (with ``report.fixes`` filled in) and its verified source fixes, cheapest first."""
-    source, result = check_file(path, options, progress)
+    source = (original or read_file(path)).text
+    result = check_text(path, source, options, progress)
     report = result.report
     fixes: list[SourceFix] = []
     if report.verdict != "verified" and result.translation is not None:
@@ -52,16 +65,24 @@ def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progres
     return report, fixes
 
 
-def fix_file(path: str | Path, top_k: int = 3, write: bool = False, *, options=None, progress: Progress = None
-             ) -> tuple[Report, list[Fix], Optional[Report]]:
+def fix_file(path: str | Path, top_k: int = 3, write: bool = False, *, options=None, progress: Progress = None,
+             backup: bool = True) -> tuple[Report, list[Fix], Optional[Report]]:
     """(report before, fixes ranked by communication cost, report after ``--write`` or None).
 
-    With ``write`` the cheapest fix is applied to the file, which is then translated and
-    verified again end to end; the second report is what the file says now.
+    With ``write`` the cheapest fix replaces the file (``safe_write.replace_source``: atomic,
+    refused if the file changed since it was read, ``FILE.orig`` kept unless ``backup`` is
+    False), which is then translated and verified again end to end; the second report is
+    what the file says now.
     """
-    report, fixes = find_fixes(path, top_k, options, progress)
+    original = read_file(path)
+    report, fixes = find_fixes(path, top_k, options, progress, original=original)
     if not write or not fixes:
         return report, report.fixes, None
-    Path(path).write_text(fixes[0].patched, encoding="utf-8")
+    try:
+        saved = replace_source(original, fixes[0].patched, backup=backup)
+    except WriteRefused as refused:
+        raise UsageError(str(refused)) from None
+    if progress and saved is not None:
+        progress(f"the original is kept as {saved}")
     _, after = check_file(path, options, progress)
     return report, report.fixes, after.report
