@@ -14,6 +14,9 @@ IR input get that global value (this rank's block when the code allocates a shar
 Every run happens in child processes (``worker.py``; forked from a torch-preloaded fork server
 where the platform has one, so a run costs well under a second after the first) and is
 stopped by a timeout: user code can deadlock.  Nothing here needs torch in the parent process.
+The children follow ``frontends.sandbox``: the fork server and the workers start with a
+scrubbed environment (no API keys), each worker limits its memory and CPU time and may
+connect only to 127.0.0.1 before the user's code is loaded.
 """
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from frontends.sandbox import scrubbed_environ
 
 from . import worker
 
@@ -142,7 +147,7 @@ def _context():
     if _CONTEXT is None:
         if "forkserver" in multiprocessing.get_all_start_methods():
             _CONTEXT = multiprocessing.get_context("forkserver")
-            _CONTEXT.set_forkserver_preload(["torch", "torch.distributed", worker.__name__])
+            _CONTEXT.set_forkserver_preload(["torch", "torch.distributed", "frontends.sandbox", worker.__name__])
         else:
             _CONTEXT = multiprocessing.get_context("spawn")
     return _CONTEXT
@@ -173,7 +178,7 @@ def warm_up() -> None:
         if ctx.get_start_method() == "forkserver":
             from multiprocessing import forkserver
 
-            with _without_main_module():
+            with _without_main_module(), scrubbed_environ():
                 forkserver.ensure_running()
 
 
@@ -207,7 +212,7 @@ def _run_once(source: str, path: str, mesh: tuple[tuple[str, int], ...], inputs:
     # The 1-rank reference needs no network (an in-memory store); the N-rank group one port.
     groups = {1: (unit, 0), world: (mesh, _free_port())} if world > 1 else {1: (unit, 0)}
     processes: list[tuple[int, Any]] = []
-    with _without_main_module():
+    with _without_main_module(), scrubbed_environ():
         for size, (dims, port) in groups.items():
             for rank in range(size):
                 process = ctx.Process(target=worker.run_rank, args=(rank, size, port, dims, job, results),

@@ -26,6 +26,10 @@ class HarnessError(Exception):
 def run_rank(rank: int, world: int, port: int, mesh: tuple[tuple[str, int], ...], job: dict, results) -> None:
     """Entry point of one child process: run the job as ``rank`` of ``world``, report on ``results``."""
     try:
+        from frontends.sandbox import DEFAULT_MEMORY_BYTES, enter_child
+
+        # before any user code: no secrets in the environment, memory and CPU limits, loopback only
+        enter_child(job.get("memory_bytes", DEFAULT_MEMORY_BYTES), job["timeout"])
         with contextlib.suppress(Exception):
             if "lo" in {name for _, name in socket.if_nameindex()}:
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
