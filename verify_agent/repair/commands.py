@@ -29,8 +29,14 @@ def _options(options=None):
 
 def read_file(path: str | Path) -> SourceText:
     """The file's text as Python reads it (encoding cookie, BOM, newlines remembered)."""
+    from ..limits import MAX_FILE_BYTES
+
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UsageError(f"{path}: {size / 1e6:.1f} MB is more than the {MAX_FILE_BYTES // 10**6} MB "
+                             f"verify-agent reads")
         return read_source(path)
     except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as error:
         raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -61,24 +62,53 @@ def suggestion_blocks(original: str, patched: str, merge_gap: int = 2) -> list[B
     return blocks
 
 
-def _git(repo_dir: str | Path, *args: str) -> str:
+def _git_bytes(repo_dir: str | Path, *args: str) -> bytes:
     try:
-        done = subprocess.run(["git", "-C", str(repo_dir), *args], capture_output=True, text=True)
+        done = subprocess.run(["git", "-C", str(repo_dir), "-c", "core.quotePath=false", *args],
+                              capture_output=True, stdin=subprocess.DEVNULL)
     except OSError as error:
         raise UsageError(f"cannot run git: {error}") from None
     if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args[:2])} failed in {repo_dir}: {done.stderr.strip().splitlines()[-1:]}")
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise UsageError(f"git {' '.join(args[:2])} failed in {repo_dir}: {last[0] if last else 'no message'}")
     return done.stdout
 
 
+def _git(repo_dir: str | Path, *args: str) -> str:
+    return _git_bytes(repo_dir, *args).decode("utf-8", "replace")
+
+
+def _checked_ref(base_ref: str) -> str:
+    """A ref is never read as an option (``--output=...`` would make git write a file)."""
+    if not base_ref or base_ref.startswith("-") or "\0" in base_ref:
+        raise UsageError(f"--base {base_ref!r}: expected a git ref such as origin/main")
+    return base_ref
+
+
 def changed_files(base_ref: str, repo_dir: str | Path) -> list[str]:
-    out = _git(repo_dir, "diff", "--name-only", "--diff-filter=AMR", base_ref, "--", "*.py")
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    """Python files added, modified, renamed or copied since ``base_ref`` (new names).
+
+    ``git diff -z`` separates records with NUL and never quotes names, so every path works:
+    spaces, newlines, non-ASCII, renames (the new name is checked); deleted files have
+    nothing left to check.
+    """
+    out = _git_bytes(repo_dir, "diff", "-z", "--name-status", "-M", "--diff-filter=AMRC",
+                     _checked_ref(base_ref), "--", "*.py")
+    fields = out.split(b"\0")
+    names, index = [], 0
+    while index < len(fields) and fields[index]:
+        status = fields[index].decode("ascii", "replace")
+        paths = 2 if status[:1] in ("R", "C") else 1
+        record = fields[index + 1: index + 1 + paths]
+        index += 1 + paths
+        if len(record) == paths:
+            names.append(os.fsdecode(record[-1]))
+    return names
 
 
 def changed_lines(base_ref: str, repo_dir: str | Path, file: str) -> set[int]:
     """Lines of the new version that the pull request's diff shows (added or context)."""
-    out = _git(repo_dir, "diff", "--unified=3", base_ref, "--", file)
+    out = _git(repo_dir, "diff", "-M", "--unified=3", _checked_ref(base_ref), "--", file)
     lines: set[int] = set()
     for header in out.splitlines():
         if header.startswith("@@"):
@@ -194,9 +224,11 @@ def _has_distributed_code(path: Path) -> bool:
     from frontends.source import parse, uses_distributed
     from frontends.values import UserError
 
+    from .safe_write import read_source
+
     try:
-        source = parse(path.read_text(encoding="utf-8"), str(path))
-    except (UserError, OSError, UnicodeDecodeError):
+        source = parse(read_source(path).text, str(path))
+    except (UserError, OSError, UnicodeDecodeError, SyntaxError, LookupError, RecursionError):
         return True  # let the check report what is wrong with the file
     return uses_distributed(source, source.module)
 
