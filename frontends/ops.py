@@ -321,7 +321,7 @@ class Emitter:
             return self.binary(kind, other, tensor, line) if scalar_left else self.binary(kind, tensor, other, line)
         attrs: dict[str, Any] = {"scalar": self.scalar_attr(scalar, line)}
         if scalar_left:
-            if kind in ("sub", "div"):
+            if kind in ("sub", "div", "floordiv", "mod"):
                 attrs["reverse"] = True
             elif kind in COMPARISONS:
                 kind = FLIPPED[kind]

@@ -86,7 +86,8 @@ def tensor_binary(cx: Call, operator: str, left: Any, right: Any) -> Tensor:
     it = cx.it
     if operator == "MatrixMultiply":
         return it.matmul(_tensor(cx, left, "@"), _tensor(cx, right, "@"), cx.line)
-    kinds = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div", "Power": "pow"}
+    kinds = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div", "Power": "pow",
+             "FloorDivide": "floordiv", "Modulo": "mod"}
     if operator in kinds:
         if operator == "Power" and isinstance(right, Tensor):
             raise UnsupportedError(cx.line, "**", "a tensor exponent is not modelled")
@@ -328,12 +329,15 @@ def _binary_handler(kind: str):
 for _kind, _names in {"add": ("torch.add",), "sub": ("torch.sub", "torch.subtract"),
                       "mul": ("torch.mul", "torch.multiply"), "div": ("torch.div", "torch.divide", "torch.true_divide"),
                       "lt": ("torch.lt", "torch.less"), "le": ("torch.le",), "gt": ("torch.gt", "torch.greater"),
-                      "ge": ("torch.ge",), "eq": ("torch.eq",), "ne": ("torch.ne",)}.items():
+                      "ge": ("torch.ge",), "eq": ("torch.eq",), "ne": ("torch.ne",),
+                      "floordiv": ("torch.floor_divide",), "mod": ("torch.remainder",)}.items():
     function(*_names)(_binary_handler(_kind))
     method(_kind)(_binary_handler(_kind))
 method("multiply")(_binary_handler("mul"))
 method("subtract")(_binary_handler("sub"))
 method("divide")(_binary_handler("div"))
+method("floor_divide")(_binary_handler("floordiv"))
+method("remainder")(_binary_handler("mod"))
 
 
 @function("torch.pow")

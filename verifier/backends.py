@@ -101,6 +101,12 @@ class NumpyBackend:
     def divide(self, a, b):
         return np.divide(a, b)
 
+    def floordiv(self, a, b):
+        return np.floor_divide(a, b)
+
+    def mod(self, a, b):
+        return np.mod(a, b)
+
     def maximum(self, a, b):
         return np.maximum(a, b)
 
@@ -149,6 +155,12 @@ class NumpyBackend:
 def _objectwise(function: Callable, *arrays) -> np.ndarray:
     result = np.frompyfunc(function, len(arrays), 1)(*arrays)
     return np.asarray(result, dtype=object)
+
+
+def _elementwise(function: Callable, *arrays):
+    """Like NumPy arithmetic on object arrays: 0-d operands give a plain term, not a 0-d array."""
+    result = _objectwise(function, *arrays)
+    return result.item() if result.ndim == 0 else result
 
 
 def normal_form(term):
@@ -218,6 +230,21 @@ def _to_bool(term):
     return term != 0
 
 
+def _is_int_term(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) or \
+        isinstance(value, z3.ArithRef) and value.is_int()
+
+
+def _truncate(value):
+    """float -> int toward zero; ints stay, bools become 0/1."""
+    term = as_term(value)
+    if isinstance(term, z3.BoolRef):
+        return z3.If(term, z3.IntVal(1), z3.IntVal(0))
+    if term.is_int():
+        return term
+    return z3.If(term >= 0, z3.ToInt(term), -z3.ToInt(-term))
+
+
 def as_term(value, integer: bool = False):
     """A Z3 term for a term or a plain number/bool (ints stay integral unless told otherwise)."""
     if isinstance(value, z3.ExprRef):
@@ -252,6 +279,8 @@ class Z3Backend:
                                        for t in flat[:1])
 
     def _real(self, term):
+        if isinstance(term, (int, np.integer)) and not isinstance(term, (bool, np.bool_)):
+            return z3.RealVal(int(term))
         term = as_term(term)
         return z3.ToReal(term) if isinstance(term, z3.ArithRef) and term.is_int() else term
 
@@ -324,8 +353,21 @@ class Z3Backend:
         return term
 
     def divide(self, a, b):
-        """Division with the divisor in normal form, so equal sums divide alike."""
-        return np.asarray(a, dtype=object) / _objectwise(normal_form, np.asarray(b, dtype=object))
+        """True division, as ``/`` on tensors (integers too: Z3's ``/`` on Int terms would be
+        integer division), with the divisor in normal form so equal sums divide alike."""
+        return _elementwise(lambda p, q: self._real(p) / normal_form(self._real(q)), a, b)
+
+    def floordiv(self, a, b):
+        """``a // b``: the floor of the true quotient (Python's and torch's rule); an int for ints."""
+        return _elementwise(self._floordiv, a, b)
+
+    def _floordiv(self, p, q):
+        floor = z3.ToInt(self._real(p) / normal_form(self._real(q)))
+        return floor if _is_int_term(p) and _is_int_term(q) else z3.ToReal(floor)
+
+    def mod(self, a, b):
+        """``a % b = a - b * (a // b)``: the result takes the sign of the divisor."""
+        return _elementwise(lambda p, q: as_term(p) - as_term(q) * self._floordiv(p, q), a, b)
 
     def where(self, cond, a, b):
         return _objectwise(lambda c, p, q: z3.If(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
@@ -380,10 +422,12 @@ class Z3Backend:
         return out
 
     def cast(self, x, dtype: str):
-        """Casts keep the exact real value: the model is exact arithmetic, not float rounding."""
+        """Casts keep the exact real value (exact arithmetic, not float rounding), except that
+        float -> int truncates toward zero as in torch and NumPy (Z3's ``ToInt`` floors)."""
         if dtype.startswith("i"):
-            return _objectwise(lambda t: z3.ToInt(t) if isinstance(t, z3.ArithRef) and not t.is_int() else t, x)
+            return _objectwise(_truncate, x)
         if dtype == "bool":
             return _objectwise(lambda t: _to_bool(as_term(t)), x)
-        return _objectwise(lambda t: self._real(t), x)
+        return _objectwise(lambda t: z3.If(t, z3.RealVal(1), z3.RealVal(0)) if isinstance(as_term(t), z3.BoolRef)
+                           else self._real(t), x)
 

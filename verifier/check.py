@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -27,23 +27,56 @@ from .shapes import ShapeProblem, bound_env, instantiate, prove_divisibility, re
 from .temporal import check_temporal
 from .wellformed import check_structure, infer_shapes
 
+DEFAULT_BUDGET_S = 300.0  # one deadline for the whole check, shared by all solver obligations
 SCREENING_SEEDS = 3
 CONFIRMATION_SEEDS = 8
 
 
 def check_program(program: Program, file: str | None = None, *, timeout_ms: int = SOLVER_TIMEOUT_MS,
-                  temporal: bool = True, progress: Callable[[str], None] | None = None) -> Report:
+                  temporal: bool = True, progress: Callable[[str], None] | None = None,
+                  budget_s: float | None = DEFAULT_BUDGET_S,
+                  reference_caveats: Sequence[tuple[int | None, str]] = ()) -> Report:
+    """Check ``program``; the whole check ends within ``budget_s`` seconds (shared by every
+    solver obligation; ``None``: no overall limit), with ``unsupported (timeout)`` if it must.
+
+    ``reference_caveats`` are (line, reason) pairs from a frontend whose single-device
+    reference is not what the source does at world size 1: equivalence is then not checked
+    (a verdict against that reference could be wrong either way) and the verdict is not
+    ``verified``."""
     started = time.perf_counter()
     report = Report(file or program.source, {name: size for name, size in program.mesh.dims}, ops=len(program.ops))
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    passes = {"forward": "not checked", "backward": "not checked" if program.gradients else "no gradients declared",
+              "temporal": "not checked"}
+    report.extra["passes"] = passes
+    report.extra["assumed"] = _assumptions(program)
     try:
-        _run(program, report, timeout_ms, temporal, progress)
+        _run(program, report, timeout_ms, temporal, progress, deadline, tuple(reference_caveats))
     finally:
         report.seconds = time.perf_counter() - started
     return report
 
 
+def _assumptions(program: Program) -> list[str]:
+    """What a verdict takes for granted, in the user's terms."""
+    assumed = ["inputs: global tensors laid out on the mesh as declared ("
+               + ", ".join(f"{spec.name} {_layout(spec.placements, program)}" for spec in program.inputs) + ")"]
+    if any(op.attr("when") is not None for op in program.ops):
+        assumed.append("rank branches: ops guarded by a rank condition run exactly on the ranks it selects")
+    if program.requires:
+        assumed.append("sizes satisfy: " + "; ".join(program.requires))
+    assumed.append("non-linear ops (exp, softmax, norms, ...) are modelled as functions of exactly the values they "
+                   "read; linear algebra is exact over the reals")
+    return assumed
+
+
+def _layout(placements, program: Program) -> str:
+    return "{" + ", ".join(f"{name}: {placement}" for name, placement in zip(program.mesh.names, placements)) + "}"
+
+
 def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
-         progress: Callable[[str], None] | None) -> None:
+         progress: Callable[[str], None] | None, deadline: float | None,
+         caveats: tuple[tuple[int | None, str], ...]) -> None:
     structure = check_structure(program)
     if structure:
         report.diagnostics.extend(structure)
@@ -82,9 +115,27 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
     placement = propagate(checked, shapes.shapes)
     if temporal:
         _temporal(program, report)
-    if env:
-        report.extra["reduced_dims"] = env
-    _equivalence(checked, placement, report, timeout_ms, progress)
+        report.extra["passes"]["temporal"] = "proven" if not any(
+            d.check == "temporal" and d.severity == ERROR for d in report.diagnostics) else "violated"
+    report.extra["reduced_dims"] = dict(env)
+    report.extra["sizes"] = _sizes_statement(program, env)
+    if caveats:
+        _attach_placement(checked, placement, report, "unknown")
+        for line, reason in caveats:
+            report.add(Diagnostic("unsupported", ERROR, f"equivalence not checked: {reason}", line))
+        return
+    _equivalence(checked, placement, report, timeout_ms, progress, deadline,
+                 gradient_outputs=frozenset(g.value for g in program.gradients))
+
+
+def _sizes_statement(program: Program, env: dict[str, int]) -> str:
+    """The sizes a proof holds for, said in every verdict (reduced sizes are a choice of ours)."""
+    mesh = ", ".join(f"{name}={size}" for name, size in program.mesh.dims)
+    if not env:
+        return f"input shapes as declared; mesh {mesh}"
+    declared = {name: value for name, value in program.dims.items() if value is not None}
+    how = "as declared" if env == declared else "reduced: every size >= 2, distinct where the program allows"
+    return f"dims {', '.join(f'{k}={v}' for k, v in env.items())} ({how}); mesh {mesh}"
 
 
 def _sized(program: Program, env: dict[str, int], report: Report):
@@ -167,7 +218,8 @@ def _peer_missing_on_one_device(program: Program):
 
 
 def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, deadline: float | None = None,
+                 gradient_outputs: frozenset[str] = frozenset()) -> None:
     lonely = _peer_missing_on_one_device(program)
     if lonely is not None:
         _attach_placement(program, placement, report, "unknown")
@@ -188,18 +240,37 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
             inputs = random_inputs(program, seed)
             outcome = run_concrete(program, placement.placements, inputs, seed=seed)
             if outcome.mismatch:
-                _report_violation(program, placement, report, inputs, outcome, "found by concrete evaluation")
+                _report_violation(program, placement, report, inputs, outcome, "found by concrete evaluation",
+                                  gradient_outputs)
                 return
-        status, values, stats = prove(program, placement.placements, timeout_ms, progress)
+        status, values, stats = prove(program, placement.placements, timeout_ms, progress, deadline=deadline)
     except EngineError as problem:
-        _attach_placement(program, placement, report, "violation")
-        report.add(Diagnostic("well-formed", ERROR, f"the program cannot run on the mesh: {problem}", problem.line))
+        if problem.where == "parallel":
+            # The single-device program ran and the mesh run cannot: the real N-rank run fails
+            # (a shape mismatch, an index out of a shard's range), as ground truth counts it.
+            _attach_placement(program, placement, report, "violation")
+            report.add(Diagnostic("well-formed", ERROR, f"the program runs on one device but cannot run on the mesh "
+                                                        f"{program.mesh}: {problem}", problem.line))
+            return
+        # The reference itself cannot be run: that is our model of world size 1 failing (a
+        # frontend decision, an op we cannot evaluate), never a fact about the user's numbers.
+        _attach_placement(program, placement, report, "unknown")
+        report.add(Diagnostic("unsupported", ERROR, f"equivalence not checked: the single-device reference (the "
+                                                    f"program at world size 1) cannot be run by the verifier: "
+                                                    f"{problem}", problem.line))
         return
     report.extra["solver"] = stats
+    sizes = report.extra.get("sizes", "")
+    passes = report.extra["passes"]
+    gradients = bool(gradient_outputs)
     if status == "proven":
         _attach_placement(program, placement, report, "proven")
+        passes["forward"] = "proven"
+        if gradients:
+            passes["backward"] = "proven"
         report.proven.append(f"equivalent to the single-device program on mesh {program.mesh} "
-                             f"({stats['cuts']} cut points, {stats['obligations']} solver obligations)")
+                             f"({'outputs and gradients' if gradients else 'outputs'}; {stats['cuts']} cut points, "
+                             f"{stats['obligations']} solver obligations; {sizes})")
         return
     if status == "sat":
         candidates = [(model_to_inputs(program, values), values)] if values else []
@@ -210,18 +281,27 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
                                    extra={k: v for k, v in (extra or {}).items() if isinstance(v, np.ndarray)})
             if outcome.mismatch:
                 _report_violation(program, placement, report, inputs, outcome,
-                                  "found by Z3 and confirmed by concrete evaluation")
+                                  "found by Z3 and confirmed by concrete evaluation", gradient_outputs)
                 return
     _attach_placement(program, placement, report, "unknown")
-    reason = ("the solver gave up (timeout)" if status == "unknown" else
+    reason = (_out_of_time(stats) if status == "timeout" else
+              "the solver gave up (timeout)" if status == "unknown" else
               "the solver's counterexample relies on the uninterpreted-function model of non-linear ops and did "
               "not reproduce with real numbers")
     report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {reason}"))
 
 
-def _report_violation(program: Program, placement: PlacementResult, report: Report, inputs, outcome, how: str) -> None:
+def _out_of_time(stats: dict) -> str:
+    where = (f"after {stats.get('solver_calls', 0)} of {stats['obligations']} solver obligations"
+             if stats.get("obligations") else "while building the symbolic terms")
+    return f"the check's time budget ran out {where} (timeout)"
+
+
+def _report_violation(program: Program, placement: PlacementResult, report: Report, inputs, outcome, how: str,
+                      gradient_outputs: frozenset[str] = frozenset()) -> None:
     """One diagnostic per bug: the placement explanation if there is one, with the counterexample."""
     name = outcome.mismatch[0]
+    report.extra["passes"]["backward" if name in gradient_outputs else "forward"] = "violated"
     before = len(report.diagnostics)
     _attach_placement(program, placement, report, "violation", outcome.divergence_op, name)
     cex = counterexample.build(program, inputs, outcome)

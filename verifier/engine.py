@@ -27,6 +27,7 @@ class EngineError(Exception):
     def __init__(self, op: Op | None, message: str):
         self.op = op
         self.line = op.span.line if op is not None else None
+        self.where: str | None = None  # "reference" or "parallel" once the equivalence check knows
         super().__init__(message)
 
 

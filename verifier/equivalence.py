@@ -15,6 +15,7 @@ inferred placement, differs from the reference names the line.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
@@ -101,11 +102,17 @@ def _lockstep(run: _Run, on_complete: Callable[[int], None]) -> None:
         moved = False
         for engine, done in ((run.reference, done_ref), (run.parallel, done_par)):
             if not engine.finished:
-                moved |= engine.step()
+                try:
+                    moved |= engine.step()
+                except EngineError as problem:
+                    problem.where = "reference" if engine is run.reference else "parallel"
+                    raise
                 done.update(engine.completed)
         if not moved:
             stuck = run.parallel if not run.parallel.finished else run.reference
-            raise EngineError(None, "ranks cannot make progress: " + stuck.stuck_report())
+            problem = EngineError(None, "ranks cannot make progress: " + stuck.stuck_report())
+            problem.where = "parallel" if stuck is run.parallel else "reference"
+            raise problem
         for index in sorted((done_ref & done_par) - handled):
             handled.add(index)
             on_complete(index)
@@ -224,10 +231,31 @@ def _model_value(model: z3.ModelRef, var: z3.ExprRef) -> Any:
     return 0.0
 
 
+class _OutOfTime(Exception):
+    pass
+
+
+def _remaining_ms(deadline: float | None) -> float:
+    return float("inf") if deadline is None else (deadline - time.monotonic()) * 1000
+
+
 def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
-          timeout_ms: int = SOLVER_TIMEOUT_MS, progress: Callable[[str], None] | None = None
-          ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """Return (status, model values for inputs and partial pieces, stats); status proven|sat|unknown."""
+          timeout_ms: int = SOLVER_TIMEOUT_MS, progress: Callable[[str], None] | None = None,
+          deadline: float | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Return (status, model values for inputs and partial pieces, stats); status
+    proven|sat|unknown|timeout.
+
+    ``deadline`` (a ``time.monotonic()`` value) is shared by the symbolic run and every
+    obligation: each solver call gets at most what is left, so the proof ends in time."""
+    try:
+        return _prove(program, placements, timeout_ms, progress, deadline)
+    except _OutOfTime as stopped:
+        return "timeout", {}, stopped.args[0]
+
+
+def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeout_ms: int,
+           progress: Callable[[str], None] | None, deadline: float | None
+           ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     xp = Z3Backend()
     global_inputs, domain, variables = symbolic_inputs(program)
     extra_vars: dict[str, np.ndarray] = {}
@@ -262,6 +290,8 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
     step = max(1, len(program.ops) // 10)
 
     def on_complete(index: int) -> None:
+        if _remaining_ms(deadline) <= 0:
+            raise _OutOfTime(stats)
         if progress is not None and len(program.ops) >= PROGRESS_FROM_OPS and index % step == step - 1:
             progress(f"equivalence: {index + 1}/{len(program.ops)} ops, {stats['cuts']} cut points")
         for name in program.ops[index].results:
@@ -305,9 +335,15 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
     if not obligations:
         return "proven", {}, stats
     unknown = False
-    for obligation in obligations:
+    every = max(1, len(obligations) // 10)
+    for number, obligation in enumerate(obligations, 1):
+        left = _remaining_ms(deadline)
+        if left <= 0:
+            raise _OutOfTime(stats)
+        if progress is not None and len(obligations) > 1 and number % every == 0:
+            progress(f"equivalence: obligation {number}/{len(obligations)}")
         solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
+        solver.set("timeout", int(max(1, min(timeout_ms, left))))
         solver.add(*domain)
         solver.add(obligation)
         stats["solver_calls"] += 1
@@ -320,6 +356,8 @@ def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
                     if array.size else np.zeros(array.shape)
             return "sat", values, stats
         if answer == z3.unknown:
+            if _remaining_ms(deadline) <= 0:
+                raise _OutOfTime(stats)
             unknown = True
     return ("unknown" if unknown else "proven"), {}, stats
 

@@ -150,14 +150,44 @@ def bound_env(program: Program) -> dict[str, int] | None:
 SMALL_ENOUGH = 512  # declared shapes up to this many input elements are checked as written
 
 
+def _derived_sizes(program: Program, env: dict[str, Any]) -> list:
+    """Sizes the program computes from its symbols: a shard's extent (``S`` split ``tp`` ways is
+    ``S/tp`` rows per rank) and every dim expression, at this mesh's sizes.  A bug that permutes
+    rows inside a shard is invisible when the shard has one row, so these must not collapse to 1."""
+    full = {**env, **mesh_size_names(program)}
+    derived = []
+    for _, dim, factor, _ in shard_factors(program):
+        if dim_symbols_safe(dim) if isinstance(dim, str) else False:
+            derived.append(eval_dim(dim, env) / factor)
+    for expression in set(_expression_dims(program)):
+        if isinstance(expression, str) and not (expression in env):
+            derived.append(eval_dim(expression, full))
+    return [term for term in derived if not any(term.eq(symbol) for symbol in env.values())]
+
+
+def _size_preferences(symbols: list, derived: list) -> list[list]:
+    """Soft constraints, strongest first: every size >= 2 and all pairwise distinct; then sizes
+    >= 2 with distinct symbols; then only the symbols >= 2; then anything that holds."""
+    at_least_two = [s >= 2 for s in symbols + derived]
+    distinct_all = [z3.Distinct(*symbols, *derived)] if len(symbols) + len(derived) > 1 else []
+    distinct_symbols = [z3.Distinct(*symbols)] if len(symbols) > 1 else []
+    return [at_least_two + distinct_all, at_least_two + distinct_symbols, at_least_two,
+            [s >= 2 for s in symbols] + distinct_symbols, [s >= 2 for s in symbols], []]
+
+
+def _holds(constraints: list, env: dict[str, Any], values: dict[str, int]) -> bool:
+    pairs = [(env[name], z3.IntVal(value)) for name, value in values.items()]
+    return all(z3.is_true(z3.simplify(z3.substitute(c, *pairs))) for c in constraints)
+
+
 def reduced_env(program: Program) -> dict[str, int]:
-    """Smallest symbol values keeping shards divisible (see the module docstring)."""
+    """Smallest symbol values keeping shards divisible (see the module docstring).
+
+    Every declared and derived size is at least 2 and all are pairwise distinct unless the
+    program forces otherwise; small declared sizes are kept when they already have that
+    property."""
     if not program.dims:
         return {}
-    declared = bound_env(program)
-    if declared is not None and sum(math.prod(int(eval_dim(d, declared)) for d in spec.shape)
-                                    for spec in program.inputs) <= SMALL_ENOUGH:
-        return declared  # only the input sizes matter here: no need to instantiate every op
     env = _z3_env(program)
     hard = [symbol >= 1 for symbol in env.values()]
     hard += [_parse_requirement(r, env) for r in program.requires]
@@ -168,12 +198,13 @@ def reduced_env(program: Program) -> dict[str, int]:
         hard += _exactness(expression, full)
         hard.append(eval_dim(expression, full) >= 1)
     symbols = list(env.values())
-    soft_sets = [
-        [s >= 2 for s in symbols] + [z3.Distinct(*symbols)] if len(symbols) > 1 else [s >= 2 for s in symbols],
-        [s >= 2 for s in symbols],
-        [],
-    ]
-    for soft in soft_sets:
+    preferences = _size_preferences(symbols, _derived_sizes(program, env))
+    declared = bound_env(program)
+    if declared is not None and sum(math.prod(int(eval_dim(d, declared)) for d in spec.shape)
+                                    for spec in program.inputs) <= SMALL_ENOUGH \
+            and _holds(preferences[1], env, declared):
+        return declared  # only the input sizes matter here: no need to instantiate every op
+    for soft in preferences:
         optimizer = z3.Optimize()
         optimizer.set("timeout", 5000)
         optimizer.add(*hard, *soft)
@@ -191,14 +222,10 @@ def _lowered(values: dict[str, int], env: dict[str, Any], constraints: list) -> 
     With products of symbols in the constraints, Optimize may stop at a valid but far from
     minimal model (H=91); a plain descent on integers makes the result small and
     independent of earlier solver activity."""
-    def holds(candidate: dict[str, int]) -> bool:
-        pairs = [(env[name], z3.IntVal(value)) for name, value in candidate.items()]
-        return all(z3.is_true(z3.simplify(z3.substitute(c, *pairs))) for c in constraints)
-
     for name in sorted(values, key=values.get, reverse=True):
         for smaller in range(1, values[name]):
             trial = {**values, name: smaller}
-            if holds(trial):
+            if _holds(constraints, env, trial):
                 values = trial
                 break
     return values

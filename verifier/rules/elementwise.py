@@ -106,6 +106,10 @@ _binary("add", lambda xp, a, b: a + b, "all")
 _binary("sub", lambda xp, a, b: a - b, "all")
 _binary("mul", lambda xp, a, b: a * b, (0, 1))
 _binary("div", lambda xp, a, b: xp.divide(a, b), (0,))
+# Python's and torch's integer-division pair: floor of the true quotient, remainder with the
+# divisor's sign.  Neither is linear, so partial sums must be reduced first.
+_binary("floordiv", lambda xp, a, b: xp.floordiv(a, b), (), partial_ops=())
+_binary("mod", lambda xp, a, b: xp.mod(a, b), (), partial_ops=())
 
 
 def _pow_evaluate(xp, args, attrs, ctx):
@@ -136,7 +140,9 @@ _unary("neg", lambda xp, args, attrs, ctx: [-args[0]], linear=True)
 _unary("identity", lambda xp, args, attrs, ctx: [args[0]], linear=True)
 for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu", "gelu_tanh"):
     _unary(_name, lambda xp, args, attrs, ctx, _n=_name: [xp.unary(_n, args[0])])
-_unary("relu", lambda xp, args, attrs, ctx: [xp.maximum(args[0], xp.zeros(np.shape(args[0])))], monotone=True)
+_unary("relu", lambda xp, args, attrs, ctx: [xp.maximum(args[0], xp.zeros(np.shape(args[0]),
+                                                                       "i64" if xp.is_int(args[0]) else "f32"))],
+       monotone=True)
 _unary("abs", lambda xp, args, attrs, ctx: [xp.maximum(args[0], -args[0])])
 _unary("cast", lambda xp, args, attrs, ctx: [xp.cast(args[0], str(attrs.get("dtype", "f32")))], linear=True)
 
