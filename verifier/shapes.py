@@ -148,6 +148,11 @@ def bound_env(program: Program) -> dict[str, int] | None:
 
 
 SMALL_ENOUGH = 512  # declared shapes up to this many input elements are checked as written
+PREFERENCE_ELEMENTS = 20_000  # a size preference that needs more input elements than this is dropped
+
+
+def _input_elements(program: Program, values: dict[str, int]) -> int:
+    return sum(math.prod(int(eval_dim(d, values)) for d in spec.shape) for spec in program.inputs)
 
 
 def _derived_sizes(program: Program, env: dict[str, Any]) -> list:
@@ -212,7 +217,10 @@ def reduced_env(program: Program) -> dict[str, int]:
         if optimizer.check() == z3.sat:
             model = optimizer.model()
             values = {name: model.eval(symbol, model_completion=True).as_long() for name, symbol in env.items()}
-            return _lowered(values, env, hard + soft)
+            values = _lowered(values, env, hard + soft)
+            if soft and _input_elements(program, values) > PREFERENCE_ELEMENTS:
+                continue  # distinctness would blow the shapes up: settle for a weaker preference
+            return values
     raise ShapeProblem("the dim constraints cannot all hold: " + "; ".join(program.requires))
 
 
