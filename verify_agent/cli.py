@@ -222,14 +222,29 @@ def translate(
     no_exec: bool = typer.Option(False, "--no-exec", help="Never run the file's code (no tracing, no execution "
                                                           "triage of LLM findings)."),
     timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
+    param_layout: List[str] = typer.Option([], "--param-layout", help="Layout of a parameter on the ranks, e.g. "
+                                           "fc1.weight=Shard(0) or fc1.weight=Replicate (repeatable; traced runs)."),
 ) -> None:
-    """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines."""
+    """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines.
+
+    When torch is installed and the file imports torch, the file's code is RUN on CPU (in a child
+    process with a scrubbed environment and a time limit): once on one device and once per
+    simulated rank, every op recorded.  --no-exec reads the source without running it."""
     from .pipeline import TranslateOptions, translate_and_verify
 
     begin(format, file, timeout)
     if llm_deadline <= 0:
         fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
     source = _read(file)
+    if not no_exec and not fix and not dump_ir:
+        from .traced import trace_and_verify
+
+        traced = trace_and_verify(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
+                                  layouts=param_layout, timeout=timeout, progress=_stage_progress(format))
+        if traced is not None:
+            if traced.usage_error:
+                fail_usage(traced.usage_error)
+            raise typer.Exit(emit([traced.report], format, source.splitlines()))
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm=llm.value,
                                base_url=base_url, model=model, max_rounds=max_rounds, no_cache=no_cache, fix=fix,
                                llm_deadline=llm_deadline, no_exec=no_exec)

@@ -1,0 +1,95 @@
+"""The child process: run the user's file on one device, then on every rank, and hand back the IR.
+
+Invoked by ``runner.py`` as ``python .../frontends/traced/child.py REQUEST.json RESULT.pickle``
+(run as a script so that the static frontend's package init, which the child never uses, is
+not imported: the child pays for torch only);
+the result file holds a pickled ``TracedProgram`` or ``TraceFailure``.  The user's output goes
+to this process's stdout/stderr, which the parent discards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+import traceback
+
+
+def _user_line(error: BaseException, path: str) -> int | None:
+    target = os.path.realpath(path)
+    line = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if os.path.realpath(frame.filename) == target:
+            line = frame.lineno
+    if line is None and isinstance(error, SyntaxError) and error.filename \
+            and os.path.realpath(error.filename) == target:
+        line = error.lineno
+    return line
+
+
+def trace(request: dict):
+    from .entries import EntryError
+    from .run import RunRequest, UserCodeError, run_once
+    from .to_ir import TraceFailure, to_program
+    from . import collectives
+
+    collectives.install_patches()
+    path = request["path"]
+    run_request = RunRequest(path, request["shown_as"], request.get("entry"),
+                             {k: tuple(v) for k, v in request.get("shapes", {}).items()})
+    try:
+        reference = run_once(run_request, 1, 0, None)
+        ranks = [run_once(run_request, request["world"], rank, reference) for rank in range(request["world"])]
+    except UserCodeError as error:
+        return TraceFailure("input-error", str(error), error.line)
+    except EntryError as error:
+        return TraceFailure("input-error", str(error), None)
+    except ModuleNotFoundError as error:
+        if _user_line(error, path) is not None:
+            return TraceFailure("cannot-run", f"{type(error).__name__}: {error}", _user_line(error, path))
+        raise
+    except Exception as error:
+        line = _user_line(error, path)
+        if line is None:
+            raise
+        return TraceFailure("input-error", f"{type(error).__name__}: {error}", line)
+    return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path = argv
+    with open(request_path, encoding="utf-8") as handle:
+        request = json.load(handle)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(request["path"])))
+    try:
+        result = trace(request)
+    except Exception as error:  # a bug of ours: the parent reports it as an internal error
+        from .to_ir import TraceFailure
+
+        result = TraceFailure("internal", "".join(traceback.format_exception(error))[-4000:], None)
+    with open(result_path, "wb") as handle:
+        pickle.dump(result, handle)
+    return 0
+
+
+def _bootstrap() -> None:
+    """Make ``frontends.traced`` importable without running ``frontends/__init__.py``."""
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path[0:1] = [str(root)]   # replace this script's own directory
+    if "frontends" not in sys.modules:
+        package = types.ModuleType("frontends")
+        package.__path__ = [str(root / "frontends")]
+        sys.modules["frontends"] = package
+
+
+if __name__ == "__main__":
+    _bootstrap()
+    from frontends.traced.child import main as traced_main
+
+    code = traced_main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown (seconds with torch loaded); the result file is closed

@@ -1,0 +1,143 @@
+"""What to run in the user's file, and with which arguments.
+
+Entries, in order of precedence: ``--entry NAME`` or ``--entry "Cls(hidden=16, ffn=64)"``
+(the arguments are read with ``ast.literal_eval``, never evaluated); ``build(mesh)``;
+``forward(...)``; an ``nn.Module`` class (constructed by ``example_module()``, else
+``example_args()``, else without arguments).  Inputs come from ``example_inputs()`` or
+``--input x=8x16``; parameters with defaults keep their defaults and non-tensor parameters
+are never asked for as shapes.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class EntryError(Exception):
+    """The file does not say what to run (a usage error, exit 2)."""
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    kind: str                  # "build" | "forward" | "module" | "function"
+    name: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+def parse_entry(text: str | None) -> tuple[str | None, tuple, dict]:
+    """``Cls(hidden=16)`` -> ("Cls", (), {"hidden": 16}); literal arguments only."""
+    if not text:
+        return None, (), {}
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as error:
+        raise EntryError(f"--entry {text!r} is not a name or a call with literal arguments") from error
+    if isinstance(tree, ast.Name):
+        return tree.id, (), {}
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name):
+        try:
+            args = tuple(ast.literal_eval(a) for a in tree.args)
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in tree.keywords if k.arg}
+        except ValueError as error:
+            raise EntryError(f"--entry {text!r}: arguments must be literals (numbers, strings, lists)") from error
+        return tree.func.id, args, kwargs
+    raise EntryError(f"--entry {text!r} is not a name or a call with literal arguments")
+
+
+def _own_module_classes(module) -> list[type]:
+    return [obj for obj in vars(module).values()
+            if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and obj.__module__ == module.__name__]
+
+
+def find_entry(module, entry: str | None) -> EntrySpec:
+    name, args, kwargs = parse_entry(entry)
+    if name is not None:
+        obj = getattr(module, name, None)
+        if obj is None:
+            raise EntryError(f"--entry {name}: no such function or class in the file")
+        if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
+            return EntrySpec("module", name, args, kwargs)
+        if name == "build":
+            return EntrySpec("build", name)
+        if callable(obj):
+            return EntrySpec("function", name)
+        raise EntryError(f"--entry {name} is neither a function nor an nn.Module class")
+    if callable(getattr(module, "build", None)):
+        return EntrySpec("build", "build")
+    if callable(getattr(module, "forward", None)) and not inspect.isclass(getattr(module, "forward")):
+        return EntrySpec("function", "forward")
+    if callable(getattr(module, "example_module", None)):
+        return EntrySpec("module", "example_module")
+    classes = _own_module_classes(module)
+    used = _classes_used_by_others(module, [c.__name__ for c in classes])
+    top = [cls for cls in classes if cls.__name__ not in used]
+    if len(top) == 1:
+        return EntrySpec("module", top[0].__name__)
+    if not top:
+        raise EntryError("no entry found: define forward(...), build(mesh), an nn.Module class, or pass --entry")
+    raise EntryError(f"several module classes ({', '.join(c.__name__ for c in top)}): choose one with --entry")
+
+
+def _classes_used_by_others(module, names: list[str]) -> set[str]:
+    """Module classes named inside another module class: submodules, not the entry."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return set()
+    used = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in names:
+            used |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names and n.id != node.name}
+    return used
+
+
+def construct_module(module, spec: EntrySpec) -> torch.nn.Module:
+    if spec.name == "example_module":
+        return module.example_module()
+    cls = getattr(module, spec.name)
+    if spec.args or spec.kwargs:
+        return cls(*spec.args, **spec.kwargs)
+    example_args = getattr(module, "example_args", None)
+    if callable(example_args):
+        value = example_args()
+        if isinstance(value, dict):
+            return cls(**value)
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+            return cls(*value[0], **value[1])
+        return cls(*(value if isinstance(value, (tuple, list)) else (value,)))
+    return cls()
+
+
+def tensor_parameters(fn) -> list[inspect.Parameter]:
+    """Parameters of ``fn`` that take inputs: positional, without a default."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and p.default is inspect.Parameter.empty]
+
+
+def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]]) -> tuple[list[str], list[Any]]:
+    """(names, values) of the entry's inputs."""
+    params = tensor_parameters(fn)
+    names = [p.name for p in params]
+    maker = getattr(module, "example_inputs", None)
+    if callable(maker):
+        values = maker()
+        values = list(values) if isinstance(values, (tuple, list)) else [values]
+        names = names[:len(values)] + [f"input{i}" for i in range(len(names), len(values))]
+        for index, name in enumerate(names):
+            if name in shapes:
+                values[index] = torch.randn(shapes[name])
+        return names, values
+    missing = [n for n in names if n not in shapes]
+    if missing:
+        raise EntryError(f"no example_inputs() in the file and no --input for {', '.join(missing)} "
+                         f"(e.g. --input {missing[0]}=8x16)")
+    return names, [torch.randn(shapes[n]) for n in names]

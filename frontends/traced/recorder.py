@@ -1,0 +1,442 @@
+"""Record every op torch dispatches while the user's code runs: a ``TorchDispatchMode``.
+
+Each aten op becomes an IR ``Op`` named exactly as torch prints its overload
+(``aten.mm.default``): ``args`` are the SSA names of its tensor arguments in schema order
+(tensor lists flattened, their lengths in ``attrs["list_lengths"]``), ``attrs`` every other
+schema argument by name (dtypes as strings such as ``"float32"``; an optional tensor given as
+``None`` is ``attrs[name] = None``), ``results`` one name per tensor output (``None`` outputs
+get no name and ``attrs["result_mask"]`` says which positions exist).  Collectives are
+normalised by ``collectives.py``.
+
+Soundness guards:
+
+* a tensor read whose ``_version`` moved since its name was recorded changed behind the
+  recorder's back: writes through a recorded view are written back to the base
+  (``slice_scatter``-style ops), stale views are re-derived from their base, anything else is
+  ``unsupported`` naming the line;
+* a 0-dim tensor made outside the recording (a python scalar torch wrapped) becomes an
+  ``aten.scalar_tensor.default`` record with its value; a small constant tensor becomes
+  scalar records stacked and reshaped; a large one becomes a leaf whose values must be the same
+  in every run (``to_ir`` checks the fingerprint);
+* reading tensor values into Python (``.item()``, ``bool(t)``, data-dependent shapes) is an
+  assumption ("the path taken for the recorded inputs") when the values are real, and
+  ``unsupported`` when they descend from a simulated collective (the fake process group
+  computes no real values).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from verifier.ir import Op, Span, TensorSpec
+
+from .names import NameTable
+from .spans import SpanFinder
+
+RANDOM_FACTORIES = {
+    "aten.randn.default", "aten.randn.generator", "aten.rand.default", "aten.rand.generator",
+    "aten.randint.default", "aten.randint.low", "aten.randint.generator", "aten.randint.low_generator",
+    "aten.randn_like.default", "aten.rand_like.default", "aten.randint_like.default",
+    "aten.randint_like.low_dtype", "aten.randperm.default", "aten.normal_.default", "aten.uniform_.default",
+    "aten.bernoulli.default", "aten.bernoulli_.float", "aten.bernoulli_.Tensor", "aten.exponential_.default",
+    "aten.random_.default", "aten.random_.from", "aten.random_.to", "aten.multinomial.default",
+    "aten.normal.Tensor_float", "aten.normal.float_Tensor", "aten.normal.Tensor_Tensor",
+    "aten.normal.float_float",
+}
+DATA_DEPENDENT = {
+    "aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.equal.default", "aten.item.default",
+    "aten.nonzero.default", "aten.nonzero_static.default", "aten.masked_select.default", "aten.unique_dim.default",
+    "aten._unique2.default", "aten.unique_consecutive.default", "aten.allclose.default",
+    "aten.repeat_interleave.Tensor", "aten.bincount.default",
+}
+ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
+           "_c10d_functional._wrap_tensor_autograd.default"}
+SMALL_CONSTANT = 64          # elements: spelled out as scalar records
+SCALAR_WRITE_BACK = {        # view op -> how a write into the view reaches its base
+    "aten.slice.Tensor": "aten.slice_scatter.default",
+    "aten.select.int": "aten.select_scatter.default",
+    "aten.diagonal.default": "aten.diagonal_scatter.default",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why this recording cannot be trusted: said with the user's line."""
+
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True)
+class ViewOrigin:
+    base: Any
+    kind: str
+    attrs: dict
+
+
+@dataclass
+class Recording:
+    """What one run did (mutable while it runs; ``to_ir`` turns it into IR)."""
+
+    ops: list[Op] = field(default_factory=list)
+    leaves: list[TensorSpec] = field(default_factory=list)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def spec_dtype(dtype: Any) -> str:
+    """The verifier's short dtype names (``f32``, ``i64``, ``bool``)."""
+    text = dtype_name(dtype)
+    if text == "bool":
+        return "bool"
+    if text.startswith("int") or text.startswith("uint"):
+        return "i" + text.lstrip("uint")
+    if text.startswith("float"):
+        return "f" + text[len("float"):]
+    if text in ("bfloat16", "half"):
+        return "f16"
+    return text
+
+
+def plain(value: Any) -> Any:
+    """A non-tensor argument as a plain python value."""
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
+    if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value.node.hint if hasattr(value.node, "hint") else int(value)
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, torch.Size):
+        return list(value)
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, torch.Generator):
+        return None
+    return repr(value)
+
+
+def _is_tensor_type(schema_type: Any) -> bool:
+    text = str(schema_type)
+    return text in ("Tensor", "Optional[Tensor]", "Tensor?")
+
+
+def _is_tensor_list_type(schema_type: Any) -> bool:
+    text = str(schema_type)
+    return text in ("List[Tensor]", "Tensor[]", "List[Optional[Tensor]]", "Tensor?[]", "List[Tensor?]")
+
+
+def bound_arguments(func, args, kwargs) -> list[tuple[Any, Any]]:
+    """(schema argument, value) in schema order, defaults filled in."""
+    out = []
+    for index, argument in enumerate(func._schema.arguments):
+        if index < len(args) and not argument.kwarg_only:
+            value = args[index]
+        elif argument.name in kwargs:
+            value = kwargs[argument.name]
+        elif argument.has_default_value():
+            value = argument.default_value
+        else:
+            value = None
+        out.append((argument, value))
+    return out
+
+
+def flat_tensors(value: Any) -> list[tuple[int, Any]]:
+    """(position, tensor or None) of an op's output, tuples flattened."""
+    if isinstance(value, torch.Tensor):
+        return [(0, value)]
+    if isinstance(value, (tuple, list)):
+        items = []
+        for item in value:
+            if isinstance(item, torch.Tensor) or item is None:
+                items.append(item)
+            elif isinstance(item, (tuple, list)):
+                items.extend(t for _, t in flat_tensors(item))
+        return list(enumerate(items))
+    return []
+
+
+class Recorder(TorchDispatchMode):
+    """One run's recorder.  ``simulated`` runs compute fake collective values (taint tracking)."""
+
+    def __init__(self, spans: SpanFinder, simulated: bool) -> None:
+        super().__init__()
+        self.spans = spans
+        self.simulated = simulated
+        self.names = NameTable()
+        self.recording = Recording()
+        self.views: dict[int, ViewOrigin] = {}
+        self.tainted: set[str] = set()
+        self.handles: dict[int, str] = {}              # id(Work) -> handle of an async c10d call
+        self.functional_handles: dict[str, str | None] = {}  # functional result name -> handle
+        self.deferred: dict[str, list] = {}             # handle -> pieces emitted at its wait
+        self.handle_count = 0
+        self.works: list[Any] = []        # kept alive so their ids stay unique
+        self.paused = False
+        self.reduce_op: str | None = None  # set by the torch.distributed wrappers (collectives.py)
+        self._random_lines: dict[int | None, int] = {}
+        self._constant_lines: dict[int | None, int] = {}
+        from . import collectives
+
+        self._collectives = collectives
+
+    # --- the mode --------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if any(t is not torch.Tensor and not issubclass(t, FakeTensor) and is_traceable_wrapper_subclass_type(t)
+               for t in types):
+            return NotImplemented  # DTensor and friends: their inner ops come back here
+        out = func(*args, **kwargs)
+        if self.paused or _involves_fake(args, kwargs, out):
+            return out
+        span = self.spans.span()
+        try:
+            self.record(func, args, kwargs, out, span)
+        except _Unrecordable as problem:
+            self.problem(span, str(problem))
+        return out
+
+    # --- helpers used by collectives.py and the runner ------------------------------------
+
+    def problem(self, span: Span, message: str) -> None:
+        self.recording.problems.append(Problem(span, message))
+
+    def emit(self, kind: str, args: list[str], attrs: dict, results: list[str], span: Span) -> None:
+        self.recording.ops.append(Op(tuple(results), kind, tuple(args), attrs, span))
+        if self.simulated and any(a in self.tainted for a in args):
+            self.tainted.update(results)
+
+    def bind_leaf(self, tensor: Any, name: str, span: Span) -> None:
+        self.names.bind(tensor, name)
+        self.recording.leaves.append(TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span))
+
+    def name_of(self, tensor: Any, span: Span) -> str:
+        name = self.names.current(tensor)
+        if name is not None:
+            return name
+        if self.names.is_stale(tensor):
+            refreshed = self._refresh(tensor, span)
+            if refreshed is not None:
+                return refreshed
+            binding = self.names.lookup(tensor)
+            self.problem(span, f"a tensor ({binding.name}) was changed in place through a path the recorder "
+                               f"cannot follow (a view it did not see created) before this line reads it")
+            return binding.name
+        return self._constant(tensor, span)
+
+    def written(self, tensor: Any, new_name: str, span: Span) -> None:
+        """After an op wrote ``tensor`` (now ``new_name``): carry the write to the bases it views."""
+        self.names.bind(tensor, new_name)
+        origin = self.views.get(id(tensor))
+        while origin is not None:
+            base = origin.base
+            base_name = self.names.lookup(base)
+            if base_name is None:
+                self.problem(span, "a write into a view of a tensor the recorder never saw")
+                return
+            scatter = SCALAR_WRITE_BACK.get(origin.kind)
+            result = self.names.fresh()
+            if scatter is not None:
+                self.emit(scatter, [base_name.name, new_name], dict(origin.attrs), [result], span)
+            elif origin.kind in ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+                                 "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
+                                 "aten.squeeze.default", "aten.flatten.using_ints", "aten.unflatten.int"):
+                self.emit("aten.view.default", [new_name], {"size": list(base.shape)}, [result], span)
+            elif origin.kind == "aten.t.default":
+                self.emit("aten.t.default", [new_name], {}, [result], span)
+            elif origin.kind == "aten.transpose.int":
+                self.emit("aten.transpose.int", [new_name], dict(origin.attrs), [result], span)
+            elif origin.kind == "aten.permute.default":
+                dims = [int(d) % base.dim() for d in origin.attrs.get("dims", [])]
+                inverse = [dims.index(i) for i in range(len(dims))]
+                self.emit("aten.permute.default", [new_name], {"dims": inverse}, [result], span)
+            else:
+                self.problem(span, f"a write into a view made by {origin.kind}: the recorder cannot carry it back "
+                                   f"to the viewed tensor")
+                return
+            self.names.bind(base, result)
+            tensor, new_name = base, result
+            origin = self.views.get(id(tensor))
+
+    def _refresh(self, tensor: Any, span: Span) -> str | None:
+        """A stale view whose base is current again: re-derive it from the base."""
+        origin = self.views.get(id(tensor))
+        if origin is None:
+            return None
+        base_name = self.names.current(origin.base)
+        if base_name is None:
+            base_name = self._refresh(origin.base, span)
+            if base_name is None:
+                return None
+        name = self.names.fresh()
+        self.emit(origin.kind, [base_name], dict(origin.attrs), [name], span)
+        self.names.bind(tensor, name)
+        return name
+
+    def _constant(self, tensor: Any, span: Span) -> str:
+        """A tensor made outside the recording (a python scalar torch wrapped, a module constant)."""
+        if tensor.numel() <= SMALL_CONSTANT and tensor.dim() <= 4:
+            values = tensor.detach().reshape(-1).tolist()
+            dtype = dtype_name(tensor.dtype)
+            names = []
+            for value in values:
+                name = self.names.fresh("c")
+                self.emit("aten.scalar_tensor.default", [], {"s": value, "dtype": dtype}, [name], span)
+                names.append(name)
+            if tensor.dim() == 0:
+                self.names.bind(tensor, names[0])
+                return names[0]
+            stacked = self.names.fresh("c")
+            if names:
+                self.emit("aten.stack.default", names, {"dim": 0, "list_lengths": {"tensors": len(names)}},
+                          [stacked], span)
+            else:
+                self.emit("aten.zeros.default", [], {"size": [0], "dtype": dtype}, [stacked], span)
+            shaped = self.names.fresh("c")
+            self.emit("aten.view.default", [stacked], {"size": list(tensor.shape)}, [shaped], span)
+            self.names.bind(tensor, shaped)
+            return shaped
+        count = self._constant_lines.get(span.line, 0)
+        self._constant_lines[span.line] = count + 1
+        name = f"constant_L{span.line}_{count}"
+        self.bind_leaf(tensor, name, span)
+        digest = hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
+        self.recording.fingerprints[name] = digest
+        return name
+
+    # --- recording ------------------------------------------------------------------------
+
+    def record(self, func, args, kwargs, out, span: Span) -> None:
+        kind = str(func)
+        if func.namespace in ("c10d", "_c10d_functional"):
+            self._collectives.record(self, kind, func, args, kwargs, out, span)
+            return
+        if kind in ALIASES:
+            source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if source is not None and isinstance(out, torch.Tensor):
+                name = self.name_of(source, span)
+                self.names.bind(out, name)
+                if id(source) in self.views:
+                    self.views[id(out)] = self.views[id(source)]
+            return
+        if kind in DATA_DEPENDENT:
+            self._data_dependent(kind, func, args, kwargs, span)
+            if kind in ("aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.equal.default",
+                        "aten.item.default", "aten.allclose.default"):
+                return
+        arg_names, attrs, written = self._arguments(func, args, kwargs, span)
+        outputs = flat_tensors(out)
+        if any(t is None for _, t in outputs):
+            attrs["result_mask"] = [t is not None for _, t in outputs]
+        if kind in RANDOM_FACTORIES:
+            self._random(kind, outputs, written, span)
+            return
+        results = [self.names.fresh() for _, tensor in outputs if tensor is not None]
+        self.emit(kind, arg_names, attrs, results, span)
+        result_iter = iter(results)
+        for _, tensor in outputs:
+            if tensor is None:
+                continue
+            name = next(result_iter)
+            if any(tensor is w for w in written):
+                self.written(tensor, name, span)
+            else:
+                self.names.bind(tensor, name)
+                if func.is_view and args and isinstance(args[0], torch.Tensor):
+                    self.views[id(tensor)] = ViewOrigin(args[0], kind, {k: v for k, v in attrs.items()
+                                                                        if k != "result_mask"})
+        for tensor in written:  # written arguments the op does not return
+            if not any(tensor is t for _, t in outputs) and self.names.current(tensor) is None:
+                name = self.names.fresh()
+                self.problem(span, f"{kind} writes an argument it does not return; the recorder cannot name the "
+                                   f"new value")
+                self.names.bind(tensor, name)
+
+    def _arguments(self, func, args, kwargs, span: Span) -> tuple[list[str], dict, list[Any]]:
+        names: list[str] = []
+        attrs: dict[str, Any] = {}
+        written: list[Any] = []
+        lengths: dict[str, int] = {}
+        for argument, value in bound_arguments(func, args, kwargs):
+            alias = argument.alias_info
+            if _is_tensor_type(argument.type):
+                if value is None:
+                    attrs[argument.name] = None
+                else:
+                    names.append(self.name_of(value, span))
+                    if alias is not None and alias.is_write:
+                        written.append(value)
+            elif _is_tensor_list_type(argument.type):
+                items = list(value or [])
+                missing = [i for i, item in enumerate(items) if item is None]
+                for item in items:
+                    if item is not None:
+                        names.append(self.name_of(item, span))
+                lengths[argument.name] = len(items) - len(missing)
+                if missing:
+                    attrs[f"{argument.name}_none"] = missing
+            else:
+                attrs[argument.name] = plain(value)
+        if lengths:
+            attrs["list_lengths"] = lengths
+        return names, attrs, written
+
+    def _random(self, kind: str, outputs, written, span: Span) -> None:
+        """A random draw is a leaf, matched between runs by its line and occurrence."""
+        count = self._random_lines.get(span.line, 0)
+        self._random_lines[span.line] = count + 1
+        name = f"random_L{span.line}_{count}"
+        tensors = [t for _, t in outputs if t is not None]
+        if len(tensors) != 1:
+            raise _Unrecordable(f"{kind} returns {len(tensors)} tensors; a random draw is expected to return one")
+        tensor = tensors[0]
+        self.bind_leaf(tensor, name, span)
+        if kind.startswith("aten.randint") and not tensor.is_floating_point():
+            low, high = int(tensor.min()) if tensor.numel() else 0, int(tensor.max()) + 1 if tensor.numel() else 1
+            self.recording.leaves[-1] = TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span,
+                                                   bounds=(low, high))
+        if written:
+            self.written(tensor, name, span)
+
+    def _data_dependent(self, kind: str, func, args, kwargs, span: Span) -> None:
+        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        reads_collective = any(self.names.current(t) in self.tainted for t in tensors)
+        if self.simulated and reads_collective:
+            self.problem(span, f"line {span.line} reads tensor values ({kind}) computed by a collective; the "
+                               f"simulated ranks do not compute real collective values, so this control flow or "
+                               f"size cannot be followed")
+        else:
+            self.recording.assumptions.append(
+                f"line {span.line} reads tensor values ({kind.split('.')[1]}): the path taken for the recorded "
+                f"inputs is the one verified")
+
+
+class _Unrecordable(Exception):
+    pass
+
+
+def is_traceable_wrapper_subclass_type(cls) -> bool:
+    """DTensor, AsyncCollectiveTensor: subclasses that unwrap to plain tensors."""
+    return hasattr(cls, "__tensor_flatten__") and hasattr(cls, "__tensor_unflatten__")
+
+
+def _involves_fake(args, kwargs, out) -> bool:
+    for value in list(args) + list(kwargs.values()) + [out]:
+        if isinstance(value, FakeTensor):
+            return True
+        if isinstance(value, (list, tuple)) and any(isinstance(v, FakeTensor) for v in value):
+            return True
+    return False

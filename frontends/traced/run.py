@@ -1,0 +1,423 @@
+"""One run of the user's entry: world 1 (the reference) or one rank of the parallel world.
+
+The file is imported fresh under a unique module name (module-level state never leaks between
+runs); the process group, the entry's construction and its inputs are set up *unrecorded*, then
+the forward, a backward (the user's, or ``sum(out * cotangent)`` with a fixed cotangent leaf)
+and Megatron's gradient finalisation of ``sequence_parallel`` parameters run under the
+recorder.  The world-1 run uses a real gloo group of one process (its collectives compute real
+values); rank runs use torch's fake process group (no peers; values after a collective are not
+real, which the recorder tracks).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from verifier.ir import Span
+
+from . import collectives
+from .entries import EntrySpec, construct_module, example_inputs, find_entry
+from .recorder import Problem, Recorder, Recording
+from .spans import SpanFinder
+
+Region = tuple[tuple[int, int], ...]
+_MODULE_SERIAL = itertools.count()
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A reference leaf as this run holds it: ``local`` is the name of the rank's piece."""
+
+    name: str
+    local: str
+    shape: tuple[int, ...]
+    local_shape: tuple[int, ...]
+    requires_grad: bool
+    kind: str                          # "input" | "parameter" | "cotangent"
+    region: Region | None = None       # known from DTensor placements
+    layout_source: str | None = None
+    megatron: tuple[int, int] | None = None   # (partition_dim, partition_stride)
+    span: Span = field(default_factory=Span)
+
+
+@dataclass(frozen=True)
+class Value:
+    """An output or gradient this run produced."""
+
+    label: str
+    kind: str                          # "output" | "gradient"
+    key: str                           # what it is matched by across runs (output index, leaf name)
+    name: str | None
+    shape: tuple[int, ...]
+    region: Region | None = None       # known (DTensor placements), else inferred by shape
+    span: Span = field(default_factory=Span)
+
+
+@dataclass
+class RunResult:
+    world: int
+    rank: int
+    recording: Recording
+    leaves: list[Leaf]
+    values: list[Value]
+    passes: tuple[str, ...]
+    assumptions: list[str]
+    mesh: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    path: str
+    shown_as: str
+    entry: str | None
+    shapes: dict
+    seed: int = 0
+
+
+class UserCodeError(Exception):
+    """The user's code raised: carries the user's line."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def init_group(world: int, rank: int) -> None:
+    if world == 1:
+        dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    else:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
+
+
+def teardown() -> None:
+    megatron_state = sys.modules.get("megatron.core.parallel_state")
+    if megatron_state is not None:
+        with contextlib.suppress(Exception):
+            megatron_state.destroy_model_parallel()
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def import_fresh(path: str):
+    name = f"_verify_agent_traced_{next(_MODULE_SERIAL)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def dtensor_region(tensor: Any) -> tuple[Region | None, str | None]:
+    """The region of the global tensor this rank's local piece holds, from its placements."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    if not isinstance(tensor, DTensor):
+        return None, None
+    if any(p.is_partial() for p in tensor.placements):
+        return None, f"placements {tensor.placements} hold partial sums"
+    local_shape, offset = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
+                                                                tensor.placements)
+    return tuple((int(o), int(o) + int(s)) for o, s in zip(offset, local_shape)), None
+
+
+def _local(tensor: Any) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    return tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+
+
+def _modules_of(obj: Any) -> list[tuple[str, torch.nn.Module]]:
+    if isinstance(obj, torch.nn.Module):
+        return [("", obj)]
+    owner = getattr(obj, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        return [("", owner)]
+    found = []
+    for cell in getattr(obj, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):
+            if isinstance(cell.cell_contents, torch.nn.Module):
+                found.append(("", cell.cell_contents))
+    return found[:1]
+
+
+def _uses_custom_function(outputs: list[Any]) -> bool:
+    seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return False
+
+
+def _flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    if isinstance(value, torch.Tensor):
+        return [(path, value)]
+    if isinstance(value, (tuple, list)):
+        return [item for i, v in enumerate(value) for item in _flatten(v, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [item for k, v in value.items() for item in _flatten(v, f"{path}[{k!r}]")]
+    return []
+
+
+def run_once(request: RunRequest, world: int, rank: int, reference: RunResult | None) -> RunResult:
+    """Run the entry once; ``reference`` (the world-1 result) gives rank runs the global shapes."""
+    init_group(world, rank)
+    spans = SpanFinder(request.path, request.shown_as)
+    recorder = Recorder(spans, simulated=world > 1)
+    try:
+        torch.manual_seed(request.seed)
+        module = import_fresh(request.path)
+        spec = find_entry(module, request.entry)
+        target, mesh = _construct(module, spec, world)
+        fn = target if spec.kind != "function" else getattr(module, spec.name)
+        call_fn = fn.forward if isinstance(fn, torch.nn.Module) and spec.kind == "module" else fn
+        names, inputs = example_inputs(module, call_fn, request.shapes)
+        spans.fallback = _definition_line(call_fn, module)
+        leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference)
+        result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+        return result
+    finally:
+        teardown()
+
+
+def _definition_line(fn: Any, module) -> int | None:
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is not None and code.co_filename == module.__file__:
+        return code.co_firstlineno
+    return None
+
+
+def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]]:
+    if spec.kind == "build":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+        return getattr(module, "build")(mesh), {"tp": world}
+    if spec.kind == "module":
+        megatron_state = sys.modules.get("megatron.core.parallel_state")
+        if megatron_state is not None and spec.name != "example_module" \
+                and not megatron_state.model_parallel_is_initialized():
+            megatron_state.initialize_model_parallel(tensor_model_parallel_size=world)
+        return construct_module(module, spec), {"tp": world}
+    return getattr(module, spec.name), {"tp": world}
+
+
+def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
+                 reference: RunResult | None) -> tuple[list[Leaf], list[Any]]:
+    leaves, tensors = [], []
+    for name, value in zip(names, inputs):
+        if not isinstance(value, torch.Tensor):
+            tensors.append(value)
+            continue
+        tensor = value.detach().clone()
+        asked = bool(value.requires_grad)
+        if tensor.is_floating_point():
+            tensor.requires_grad_(True)
+        recorder.bind_leaf(tensor, name, Span(spans.fallback, spans.shown_as))
+        leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), asked, "input"))
+        tensors.append(tensor)
+    for prefix, mod in _modules_of(target):
+        for pname, param in mod.named_parameters():
+            full = prefix + pname
+            local = _local(param)
+            region, why = dtensor_region(param)
+            local_name = full if reference is None else f"{full}@local"
+            recorder.names.bind(local, local_name)
+            if reference is None:
+                recorder.recording.leaves.append(_spec(full, local))
+            megatron = None
+            if getattr(param, "tensor_model_parallel", False):
+                megatron = (int(getattr(param, "partition_dim", -1)), int(getattr(param, "partition_stride", 1)))
+            source = "dtensor" if region is not None else None
+            if why:
+                recorder.problem(Span(None), f"parameter {full}: {why}")
+            leaves.append(Leaf(full, local_name, tuple(param.shape), tuple(local.shape), param.requires_grad,
+                               "parameter", region, source, megatron))
+    return leaves, tensors
+
+
+def _spec(name: str, tensor: Any):
+    from verifier.ir import TensorSpec
+
+    from .recorder import spec_dtype
+
+    return TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype))
+
+
+def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf], reference: RunResult | None,
+            world: int, rank: int, mesh: dict[str, int]) -> RunResult:
+    assumptions: list[str] = []
+    collectives.ACTIVE.append(recorder)
+    anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
+    try:
+        with anomaly, recorder:
+            try:
+                out = fn(*tensors)
+            except Exception as error:  # the user's code raised: say where
+                raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
+            flat = _flatten(out)
+            values, loss_terms = [], []
+            for index, (path, tensor) in enumerate(flat):
+                values.append(_output_value(recorder, index, path, tensor))
+            custom = _uses_custom_function([t for _, t in flat])
+            passes = ("forward",)
+            for index, (path, tensor) in enumerate(flat):
+                if not (isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.requires_grad):
+                    continue
+                loss_terms.append(_loss_term(recorder, index, tensor, values[index], leaves, reference))
+            if loss_terms:
+                loss = loss_terms[0]
+                for term in loss_terms[1:]:
+                    loss = loss + term
+                try:
+                    loss.backward()
+                except Exception as error:
+                    raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
+                passes = ("forward", "backward")
+                _finalize_megatron_grads(fn, assumptions)
+            for leaf in leaves:
+                if leaf.kind == "cotangent" or not leaf.requires_grad and not (leaf.kind == "input" and custom):
+                    continue
+                values.append(_gradient_value(recorder, leaf, tensors, fn))
+    finally:
+        collectives.ACTIVE.remove(recorder)
+    if any(leaf.kind == "input" and not leaf.requires_grad for leaf in leaves) and custom:
+        assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function: "
+                           "their gradients are checked")
+    return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)
+
+
+def _user_line(error: BaseException, recorder: Recorder) -> int | None:
+    tb = error.__traceback__
+    line = None
+    while tb is not None:
+        if recorder.spans._is_user(tb.tb_frame.f_code.co_filename):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _output_value(recorder: Recorder, index: int, path: str, tensor: Any) -> Value:
+    region, why = dtensor_region(tensor)
+    local = _local(tensor)
+    span = recorder.spans.span()
+    if why:
+        recorder.problem(span, f"output {index}: {why}")
+    name = recorder.name_of(local, span)
+    return Value(f"output {index}{path}", "output", f"output {index}", name, tuple(tensor.shape), region, span)
+
+
+def _loss_term(recorder: Recorder, index: int, tensor: Any, value: Value, leaves: list[Leaf],
+               reference: RunResult | None):
+    """``sum(out * cotangent)`` over this rank's piece, the cotangent a leaf of the global shape."""
+    name = f"cotangent{index}"
+    global_shape = tuple(tensor.shape)
+    local = _local(tensor)
+    recorder.paused = True
+    try:
+        generator = torch.Generator().manual_seed(7919 + index)
+        cotangent = torch.randn(global_shape, generator=generator, dtype=tensor.dtype)
+        if reference is None:
+            recorder.bind_leaf(cotangent, name, Span(None))
+            piece, region = cotangent, None
+        else:
+            region = value.region or _shape_region(_reference_shape(reference, value.key), tuple(local.shape),
+                                                   reference_world(recorder), recorder)
+            piece = cotangent[tuple(slice(a, b) for a, b in region)] if region else cotangent
+            recorder.names.bind(piece, f"{name}@local")
+    finally:
+        recorder.paused = False
+    shape = tuple(piece.shape)
+    leaves.append(Leaf(name, name if reference is None else f"{name}@local", global_shape, shape, False,
+                       "cotangent", region, "output"))
+    return (local * piece).sum()
+
+
+def reference_world(recorder: Recorder) -> int:
+    return dist.get_world_size()
+
+
+def _reference_shape(reference: RunResult, key: str) -> tuple[int, ...] | None:
+    for value in reference.values:
+        if value.key == key:
+            return value.shape
+    return None
+
+
+def _shape_region(global_shape, local_shape, world: int, recorder: Recorder | None) -> Region | None:
+    """A plain tensor: the whole value, or this rank's contiguous chunk of the one dim that shrank."""
+    if global_shape is None or len(global_shape) != len(local_shape):
+        return None
+    if tuple(global_shape) == tuple(local_shape):
+        return tuple((0, int(n)) for n in global_shape)
+    shrunk = [d for d, (g, l) in enumerate(zip(global_shape, local_shape)) if g != l]
+    if len(shrunk) != 1:
+        return None
+    d = shrunk[0]
+    if local_shape[d] * world != global_shape[d]:
+        return None
+    rank = dist.get_rank()
+    return tuple((rank * local_shape[d], (rank + 1) * local_shape[d]) if i == d else (0, int(n))
+                 for i, n in enumerate(global_shape))
+
+
+def _gradient_value(recorder: Recorder, leaf: Leaf, tensors, fn) -> Value:
+    tensor = _leaf_tensor(recorder, leaf, tensors, fn)
+    span = Span(recorder.spans.fallback, recorder.spans.shown_as)
+    grad = None if tensor is None else tensor.grad
+    if grad is None:
+        return Value(f"gradient of {leaf.name}", "gradient", leaf.name, None, leaf.local_shape, leaf.region, span)
+    region, why = dtensor_region(grad)
+    if why:
+        recorder.problem(span, f"gradient of {leaf.name}: {why}")
+    local = _local(grad)
+    name = recorder.name_of(local, span)
+    return Value(f"gradient of {leaf.name}", "gradient", leaf.name, name, tuple(local.shape),
+                 region or leaf.region, span)
+
+
+def _leaf_tensor(recorder: Recorder, leaf: Leaf, tensors, fn):
+    if leaf.kind == "input":
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor) and recorder.names.lookup(tensor) is not None \
+                    and recorder.names.lookup(tensor).name == leaf.name:
+                return tensor
+        return None
+    for prefix, mod in _modules_of(fn):
+        for pname, param in mod.named_parameters():
+            if prefix + pname == leaf.name:
+                return param
+    return None
+
+
+def _finalize_megatron_grads(fn, assumptions: list[str]) -> None:
+    """Megatron's gradient finalisation all-reduces ``sequence_parallel`` parameters' gradients."""
+    state = sys.modules.get("megatron.core.parallel_state")
+    if state is None or not state.model_parallel_is_initialized():
+        return
+    marked = [param for _, mod in _modules_of(fn) for _, param in mod.named_parameters()
+              if getattr(param, "sequence_parallel", False) and param.grad is not None]
+    for param in marked:
+        dist.all_reduce(param.grad, group=state.get_tensor_model_parallel_group())
+    if marked:
+        assumptions.append("gradients of parameters marked sequence_parallel are all-reduced over the "
+                           "tensor-parallel group, as Megatron's gradient finalisation does")
+
+
+__all__ = ["Leaf", "Value", "RunResult", "RunRequest", "UserCodeError", "run_once", "Problem"]
