@@ -153,7 +153,15 @@ def dim_symbols(dim: Dim) -> set[str]:
 
 
 def check_dim_syntax(text: str) -> None:
-    """Raise ValueError unless ``text`` is an arithmetic expression over names and ints."""
+    """Raise ValueError unless ``text`` is an arithmetic expression over names and ints.
+
+    The text (a model's answer, an IR file) first goes through the bounded grammar of
+    ``size_expr`` (length, nesting, exponent and literal limits; ``SizeExprError`` is a
+    ValueError), so ``ast.parse`` never sees a hostile expression.
+    """
+    from .size_expr import parse_size_expr
+
+    parse_size_expr(text)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
