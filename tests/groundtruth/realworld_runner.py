@@ -11,7 +11,7 @@ Entry conventions (first match wins):
 * ``forward(*inputs)`` + ``example_inputs()``;
 * a launch script: no ``example_inputs()``; its module-level code is the program (torchrun
   style: it reads ``RANK``/``WORLD_SIZE``, calls ``dist.init_process_group`` and
-  ``init_device_mesh("cuda", ...)``).
+  ``init_device_mesh("cuda", ...)``); what is compared is the training state it leaves.
 
 What a run does, the same way on the 1-rank reference and on every rank of N:
 
@@ -47,9 +47,10 @@ Gradients are re-assembled the same way before they are compared (DTensor:
 ``full_tensor()``; Megatron: the strided chunks put back; by shape: blocks concatenated;
 same shape: every rank must hold the reference gradient).  Input gradients: the same on
 every rank -> compared as is; disjoint supports (each rank used its own shard) -> summed;
-otherwise every rank against the reference.  Launch scripts set their own seeds: every
-module-level tensor and every parameter (value and gradient) of a module-level
-``nn.Module`` (DDP's ``.module`` unwrapped) is compared.
+otherwise every rank against the reference.  Launch scripts set their own seeds: the
+parameters of every module-level ``nn.Module`` (DDP's ``.module`` unwrapped), their values
+after the script and their gradients, are compared; other module-level tensors (the local
+batch, the local loss) are per-rank by nature and are not.
 
 A driver that does not finish within its timeout is stopped (``deadlock/timeout``).
 
@@ -432,22 +433,23 @@ def _param_grads(params) -> list:
 
 
 def _launch_payload(module, ps) -> dict:
-    """Every module-level tensor, and every module-level ``nn.Module``'s parameters
-    (values after the script ran, and gradients)."""
-    import torch
+    """The training state a launch script leaves: the parameters of every module-level
+    ``nn.Module`` (DDP's ``.module`` unwrapped, each parameter once), their values after the
+    script ran and their gradients.  Other module-level tensors are per-rank by nature
+    (local batch, local loss) and are not compared."""
     import torch.nn as nn
 
-    outputs, params = [], []
+    params, seen = [], set()
     for name, value in sorted(vars(module).items()):
-        if name.startswith("_"):
+        if name.startswith("_") or not isinstance(value, nn.Module):
             continue
-        if isinstance(value, torch.Tensor):
-            outputs.append((f"out[{name}]", _to_numpy(value)))
-        elif isinstance(value, nn.Module):
-            inner = getattr(value, "module", value) if isinstance(value, nn.parallel.DistributedDataParallel) else value
-            params += [(f"{name}.{n}", p) for n, p in inner.named_parameters()]
+        inner = value.module if isinstance(value, nn.parallel.DistributedDataParallel) else value
+        for n, p in inner.named_parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                params.append((f"{name}.{n}", p))
     _finalize_sequence_parallel_grads(params, ps)
-    outputs += [(f"out[param {n}]", _to_numpy(p)) for n, p in params]
+    outputs = [(f"out[param {n}]", _to_numpy(p)) for n, p in params]
     return {"outputs": outputs, "grads": _param_grads(params)}
 
 
