@@ -78,7 +78,8 @@ class OpJSON(BaseModel):
     op: str = Field(pattern=r"^[A-Za-z_][A-Za-z_0-9]*$", description="Op name from the catalogue.")
     args: list[str] = Field(default_factory=list, description="Tensor arguments: names defined earlier.")
     attrs: dict[str, AttrValue] = Field(default_factory=dict,
-                                        description="Non-tensor attributes, e.g. mesh_dim, op, dim, shape.")
+                                        description="Non-tensor attributes, e.g. mesh_dim, op, dim, shape; "
+                                                    "send/recv/isend/irecv: peer, tag (default 0).")
     line: Optional[int] = Field(None, description="Source line the op comes from.")
 
     @field_validator("results", "args")

@@ -17,6 +17,7 @@ from .sizes import to_sym
 from . import dtensor, explicit, megatron, nn_modules, torch_ops  # noqa: F401  (register their idioms)
 from .base import SourceError, Translation, Unsupported
 from .builder import Builder
+from .coverage import uncovered_constructs
 from .entry import DEFAULT_MESH, example_inputs, find_entry, infer_mesh, override_shape, parse_mesh
 from .interpreter import FunctionObj, Interpreter
 from .source import parse, style_of
@@ -59,7 +60,8 @@ def translate_source(source: str, path: str, *, entry: str | None = None, mesh: 
         return Translation(None, style, name, [Unsupported(it.current_line, "frontend", reason)],
                            notes=it.notes, backward_bodies=it.backward_bodies)
     return Translation(program, style, name, [], ["frontend"] * len(program.ops), notes=it.notes,
-                       backward_bodies=it.backward_bodies)
+                       backward_bodies=it.backward_bodies, reference_caveats=list(it.reference_caveats),
+                       uncovered=uncovered_constructs(src, it.executed_lines))
 
 
 def _run(it: Interpreter, src, name: str, kind: str, overrides: dict[str, list[int]], path: str) -> list:

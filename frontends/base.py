@@ -39,6 +39,11 @@ class Translation:
     provenance: list[str] = field(default_factory=list)  # per op: "frontend" or "llm round N"
     notes: list[str] = field(default_factory=list)  # modelling choices a reader should know about
     backward_bodies: list[Any] = field(default_factory=list)  # custom autograd backwards, for a gradient checker
+    # (line, reason) why the single-device reference is not what the file does at world size 1
+    # (a world-size branch decided for the mesh); the verifier then does not claim equivalence
+    reference_caveats: list[tuple[int | None, str]] = field(default_factory=list)
+    # (line, reason) distributed constructs outside the program that was checked
+    uncovered: list[tuple[int | None, str]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

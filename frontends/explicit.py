@@ -25,7 +25,7 @@ from .sizes import to_sym
 from .builtins import _dim_sets
 from .library import CONSTANTS, Call, function, object_method
 from .values import (MISSING, BufferList, ClassObj, FunctionObj, GroupObj, Handle, HandleList, MeshObj,
-                     PendingGather, ReduceOp, Tensor, UnsupportedError, WorldPieces)
+                     PendingGather, ReduceOp, Tensor, UnsupportedError, UserError, WorldPieces)
 
 for _name, _op in {"SUM": "sum", "AVG": "avg", "MAX": "max", "MIN": "min", "PRODUCT": "product",
                    "BAND": "band", "BOR": "bor", "BXOR": "bxor"}.items():
@@ -52,6 +52,7 @@ class P2POpObj:
     tensor: Tensor
     peer: Any
     line: int | None
+    tag: Any = 0
 
 
 # --- groups and ranks ------------------------------------------------------------------------
@@ -391,11 +392,50 @@ def all_to_all(cx: Call, output_tensor_list, input_tensor_list, group=None, asyn
     return handle
 
 
+def _root_only(cx: Call, kind: str, argument: str, value: Any, root: int, mesh_dim: str, role: str) -> Any:
+    """torch's rule for rooted collectives (``distributed_c10d.scatter`` / ``gather``): the list
+    must be given on the root rank and must NOT be given on any other rank, else those ranks
+    raise ValueError.  ``value if rank == root else None`` follows it; a list on every rank
+    only works with one rank."""
+    from .interpreter import RankOnly
+
+    it = cx.it
+    size = it.dims.mesh.size(mesh_dim)
+    rank = it.dims.rank[mesh_dim]
+    if isinstance(value, RankOnly):
+        condition = to_sym(value.condition)
+        holds = [condition.subs(rank, r) for r in range(size)]
+        if any(h not in (sp.true, sp.false) for h in holds):
+            raise UnsupportedError(cx.line, kind, f"{argument} is given on ranks chosen by a condition that does not "
+                                                  f"depend on the {mesh_dim} rank alone")
+        wrong = [r for r, h in enumerate(holds) if bool(h) != (r == root)]
+        if wrong:
+            r = wrong[0]
+            raise UserError(cx.line, f"dist.{kind}: {argument} is {'given' if holds[r] else 'missing'} on rank {r} "
+                                     f"of {mesh_dim}; torch raises ValueError unless it is given on the {role} rank "
+                                     f"({root}) and only there")
+        return value.value
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        if size > 1:
+            raise UserError(cx.line, f"dist.{kind}: no {argument} on the {role} rank {root}; torch raises ValueError "
+                                     f"(\"Argument ``{argument}`` must be specified on {role} rank\")")
+        return value
+    if size > 1:
+        raise UserError(cx.line, f"dist.{kind}: {argument} is passed on every rank, but torch raises ValueError on "
+                                 f"the non-{role} ranks (\"Argument ``{argument}`` must NOT be specified on "
+                                 f"non-{role} ranks\"); pass it on rank {root} only, e.g. "
+                                 f"`... if rank == {root} else None`")
+    return value
+
+
 @function("dist.scatter")
 def scatter(cx: Call, tensor, scatter_list=None, src=0, group=None, async_op=False, group_src=None):
     it = cx.it
     tensor = _tensor(cx, tensor, "scatter")
     mesh_dim = _single_dim(cx, group_dims(cx, group), "scatter")
+    origin = group_src if group_src is not None else src
+    scatter_list = _root_only(cx, "scatter", "scatter_list", scatter_list, it.as_int(origin, cx.line, "src"),
+                              mesh_dim, "source")
     if not isinstance(scatter_list, WorldPieces):
         raise UnsupportedError(cx.line, "scatter", "the scatter list must be the world's pieces of one tensor")
     source, d = scatter_list.source, scatter_list.dim
@@ -406,7 +446,6 @@ def scatter(cx: Call, tensor, scatter_list=None, src=0, group=None, async_op=Fal
         s[d] = sp.cancel(s[d] / size)
         return tuple(s)
 
-    origin = group_src if group_src is not None else src
     result, handle = collective(cx, "scatter", source, {"src": it.as_int(origin, cx.line, "src"), "dim": d},
                                 (mesh_dim,), shape, async_op=bool(async_op))
     _mutate_output(cx, tensor, result, "scatter")
@@ -418,9 +457,11 @@ def gather(cx: Call, tensor, gather_list=None, dst=0, group=None, async_op=False
     it = cx.it
     tensor = _tensor(cx, tensor, "gather")
     mesh_dim = _single_dim(cx, group_dims(cx, group), "gather")
+    target = group_dst if group_dst is not None else dst
+    gather_list = _root_only(cx, "gather", "gather_list", gather_list, it.as_int(target, cx.line, "dst"), mesh_dim,
+                             "destination")
     if not isinstance(gather_list, BufferList):
         raise UnsupportedError(cx.line, "gather", "the gather list must be one buffer per rank")
-    target = group_dst if group_dst is not None else dst
     pending, handle = _pending_gather(cx, "gather", tensor, mesh_dim, {"dst": it.as_int(target, cx.line, "dst")},
                                       "dim", bool(async_op))
     gather_list.filled = pending
@@ -446,14 +487,22 @@ def send(cx: Call, tensor, dst=None, group=None, tag=0, group_dst=None):
     tensor = _tensor(cx, tensor, "send")
     mesh_dim, peer = _peer(cx, group_dst if group_dst is not None else dst, group)
     kind = "isend" if cx.name == "dist.isend" else "send"
-    return _send(cx, kind, tensor, mesh_dim, peer)
+    return _send(cx, kind, tensor, mesh_dim, peer, tag)
 
 
-def _send(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str) -> Handle | None:
+def _tag_attrs(cx: Call, tag: Any) -> dict[str, Any]:
+    """``tag=`` is part of message matching (a receive only takes a message with its tag)."""
+    if tag is None:
+        return {}
+    value = cx.it.as_int(tag, cx.line, "tag")
+    return {"tag": value} if value else {}
+
+
+def _send(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str, tag: Any = 0) -> Handle | None:
     it = cx.it
     extra, handle = _handle_attrs(cx, kind == "isend")
-    it.builder.emit(kind, [it.use(tensor, cx.line)], {"peer": peer, "mesh_dim": mesh_dim, **extra}, cx.line,
-                    results=0)
+    it.builder.emit(kind, [it.use(tensor, cx.line)], {"peer": peer, "mesh_dim": mesh_dim, **_tag_attrs(cx, tag),
+                                                      **extra}, cx.line, results=0)
     return handle
 
 
@@ -462,16 +511,16 @@ def recv(cx: Call, tensor, src=None, group=None, tag=0, group_src=None):
     tensor = _tensor(cx, tensor, "recv")
     mesh_dim, peer = _peer(cx, group_src if group_src is not None else src, group)
     kind = "irecv" if cx.name == "dist.irecv" else "recv"
-    return _recv(cx, kind, tensor, mesh_dim, peer)
+    return _recv(cx, kind, tensor, mesh_dim, peer, tag)
 
 
-def _recv(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str) -> Handle | None:
+def _recv(cx: Call, kind: str, tensor: Tensor, mesh_dim: str, peer: str, tag: Any = 0) -> Handle | None:
     it = cx.it
     extra, handle = _handle_attrs(cx, kind == "irecv")
     shape = [it.mesh_size_dim(s, cx.line, kind) if it.dims.depends_on_mesh(s) else it.attr_dim(s, cx.line, kind)
              for s in tensor.shape]
-    result = it.op(kind, [], {"peer": peer, "mesh_dim": mesh_dim, "shape": shape, "dtype": tensor.dtype, **extra},
-                   tensor.shape, tensor.dtype, cx.line)
+    result = it.op(kind, [], {"peer": peer, "mesh_dim": mesh_dim, "shape": shape, "dtype": tensor.dtype,
+                              **_tag_attrs(cx, tag), **extra}, tensor.shape, tensor.dtype, cx.line)
     it.mutate(tensor, result, cx.line, f"dist.{kind}")
     return handle
 
@@ -481,7 +530,7 @@ def p2p_op(cx: Call, op, tensor, peer=None, group=None, tag=0, group_peer=None):
     if not hasattr(op, "name") or canonical_p2p(op) is None:
         raise UnsupportedError(cx.line, "P2POp", "op must be dist.isend or dist.irecv")
     return P2POpObj(canonical_p2p(op), _tensor(cx, tensor, "P2POp"), (group_peer if group_peer is not None else peer,
-                                                                      group), cx.line)
+                                                                      group), cx.line, tag)
 
 
 def canonical_p2p(op: Any) -> str | None:
@@ -500,9 +549,9 @@ def batch_isend_irecv(cx: Call, p2p_op_list):
         mesh_dim, expr = _peer(cx, peer, group)
         sub = Call(cx.it, item.line, cx.node, cx.hint or "reqs")
         if item.kind == "isend":
-            handles.append(_send(sub, "isend", item.tensor, mesh_dim, expr))
+            handles.append(_send(sub, "isend", item.tensor, mesh_dim, expr, item.tag))
         else:
-            handles.append(_recv(sub, "irecv", item.tensor, mesh_dim, expr))
+            handles.append(_recv(sub, "irecv", item.tensor, mesh_dim, expr, item.tag))
     return HandleList(handles)
 
 

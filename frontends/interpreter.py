@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import sympy as sp
@@ -38,6 +38,16 @@ class RankCondition:
     """A Python condition that depends on the rank (sympy boolean over rank symbols)."""
 
     expr: Any
+
+
+@dataclass(frozen=True)
+class RankOnly:
+    """``value if <rank condition> else None``: the value exists only on the ranks where
+    ``condition`` holds (elsewhere it is None).  Kept as such so that an API with a per-rank
+    rule (``scatter_list`` on the source rank only) can check it; anything else rejects it."""
+
+    value: Any
+    condition: Any
 
 
 class Scope:
@@ -121,6 +131,11 @@ class Interpreter(Emitter):
     hint: str | None = None
     handles: dict[str, Handle] = field(default_factory=dict)
     seen_notes: set[str] = field(default_factory=set)
+    rank_facts: list = field(default_factory=list)  # rank conditions known to hold where code is read
+    # (line, reason): world-size conditions decided for the mesh that go the other way at world
+    # size 1, so the single-device reference built here is not what the file does on one rank
+    reference_caveats: list = field(default_factory=list)
+    executed_lines: set = field(default_factory=set)  # lines of library calls the interpreter ran
     input_mode: bool = False
     uses_custom_backward: bool = False
     megatron_autograd: bool = False  # Megatron layers/mappings: autograd-aware communication
@@ -355,15 +370,18 @@ class Interpreter(Emitter):
         before = dict(scope.vars)
         start = len(self.builder.ops)
         self.builder.when.append(self.dims.mesh_expr(expr))
+        self.rank_facts.append(expr)
         try:
             self.exec_block(node.body, scope)
         finally:
             self.builder.when.pop()
+            self.rank_facts.pop()
         after_then = dict(scope.vars)
         scope.vars.clear()
         scope.vars.update(before)
         negated = sp.Not(expr)
         self.builder.when.append(self.dims.mesh_expr(negated))
+        self.rank_facts.append(negated)
         middle = len(self.builder.ops)
         try:
             if isinstance(node.orelse, cst.If):
@@ -372,6 +390,7 @@ class Interpreter(Emitter):
                 self.exec_block(node.orelse.body, scope)
         finally:
             self.builder.when.pop()
+            self.rank_facts.pop()
         after_else = dict(scope.vars)
         scope.vars.clear()
         scope.vars.update(before)
@@ -499,12 +518,23 @@ class Interpreter(Emitter):
                 result = self.dims.concrete(value)
             except (ValueError, TypeError):
                 raise self.unsupported(node, None, "condition not modelled") from None
+            self._check_world_one(value, bool(result), node)
             for symbol in value.free_symbols & set(self.dims.values):
                 self.dims.pin(symbol)
             return bool(result)
         if value is None or isinstance(value, (bool, int, float, str, list, tuple, dict)):
             return bool(value)
         return True
+
+    def _check_world_one(self, condition: Any, on_mesh: bool, node: cst.CSTNode) -> None:
+        """Record a world-size condition that the code at world size 1 decides the other way."""
+        at_one = to_sym(condition).subs(self.dims.values).subs({size: 1 for size in self.dims.size.values()})
+        if at_one in (sp.true, sp.false) and bool(at_one) != on_mesh:
+            line = self.line(node)
+            self.reference_caveats.append((line, f"line {line}: a condition on the world size is {on_mesh} on mesh "
+                                                 f"{self.dims.mesh} but {bool(at_one)} at world size 1; the static "
+                                                 f"reader follows one branch, so the single-device reference is not "
+                                                 f"what this file runs on one rank"))
 
     def decide(self, relation: Any) -> bool:
         """A comparison of sizes, decided with the file's values; the outcome becomes a requirement on
@@ -540,9 +570,12 @@ class Interpreter(Emitter):
         if node.value == "None":
             return None
         try:
-            return scope.lookup(node.value)
+            value = scope.lookup(node.value)
         except KeyError:
             raise self.unsupported(node, node.value, "unknown name") from None
+        if isinstance(value, RankOnly) and any(fact == value.condition for fact in self.rank_facts):
+            return value.value  # read where it exists: `cat(parts) if rank == 0 else ...`
+        return value
 
     def eval_Integer(self, node: cst.Integer, scope: Scope) -> Any:
         return sp.Integer(int(node.evaluated_value))
@@ -902,6 +935,9 @@ class Interpreter(Emitter):
                 if self.dims.depends_on_size(a) or self.dims.depends_on_size(b):
                     self.note(f"line {line}: a comparison with the world size is decided for the mesh "
                               f"{self.dims.mesh}")
+                    outcome = self.decide(relation)
+                    self._check_world_one(relation, outcome, node)
+                    return outcome
                 return self.decide(relation)
             return bool(relation)
         if kind in ("eq", "ne"):
@@ -909,15 +945,25 @@ class Interpreter(Emitter):
             return same if kind == "eq" else not same
         raise self.unsupported(node, None, f"comparison of {type(left).__name__} and {type(right).__name__}")
 
+    def _under(self, fact: Any, read: Callable[[], Any]) -> Any:
+        self.rank_facts.append(fact)
+        try:
+            return read()
+        finally:
+            self.rank_facts.pop()
+
     def eval_IfExp(self, node: cst.IfExp, scope: Scope) -> Any:
         condition = self.truth(self.eval(node.test, scope), node.test)
         if isinstance(condition, bool):
             return self.eval(node.body if condition else node.orelse, scope)
-        a, b = self.eval(node.body, scope), self.eval(node.orelse, scope)
+        a = self._under(condition.expr, lambda: self.eval(node.body, scope))
+        b = self._under(sp.Not(condition.expr), lambda: self.eval(node.orelse, scope))
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             return self.where(self.condition_tensor(condition.expr, self.line(node)), a, b, self.line(node))
+        if a is None and b is None:
+            return None
         if a is None or b is None:
-            return a if a is not None else b
+            return RankOnly(a, condition.expr) if a is not None else RankOnly(b, sp.Not(condition.expr))
         if _is_number(a) and _is_number(b):
             return sp.Piecewise((_sym(a), condition.expr), (_sym(b), True))
         raise self.unsupported(node, None, "a value chosen by the rank is not modelled")
@@ -976,6 +1022,7 @@ class Interpreter(Emitter):
         line = self.line(node)
         cx = Call(self, line, node, self.hint)
         if isinstance(callee, QualName):
+            self.executed_lines.add(line)
             name = canonical(callee.name)
             if self.input_mode and name in _INPUT_CREATORS:
                 from .entry import input_spec
@@ -1299,5 +1346,5 @@ def _strip(message: str) -> str:
     return message.split("() ", 1)[-1]
 
 
-__all__ = ["Interpreter", "Scope", "ModuleScope", "RankCondition", "RangeObj", "SuperObj", "BUILTINS", "math",
+__all__ = ["Interpreter", "Scope", "ModuleScope", "RankCondition", "RankOnly", "RangeObj", "SuperObj", "BUILTINS", "math",
            "UserError"]

@@ -22,6 +22,7 @@ from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inp
                           run_concrete)
 from .ir import Program, eval_dim
 from .placement_check import PlacementResult, propagate
+from .placements import Partial, Replicate, Shard
 from .report import ERROR, NOTE, WARNING, Diagnostic, Report
 from .shapes import ShapeProblem, bound_env, instantiate, prove_divisibility, reduced_env
 from .temporal import check_temporal
@@ -114,9 +115,11 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
                                                         if program.dims else ""))
     placement = propagate(checked, shapes.shapes)
     if temporal:
-        _temporal(program, report)
-        report.extra["passes"]["temporal"] = "proven" if not any(
-            d.check == "temporal" and d.severity == ERROR for d in report.diagnostics) else "violated"
+        findings = check_temporal(program, report.proven)
+        report.diagnostics.extend(findings)
+        report.extra["passes"]["temporal"] = "violated" if any(d.severity == ERROR and d.check != "unsupported"
+                                                               for d in findings) else \
+            "unsupported" if findings and any(d.check == "unsupported" for d in findings) else "proven"
     report.extra["reduced_dims"] = dict(env)
     report.extra["sizes"] = _sizes_statement(program, env)
     if caveats:
@@ -158,10 +161,6 @@ def _sized(program: Program, env: dict[str, int], report: Report):
         report.diagnostics.extend(shaped[-1][2].diagnostics)
         return None
     return next(entry for entry in shaped if not entry[2].diagnostics)
-
-
-def _temporal(program: Program, report: Report) -> None:
-    report.diagnostics.extend(check_temporal(program, report.proven))
 
 
 def _ancestors(program: Program, placement: PlacementResult, op_index: int) -> set[int]:
@@ -245,19 +244,20 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
                 return
         status, values, stats = prove(program, placement.placements, timeout_ms, progress, deadline=deadline)
     except EngineError as problem:
-        if problem.where == "parallel":
-            # The single-device program ran and the mesh run cannot: the real N-rank run fails
-            # (a shape mismatch, an index out of a shard's range), as ground truth counts it.
+        if problem.where == "parallel" and _modelled_inputs(problem.op, placement):
+            # The single-device program ran; the mesh run fails at an op whose inputs all have
+            # placements we model: the real N-rank run fails there too (ground truth counts it).
             _attach_placement(program, placement, report, "violation")
             report.add(Diagnostic("well-formed", ERROR, f"the program runs on one device but cannot run on the mesh "
                                                         f"{program.mesh}: {problem}", problem.line))
             return
-        # The reference itself cannot be run: that is our model of world size 1 failing (a
-        # frontend decision, an op we cannot evaluate), never a fact about the user's numbers.
+        # Otherwise our engine could not run the reference, or failed on values we do not model
+        # on every rank (a gather's list off the root): a gap of ours, never a violation.
         _attach_placement(program, placement, report, "unknown")
-        report.add(Diagnostic("unsupported", ERROR, f"equivalence not checked: the single-device reference (the "
-                                                    f"program at world size 1) cannot be run by the verifier: "
-                                                    f"{problem}", problem.line))
+        which = ("the single-device reference (the program at world size 1)" if problem.where == "reference"
+                 else f"the program on mesh {program.mesh}")
+        report.add(Diagnostic("unsupported", ERROR, f"equivalence not checked: {which} cannot be run by the "
+                                                    f"verifier: {problem}", problem.line))
         return
     report.extra["solver"] = stats
     sizes = report.extra.get("sizes", "")
@@ -289,6 +289,17 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
               "the solver's counterexample relies on the uninterpreted-function model of non-linear ops and did "
               "not reproduce with real numbers")
     report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {reason}"))
+
+
+def _modelled_inputs(op, placement: PlacementResult) -> bool:
+    """Every input of ``op`` has a shard/replicate/partial placement on every mesh dim."""
+    if op is None:
+        return False
+    for name in op.args:
+        placements = placement.placements.get(name)
+        if placements is None or not all(isinstance(p, (Shard, Replicate, Partial)) for p in placements):
+            return False
+    return True
 
 
 def _out_of_time(stats: dict) -> str:

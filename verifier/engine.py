@@ -81,7 +81,7 @@ class Engine:
     xp: Any
     local_inputs: list[dict[str, Any]]
     ranks: list[_Rank] = field(init=False)
-    mailbox: dict[tuple[int, int], deque] = field(init=False)
+    mailbox: dict[tuple[int, int, int], deque] = field(init=False)  # (sender, receiver, tag) -> FIFO
 
     def __post_init__(self) -> None:
         coords = rank_coords(self.mesh)
@@ -117,6 +117,10 @@ class Engine:
         coords = dict(rank.coords)
         coords[mesh_dim] = target
         return self._index[tuple(coords.values())]
+
+    def _tag(self, op: Op, rank: _Rank) -> int:
+        """Point-to-point ``tag=`` (0 by default): a message only meets a receive with its tag."""
+        return int(eval_dim(str(op.attr("tag", 0)), rank_env(self.mesh, rank.coords)))
 
     def _finish(self, rank: _Rank, op_index: int, results: list[Any]) -> None:
         op = self.program.ops[op_index]
@@ -157,11 +161,11 @@ class Engine:
                 if rule is None:
                     raise EngineError(op, f"unknown op {op.kind!r}")
                 if op.kind in ("send", "isend"):
-                    self.mailbox[(index, self._peer(op, rank))].append(self._args(op, rank)[0])
+                    self.mailbox[(index, self._peer(op, rank), self._tag(op, rank))].append(self._args(op, rank)[0])
                     self._finish(rank, op_index, [])
                     moved = True
                 elif op.kind in ("recv", "irecv"):
-                    queue = self.mailbox[(self._peer(op, rank), index)]
+                    queue = self.mailbox[(self._peer(op, rank), index, self._tag(op, rank))]
                     if queue:
                         self._finish(rank, op_index, [queue.popleft()])
                         moved = True

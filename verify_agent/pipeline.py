@@ -78,7 +78,10 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     if progress:
         progress(f"translated {path} ({translation.style}, entry {translation.entry}): {len(program.ops)} ops; "
                  f"verifying on mesh {program.mesh}")
-    report = check_program(program, path, progress=progress)
+    report = check_program(program, path, progress=progress,
+                           reference_caveats=getattr(translation, "reference_caveats", ()))
+    for line, reason in getattr(translation, "uncovered", ()):
+        report.add(Diagnostic("unsupported", ERROR, reason, line))  # not verified: code outside the check
     report.extra["style"] = translation.style
     report.extra["entry"] = translation.entry
     if translation.provenance:

@@ -474,9 +474,9 @@ def test_scatter_and_gather_name_their_root_and_dim():
         rank, world = dist.get_rank(), dist.get_world_size()
         mine = torch.empty(S // world, H)
         dist.scatter(mine, list(x.chunk(world, dim=0)) if rank == 0 else None, src=0)
-        parts = [torch.empty_like(mine) for _ in range(world)]
+        parts = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None  # torch: dst only
         dist.gather(mine * 2, parts, dst=0)
-        return torch.cat(parts, dim=0)
+        return torch.cat(parts, dim=0) if rank == 0 else torch.zeros(S, H)
     """)
     translation = complete(source)
     assert only(translation, "scatter").attrs == {"mesh_dim": "tp", "src": 0, "dim": 0}

@@ -49,6 +49,7 @@ class Event:
     origin: int | None = None
     names: tuple[str, ...] = ()
     text: str = ""
+    tag: int = 0  # point-to-point tag: a message meets only a receive from its peer with the same tag
 
     @property
     def generic(self) -> str:
@@ -177,18 +178,24 @@ def _point_to_point(state: _RankState, space: RankSpace, index: int, op: Op) -> 
     if peer == state.rank:
         state.problem(P2P, op, f"{op.kind} peer={op.attr('peer')} names the rank itself")
         return
+    try:
+        tag = int(evaluate(op.attr("tag", 0), state.env))
+    except ExprError as exc:
+        state.problem(UNSUPPORTED, op, f"cannot evaluate tag={op.attr('tag')} of {op.kind}: {exc}")
+        return
     handle = op.attr("handle")
     if is_async and handle is None:
         state.problem(ASYNC, op, f"{op.kind} has no handle=, so its completion is never waited on")
     if handle is not None:
         state.handle_results[str(handle)] = op.results
     direction = "to" if kind == SEND else "from"
-    what = f"{op.kind} {direction} rank {peer}"
+    what = f"{op.kind} {direction} rank {peer}" + (f" with tag {tag}" if tag else "")
     reads = state.roots(op.args) if kind == SEND else ()
     writes = op.results if kind == RECV else ()
     state.events.append(Event(kind, op.span.line, what, None if handle is None else str(handle), peer=peer,
                               reads=reads, writes=writes, origin=index, names=op.args,
-                              text=f"{op.kind}(peer={op.attr('peer')})"))
+                              text=f"{op.kind}(peer={op.attr('peer')}" + (f", tag={op.attr('tag')}" if tag else "") + ")",
+                              tag=tag))
 
 
 def _wait(state: _RankState, space: RankSpace, index: int, op: Op) -> None:
