@@ -1,43 +1,119 @@
-"""Seconds to lift and check a tiled GEMM: 1024^3 (goal < 2 s), then larger sizes to show
-that the cost does not grow with tensor sizes (shape reduction).
+"""``verify-agent lift`` over a directory of TileLang kernel files: verdict and time per file.
 
-    python benchmarks/bench_lift.py
+    python benchmarks/bench_lift.py CORPUS_DIR [--jobs 2] [--limit N] [--json out.json]
+
+Files that define kernels (``T.prim_func``, ``@tilelang.jit`` or ``T.Kernel``) are lifted
+one by one, each in its own elaboration child as the CLI does; prints one line per file,
+the share reaching ``verified``/``violations`` (a verdict about the code), the share
+``unsupported`` (with the reason counted), internal errors, and the median seconds.
+Without a directory, times the bundled tiled GEMM (the shape-reduction figure).
 """
 from __future__ import annotations
 
+import argparse
+import collections
+import json
+import re
+import statistics
 import sys
-import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tir_lifter import run_lift  # noqa: E402
+from tir_lifter import LiftInputError, LiftInternalError, run_lift  # noqa: E402
 
-GEMM = ROOT / "examples" / "kernels" / "gemm.py"
+_DEFINES = re.compile(r"T\.prim_func|@tilelang\.jit|T\.Kernel")
 
 
-def time_lift(path: str, repeats: int = 3) -> tuple[float, str]:
-    best, verdict = float("inf"), ""
-    for _ in range(repeats):
-        start = time.perf_counter()
-        report = run_lift(path, frontend="text")
-        best = min(best, time.perf_counter() - start)
-        verdict = report.verdict
-    return best, verdict
+def kernel_files(corpus: Path) -> list[Path]:
+    return sorted(p for p in corpus.rglob("*.py") if _DEFINES.search(p.read_text(encoding="utf-8", errors="replace")))
+
+
+def lift_one(path: Path) -> dict:
+    start = time.perf_counter()
+    try:
+        report = run_lift(str(path))
+        verdict, reason = report.verdict, ""
+        if verdict == "unsupported":
+            first = next((d for d in report.diagnostics if d.check == "unsupported"), None)
+            reason = first.message if first else "nothing proven"
+        elif verdict == "violations":
+            first = next(d for d in report.diagnostics if d.severity == "error" and d.check != "unsupported")
+            reason = f"{first.check}: {first.message}"
+        proven = report.proven
+    except LiftInputError as exc:
+        verdict, reason, proven = "input-error", str(exc), []
+    except LiftInternalError as exc:
+        verdict, reason, proven = "error", str(exc), []
+    return {"file": str(path), "verdict": verdict, "reason": reason, "seconds": time.perf_counter() - start,
+            "proven": proven}
+
+
+def lift_batch(paths: list[Path]) -> list[dict]:
+    from tir_lifter.elaborate_run import report_from_json, run_batch
+    rows = []
+    for body in run_batch([str(p) for p in paths], timeout=300.0 * len(paths)):
+        if "internal_error" in body:
+            rows.append({"file": body["file"], "verdict": "error", "reason": body["internal_error"],
+                         "seconds": body.get("seconds", 0.0), "proven": []})
+            continue
+        report = report_from_json(body)
+        first = next((d for d in report.diagnostics if d.severity == "error"), None)
+        reason = f"{first.check}: {first.message}" if first and first.check != "unsupported" else \
+            (first.message if first else "")
+        rows.append({"file": body["file"], "verdict": report.verdict, "reason": reason,
+                     "seconds": report.seconds, "proven": report.proven})
+    return rows
+
+
+def _category(reason: str) -> str:
+    text = re.sub(r"^[\w.]+: ", "", reason)
+    text = re.sub(r"\d+", "N", text)
+    return text[:90]
 
 
 def main() -> None:
-    seconds, verdict = time_lift(str(GEMM))
-    print(f"lift+check tiled gemm 1024^3: {seconds:.3f} s ({verdict}; goal < 2 s)")
-    source = GEMM.read_text()
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in (4096, 16384, 65536):
-            path = Path(tmp) / f"gemm_{size}.py"
-            path.write_text(source.replace("matmul(1024, 1024, 1024,", f"matmul({size}, {size}, {size},"))
-            seconds, verdict = time_lift(str(path))
-            print(f"lift+check tiled gemm {size}^3: {seconds:.3f} s ({verdict})")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", nargs="?", type=Path)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--batch", type=int, default=0,
+                        help="files per child process (imports paid once per child); 0: one child per file as "
+                             "the CLI does")
+    args = parser.parse_args()
+    if args.corpus is None:
+        gemm = ROOT / "examples" / "kernels" / "gemm.py"
+        row = lift_one(gemm)
+        print(f"lift+check tiled gemm 1024^3: {row['seconds']:.2f} s ({row['verdict']})")
+        return
+    files = kernel_files(args.corpus)[: args.limit or None]
+    rows = []
+    work = lift_one if not args.batch else lift_batch
+    items = files if not args.batch else [files[i:i + args.batch] for i in range(0, len(files), args.batch)]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for row in (r for result in pool.map(work, items) for r in (result if args.batch else [result])):
+            rows.append(row)
+            rel = Path(row["file"]).relative_to(args.corpus)
+            print(f"{row['verdict']:12s} {row['seconds']:6.1f}s  {rel}  {row['reason'][:150]}", flush=True)
+    counts = collections.Counter(r["verdict"] for r in rows)
+    total = len(rows) or 1
+    decided = counts["verified"] + counts["violations"]
+    print(f"\n{len(rows)} files define kernels: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    print(f"verdict about the code (verified or violations): {decided}/{len(rows)} = {100 * decided / total:.0f} %")
+    print(f"a verdict of the tool (anything but input-error/error): "
+          f"{len(rows) - counts['input-error'] - counts['error']}/{len(rows)}")
+    print(f"median {statistics.median(r['seconds'] for r in rows):.1f} s per file, "
+          f"max {max(r['seconds'] for r in rows):.1f} s")
+    reasons = collections.Counter(_category(r["reason"]) for r in rows if r["verdict"] in ("unsupported", "error"))
+    print("\nmost common reasons (unsupported / error):")
+    for reason, count in reasons.most_common(15):
+        print(f"  {count:3d}  {reason}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ partial boundary tile).
 """
 from __future__ import annotations
 
-import inspect
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -102,8 +100,8 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     def symbolic(names: list[str]) -> dict[str, Any]:
         return {n: tirx.Var(n, "int32") for n in names}
 
-    # eager kernels: sizes declared with T.const are named by the error TileLang raises
-    consts: list[str] = []
+    # eager kernels: sizes declared with T.const("M, N") (or named by the error TileLang raises)
+    consts: list[str] = [n for n in _declared_consts(instance) if n not in problem]
     base = dict(arguments)
     base.update(reduced_tiles)
     base.update({k: min(v, 2) for k, v in counts.items()})
@@ -155,6 +153,14 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
             divisions = ()
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
                       tuple((n, problem[n], concrete[n]) for n in concrete))
+
+
+def _declared_consts(instance: Instance) -> list[str]:
+    source = getattr(instance.jit, "func_source", "") or ""
+    names: list[str] = []
+    for text in re.findall(r"T\.const\(\s*['\"]([^'\"]+)['\"]", source):
+        names += [n for n in re.split(r"[\s,]+", text) if n]
+    return list(dict.fromkeys(names))
 
 
 def _try(build: Callable[[dict], Any], kwargs: dict) -> Any:
@@ -211,9 +217,3 @@ def _pair_divisions(reduced: Kernel, real: Kernel) -> tuple[tuple[BinOp, BinOp],
         return ()
     return tuple(zip(ours, theirs))
 
-
-def bound_names(func: Callable) -> list[str]:
-    return list(inspect.signature(func).parameters)
-
-
-__all__ = ["Elaborated", "elaborate_instance", "math"]

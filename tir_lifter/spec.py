@@ -58,7 +58,7 @@ def parse_spec(text: str, buffers: list[str], file: str | None, origin: str = "-
 
 
 _KNOWN_NAMES = {"torch", "F", "np", "numpy", "T", "softmax", "relu", "exp", "sum", "max", "maximum", "matmul",
-                "gelu", "sigmoid", "tanh", "log", "sqrt", "abs", "nn", "functional", "minimum", "float"}
+                "gelu", "sigmoid", "tanh", "log", "sqrt", "abs", "nn", "functional", "minimum", "float", "tril", "triu"}
 
 
 def _check_names(expr: ast.expr, allowed: set[str], buffers: list[str], line: int) -> None:
@@ -289,6 +289,29 @@ def _identity(b: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
 @_method("t", "transpose")
 def _transpose(b: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     return np.asarray(x, dtype=object).T
+
+
+@_method("tril")
+@_fn("tril")
+def _tril(b: Any, x: Any, diagonal: int = 0, **kwargs: Any) -> Any:
+    return _triangle(b, x, int(kwargs.get("diagonal", diagonal)), lower=True)
+
+
+@_method("triu")
+@_fn("triu")
+def _triu(b: Any, x: Any, diagonal: int = 0, **kwargs: Any) -> Any:
+    return _triangle(b, x, int(kwargs.get("diagonal", diagonal)), lower=False)
+
+
+def _triangle(b: Any, x: Any, diagonal: int, lower: bool) -> np.ndarray:
+    x = np.asarray(x, dtype=object)
+    if x.ndim != 2:
+        raise SpecError(f"tril/triu of a {x.ndim}-d tensor")
+    out = np.empty(x.shape, dtype=object)
+    for i, j in np.ndindex(x.shape):
+        keep = j - i <= diagonal if lower else j - i >= diagonal
+        out[i, j] = x[i, j] if keep else b.const(0)
+    return out
 
 
 @_method("exp")

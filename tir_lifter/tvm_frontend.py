@@ -98,7 +98,7 @@ def lift_module(path: str, kernel: str | None = None, sizes: dict[str, int] | No
 _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce", "tl.tileop.atomicadd",
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
-               "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else"}
+               "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp"}
 
 
 def _op_name(call: Any) -> str:
@@ -228,6 +228,11 @@ class _Walker:
 
     _s_LetStmt = _s_Bind
 
+    def _s_AssertStmt(self, node: Any) -> tuple[Stmt, ...]:
+        # a run-time check of the sizes (the kernel stops when it fails); what follows is the program
+        body = getattr(node, "body", None)
+        return self.stmt(body) if body is not None else ()
+
     def _s_AttrStmt(self, node: Any) -> tuple[Stmt, ...]:
         return self.stmt(node.body)
 
@@ -304,6 +309,9 @@ class _Walker:
                 return Const(float("inf"))
             if name == "if_then_else":
                 return Select(*(self.expr(a) for a in node.args))
+            if name == "clamp":
+                x, lo, hi = (self.expr(a) for a in node.args)
+                return BinOp("min", BinOp("max", x, lo), hi)
             fn = {"fabs": "abs"}.get(name, name)
             return Call(fn, tuple(self.expr(a) for a in node.args))
         raise Unsupported(None, f"TIR expression {kind} is not modelled")
