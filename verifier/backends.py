@@ -163,11 +163,25 @@ def _elementwise(function: Callable, *arrays):
     return result.item() if result.ndim == 0 else result
 
 
+_NORMAL_FORMS: dict[int, tuple] = {}  # AST id -> (term, normal form); the term is kept so the id stays its own
+
+
 def normal_form(term):
-    """A canonical sum-of-monomials form: equal polynomials get the same Z3 term."""
+    """A canonical sum-of-monomials form: equal polynomials get the same Z3 term.
+
+    Terms are hash-consed, so a term met again (the same pre-activation on the reference and
+    on every rank) is looked up instead of simplified again."""
     if not isinstance(term, z3.ExprRef):
         return term
-    return z3.simplify(term, som=True)
+    key = term.get_id()
+    known = _NORMAL_FORMS.get(key)
+    if known is not None and known[0].ctx is term.ctx and same_term(known[0], term):
+        return known[1]
+    if len(_NORMAL_FORMS) > 200_000:
+        _NORMAL_FORMS.clear()
+    result = z3.simplify(term, som=True)
+    _NORMAL_FORMS[key] = (term, result)
+    return result
 
 
 def _apply(function: z3.FuncDeclRef, args: list) -> z3.ExprRef:

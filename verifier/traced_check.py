@@ -31,13 +31,13 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, as_term, normal_form, same_term
+from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
 from .traced_ir import Comparison, TracedProgram
-from .traced_run import RunError, new_cache, run, runnable
+from .traced_run import RunError, new_cache, run, runnable, runner
 from .traced_temporal import MalformedRecording, analyse
 
 MAX_LEAF_ELEMENTS = 20_000
@@ -245,23 +245,28 @@ def _engine_error(report: Report, error: RunError) -> None:
 
 # --- localisation -----------------------------------------------------------------------------------
 
-def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
-    """Rank value name -> reference value name, pairing ops by (line, kind, occurrence)."""
+def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int, int]:
+    """Rank op position -> reference op position, pairing ops by (line, kind, occurrence)."""
     def keyed(op_list):
         seen: dict[tuple, int] = defaultdict(int)
         out = {}
-        for op in op_list:
+        for position, op in enumerate(op_list):
             key = (op.span.line, op.span.file, op.kind)
-            out[key + (seen[key],)] = op
+            out[key + (seen[key],)] = position
             seen[key] += 1
         return out
 
-    reference_ops = keyed(reference)
+    reference_positions = keyed(reference)
+    return {position: reference_positions[key] for key, position in keyed(ops).items()
+            if key in reference_positions
+            and len(reference[reference_positions[key]].results) == len(ops[position].results)}
+
+
+def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
+    """Rank value name -> reference value name of the paired op."""
     pairs = {}
-    for key, op in keyed(ops).items():
-        partner = reference_ops.get(key)
-        if partner is not None and len(partner.results) == len(op.results):
-            pairs.update(zip(op.results, partner.results))
+    for position, partner in paired_positions(reference, ops).items():
+        pairs.update(zip(ops[position].results, reference[partner].results))
     return pairs
 
 
@@ -362,14 +367,13 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
     for spec in inputs:
         shape = tuple(int(d) for d in spec.shape)
         kind = _kind(spec)
+        indices = list(np.ndindex(*shape))
+        labels = [f"{spec.name}[{','.join(map(str, i))}]" if shape else spec.name for i in indices]
+        sort = z3.IntSort() if kind == "int" else z3.BoolSort() if kind == "bool" else z3.RealSort()
         array = np.empty(shape, dtype=object)
-        for index in np.ndindex(*shape):
-            label = f"{spec.name}[{','.join(map(str, index))}]" if shape else spec.name
-            var = z3.Int(label) if kind == "int" else z3.Bool(label) if kind == "bool" else z3.Real(label)
-            if kind == "int":
-                low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (None, None)
-                if low is not None:
-                    domain += [var >= low, var < high]
+        for index, label, var in zip(indices, labels, fresh_constants(labels, sort)):
+            if kind == "int" and spec.bounds is not None:
+                domain += [var >= int(spec.bounds[0]), var < int(spec.bounds[1])]
             array[index] = var
             variables[label] = var
         arrays[spec.name] = array
@@ -447,27 +451,49 @@ def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
 
 
 def _prove(program: TracedProgram, report: Report, deadline: float, progress) -> None:
+    """Prove every comparison with cuts; retry what stayed open on an unconfirmed model without them."""
+    report.extra["solver"] = {"obligations": 0, "solver_calls": 0}
+    pending = list(range(len(program.comparisons)))
+    proven: list[int] = []
+    reasons: dict[int, str] = {}
+    for cuts in (True, False):
+        if not pending or (not cuts and (time.perf_counter() >= deadline
+                                         or not any("did not reproduce" in reasons[i] for i in pending))):
+            break
+        if progress is not None:
+            progress(f"traced: encoding {report.ops} recorded ops in Z3" + ("" if cuts else " again, without cuts"))
+        done, reasons_now = _attempt(program, report, deadline, progress, pending, cuts)
+        if done is None:
+            return  # a confirmed violation was reported
+        proven += done
+        reasons.update(reasons_now)
+        pending = [i for i in pending if i not in done]
+    _claim(program, report, [program.comparisons[i] for i in sorted(proven)])
+    if pending:
+        report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {reasons[pending[0]]}"
+                              + (f" (and {len(pending) - 1} more comparison(s) open)" if len(pending) > 1 else "")))
+
+
+def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool):
+    """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
-    if progress is not None:
-        progress(f"traced: encoding {report.ops} recorded ops in Z3")
     try:
-        runs = _run_all(program, leaves, xp)
+        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts)
     except RunError as error:
         _engine_error(report, error)
     obligations = _obligations(program, runs)
-    total = sum(len(o) for o in obligations.values())
-    report.extra["solver"] = {"obligations": total, "solver_calls": 0}
+    total = sum(len(obligations[i]) for i in which)
+    report.extra["solver"]["obligations"] += total
     if progress is not None and total:
         progress(f"traced: {total} element(s) left for the solver after normal forms")
-    proven: list[Comparison] = []
-    open_reason = None
-    for position, comparison in enumerate(program.comparisons):
+    proven, reasons = [], {}
+    for position in which:
+        comparison = program.comparisons[position]
         status, model = _solve(obligations[position], domain, deadline, report)
         if status == "proven":
-            proven.append(comparison)
-            continue
-        if status == "sat":
+            proven.append(position)
+        elif status == "sat":
             candidates = [_model_leaves(program.inputs, {k: _model_value(model, v) for k, v in variables.items()})]
             candidates += [{k: np.round(v) if v.dtype.kind == "f" else v
                             for k, v in random_leaves(program.inputs, seed).items()}
@@ -475,15 +501,109 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress) ->
             found, inputs = _confirm(program, candidates)
             if found is not None:
                 _report_violation(program, report, found, inputs, "found by Z3 and confirmed by concrete evaluation")
-                return
-            open_reason = open_reason or (f"{comparison.label}: the solver's counterexample relies on the "
-                                          f"uninterpreted-function model of non-linear ops and did not reproduce "
-                                          f"with real numbers")
+                return None, {}
+            reasons[position] = (f"{comparison.label}: the solver's counterexample relies on the uninterpreted-"
+                                 f"function model of non-linear ops and did not reproduce with real numbers")
         else:
-            open_reason = open_reason or f"{comparison.label}: the solver gave up within the time budget (timeout)"
-    _claim(program, report, proven)
-    if open_reason is not None:
-        report.add(Diagnostic("unsupported", ERROR, f"equivalence inconclusive: {open_reason}"))
+            reasons[position] = f"{comparison.label}: the solver gave up within the time budget (timeout)"
+    return proven, reasons
+
+
+def _cuttable(array: np.ndarray) -> bool:
+    flat = array.reshape(-1)
+    return bool(flat.size) and all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
+                                   for t in (flat[0], flat[-1]))
+
+
+class _Cuts:
+    """Cut points of the symbolic runs.
+
+    When a rank's value equals its single-device counterpart (paired op: same line, kind and
+    occurrence), or one block of it (a shard), both continue from the same fresh variables:
+    the reference takes a fresh array ``X`` and the rank its block of ``X``.  Sound for proving
+    (``X`` ranges over every value, the real one included); it keeps every term one layer deep,
+    so normal forms stay cheap.  A difference found after a cut is re-checked with NumPy, and
+    an unconfirmed one is retried without cuts."""
+
+    def __init__(self, program: TracedProgram, reference, ranks) -> None:
+        self.program, self.reference, self.ranks = program, reference, ranks
+        self.pairs = [paired_positions(program.reference, ops) for ops in program.ranks]
+        self.original: dict[str, np.ndarray] = {}
+        self.fresh: dict[str, np.ndarray] = {}
+        self.count = 0
+
+    def __call__(self, rank: int, position: int, collective: bool) -> None:
+        partner = self.pairs[rank].get(position)
+        if partner is None or not self.reference.advance_to(partner):
+            return
+        reference_op = self.program.reference[partner]
+        reference_env = self.reference.ranks[0].env
+        env = self.ranks.ranks[rank].env
+        untouched = self.reference.ranks[0].pc == partner + 1  # nothing read the reference value yet
+        for name, reference_name in zip(self.program.ranks[rank][position].results, reference_op.results):
+            want = self.original.get(reference_name)
+            if want is None:
+                want = np.asarray(reference_env[reference_name], dtype=object)
+            got = np.asarray(env[name], dtype=object)
+            block = _block_of(got, want, collective)
+            if block is None:
+                continue
+            cut = self.fresh.get(reference_name)
+            if cut is None:
+                if not untouched or not _cuttable(want) or (got.shape == want.shape and not collective):
+                    continue  # identical work on both sides needs no cut
+                cut = self._fresh(reference_name, want.shape)
+                self.original[reference_name] = want
+                reference_env[reference_name] = cut
+            env[name] = cut[block]
+
+    def _fresh(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        self.count += 1
+        indices = list(np.ndindex(*shape))
+        terms = fresh_constants([f"cut{self.count}:{name}[{','.join(map(str, i))}]" for i in indices], z3.RealSort())
+        array = np.empty(shape, dtype=object)
+        for index, term in zip(indices, terms):
+            array[index] = term
+        self.fresh[name] = array
+        return array
+
+
+def _block_of(got: np.ndarray, want: np.ndarray, prove: bool) -> tuple | None:
+    """The index of the block of ``want`` that ``got`` equals: by identical terms, or (``prove``,
+    for collective results) by normal form when the shapes agree."""
+    if got.ndim != want.ndim or not got.size:
+        return None
+    if got.shape == want.shape:
+        whole = tuple(slice(None) for _ in got.shape)
+        if all(same_term(x, y) if isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) else False
+               for x, y in zip(got.reshape(-1), want.reshape(-1))):
+            return whole
+        if prove and all(_provably_equal(x, y) for x, y in zip(got.reshape(-1), want.reshape(-1))):
+            return whole
+        return None
+    if any(g > w or w % g for g, w in zip(got.shape, want.shape)):
+        return None
+    counts = [w // g for g, w in zip(got.shape, want.shape)]
+    for position in np.ndindex(*counts):
+        index = tuple(slice(b * g, (b + 1) * g) for b, g in zip(position, got.shape))
+        candidate = want[index]
+        if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
+               for x, y in zip(got.reshape(-1), candidate.reshape(-1))):
+            return index
+    return None
+
+
+def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool) -> _Runs:
+    cache = new_cache()
+    reference = runner((program.reference,), leaves, xp, cache)
+    ranks = runner(program.ranks, leaves, xp, cache)
+    cutter = _Cuts(program, reference, ranks)
+    if cuts:
+        ranks.on_result = cutter
+    rank_envs = ranks.run()
+    (reference_env,) = reference.run()
+    report.extra["cuts"] = cutter.count
+    return _Runs(reference_env, rank_envs)
 
 
 def _solve(pending: list, domain: list, deadline: float, report: Report):

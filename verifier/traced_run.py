@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -105,6 +105,9 @@ class Runner:
         self.issued: dict[tuple[int, tuple[int, ...]], int] = defaultdict(int)
         self.arrived: dict[tuple[tuple[int, ...], int], dict[int, Op]] = {}
         self.mailbox: dict[tuple[int, int, int], deque] = defaultdict(deque)
+        # called after each op with (rank, op position, came from a collective): the prover's cut points
+        self.on_result: Callable[[int, int, bool], None] | None = None
+        self.limit: int | None = None  # advance_to: stop before this position (single-list runs)
 
     def run(self) -> list[dict[str, Any]]:
         while not all(rank.done for rank in self.ranks):
@@ -118,9 +121,18 @@ class Runner:
                 raise RunError(first.ops[first.pc], None, "ranks cannot make progress: " + stuck)
         return [rank.env for rank in self.ranks]
 
+    def advance_to(self, position: int) -> bool:
+        """Run the first list up to and including ``position``; False if it blocks before."""
+        self.limit = position + 1
+        try:
+            self._advance(0)
+        finally:
+            self.limit = None
+        return self.ranks[0].pc > position
+
     def _advance(self, index: int) -> bool:
         rank, moved = self.ranks[index], False
-        while not rank.done:
+        while not rank.done and (self.limit is None or rank.pc < self.limit):
             op = rank.ops[rank.pc]
             try:
                 if op.kind in COLLECTIVE_KINDS:
@@ -137,6 +149,8 @@ class Runner:
                 else:
                     self._local(index, op)
                     rank.pc += 1
+                    if self.on_result is not None:
+                        self.on_result(index, rank.pc - 1, False)
             except RunError as error:
                 error.rank = index if error.rank is None else error.rank
                 raise
@@ -194,6 +208,7 @@ class Runner:
             filler = next(args[0] for args in per_rank_args if args)
             per_rank_args = [args or [filler] for args in per_rank_args]
         results = rule.evaluate_group(self.xp, per_rank_args, _group_attrs(ops[0], members))
+        positions = [self.ranks[m].pc for m in members]
         for member, member_op, values in zip(members, ops, results):
             rank = self.ranks[member]
             for name, value in zip(member_op.results, list(values)):
@@ -201,6 +216,9 @@ class Runner:
             self.issued[(member, members)] += 1
             rank.pc += 1
         del self.arrived[(members, position)]
+        if self.on_result is not None:
+            for member, position in zip(members, positions):
+                self.on_result(member, position, True)
         return True
 
     def _message(self, index: int, op: Op) -> bool:
@@ -221,6 +239,10 @@ def run(op_lists: tuple[tuple[Op, ...], ...], leaves: dict[str, Any], xp, cache:
         ) -> list[dict[str, Any]]:
     """Every rank's environment (leaves and every value it computed) after running its list."""
     return Runner(op_lists, leaves, xp, cache or _Cache()).run()
+
+
+def runner(op_lists: tuple[tuple[Op, ...], ...], leaves: dict[str, Any], xp, cache: _Cache) -> Runner:
+    return Runner(op_lists, leaves, xp, cache)
 
 
 def new_cache() -> _Cache:

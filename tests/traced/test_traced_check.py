@@ -485,3 +485,25 @@ def test_checker_agrees_with_torch_on_random_programs(seed):
         assert verdict == VERIFIED, f"{mutation}: torch agrees, checker says {verdict}"
     else:
         assert verdict == VIOLATIONS, f"{mutation}: torch differs, checker says {verdict}"
+
+
+def _relu_two_ways() -> TracedProgram:
+    """relu(x) against (x + |x|) / 2: equal on the reals, but only the solver sees it."""
+    inputs = (TensorSpec("x", (3,), "float32"),)
+    reference = [op("y", "aten.relu.default", ["x"], 3)]
+    rank = [op("a", "aten.abs.default", ["x"], 3), op("s", "aten.add.Tensor", ["x", "a"], 3),
+            op("y", "aten.div.Scalar", ["s"], 3, other=2)]
+    return program(inputs, reference, [rank, rank], [Comparison("output 0", "output", "y", ("y", "y"),
+                                                                (((0, 3),),) * 2)])
+
+
+def test_what_normal_forms_cannot_close_the_solver_proves():
+    report = check_traced(_relu_two_ways())
+    assert report.verdict == VERIFIED
+    assert report.extra["solver"]["solver_calls"] >= 1
+
+
+def test_a_spent_time_budget_is_unsupported_never_verified():
+    report = check_traced(_relu_two_ways(), timeout_s=0)
+    assert report.verdict == UNSUPPORTED
+    assert "timeout" in messages(report, "unsupported")[0]

@@ -330,8 +330,7 @@ aten("aten.gather.default", _gather)
 
 def _index_tensor(xp, args, attrs, ctx):
     """``self[idx]`` with one integer index tensor on the first dim (the common lookup)."""
-    mask = attrs.get("indices_mask")
-    if len(args) != 2 or (mask is not None and list(mask) != [True]):
+    if len(args) != 2 or attrs.get("indices_none"):  # x[:, idx] and x[i, j] index other dims too
         raise AtenUnsupported("advanced indexing other than x[index_tensor]")
     x, index = args
     if kind_of(xp, index) == "bool":
