@@ -321,6 +321,14 @@ class _Session:
                     return _Step([finding.problem])
                 why = "the LLM's IR verified but disagreed with the source's real numbers"
                 return _Step(report=self._unsupported_report(program, [finding.problem], why), rejected=why)
+            if finding.status == UNCONFIRMED:
+                # A proof about an IR nobody checked against the source proves nothing about
+                # the source: never exit 0 on it.
+                report.add(Diagnostic("unsupported", ERROR, f"unconfirmed: the IR was written by an LLM and the "
+                                                            f"proof rests on it; {finding.note}",
+                                      hint="install torch (the tracing frontend and the execution cross-check run "
+                                           "the source) or make the file importable"))
+                return _Step(report=report)
             self.notes.append(Diagnostic("llm", NOTE, finding.note))
         return _Step(report=report)
 

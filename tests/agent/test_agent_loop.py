@@ -15,6 +15,11 @@ VERDICT_WORDS = ("differs from the single-device", "partial sum", "never reduced
                  "not equivalent", "placement")
 
 
+def _unconfirmed(outcome) -> bool:
+    """A proof on LLM-written IR that execution could not confirm is never a pass."""
+    return any(d.check == "unsupported" and d.message.startswith("unconfirmed") for d in outcome.report.diagnostics)
+
+
 def test_malformed_then_unfaithful_then_faithful_answer_is_verified(stub, settings_for, tmp_path):
     path = write(tmp_path, ROW_OK)
     stub.script = [completion('{"mesh": {"tp": 2}, "inputs": ['), completion(as_json(IR_WRONG_LINES)),
@@ -57,7 +62,7 @@ def test_server_errors_rate_limits_timeouts_and_resets_are_retried(stub, setting
 
     outcome = llm_translate(ROW_OK, path, None, settings_for(stub, mode="full", execute=False, request_timeout=0.3))
 
-    assert outcome.verdict == "verified"
+    assert outcome.verdict == "unsupported" and _unconfirmed(outcome)  # execution off
     assert len(stub.requests) == 5
     assert outcome.rounds == 1
 
@@ -163,7 +168,7 @@ def test_cache_hit_makes_zero_requests(stub, settings_for, tmp_path):
 
     again = llm_translate(ROW_OK, path, None, settings)
 
-    assert first.verdict == again.verdict == "verified"
+    assert first.verdict == again.verdict == "unsupported"  # execution off: the proof on LLM IR is unconfirmed
     assert len(stub.requests) == 1
     assert again.cached_rounds == 1 and again.tokens_in == again.tokens_out == 0
     assert again.report.extra["llm"]["model"] == "stub-model"
@@ -186,7 +191,7 @@ def test_endpoint_without_structured_output_gets_vir_text(stub, settings_for, tm
 
     outcome = llm_translate(ROW_OK, path, None, settings_for(stub, mode="full", execute=False))
 
-    assert outcome.verdict == "verified"
+    assert outcome.verdict == "unsupported" and _unconfirmed(outcome)  # execution off
     assert "response_format" in stub.requests[0] and "response_format" not in stub.requests[1]
     assert "```vir fenced block" in stub.requests[1]["messages"][0]["content"]
 
@@ -198,7 +203,7 @@ def test_auto_mode_sends_the_frontend_regions_and_keeps_its_collectives(stub, se
 
     outcome = llm_translate(ROW_OK, path, base, settings_for(stub, execute=False))
 
-    assert outcome.verdict == "verified"
+    assert outcome.verdict == "unsupported" and _unconfirmed(outcome)  # execution off
     task = stub.user_messages(0)[0]
     assert "- line 14: x.chunk: test: pretend unknown" in task
     assert "17 |     dist.all_reduce(y)" in task
