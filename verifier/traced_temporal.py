@@ -10,7 +10,7 @@ matches communication across ranks:
 * messages by ``(source, destination, tag)`` in order: a receive waits for the next send
   with its own tag, so receives posted in the other tag order than the sends hang (gloo).
 
-The async, collective-order and deadlock checks of ``verifier/temporal`` then run unchanged.
+Matching and the async, collective-order and deadlock checks are those of ``verifier/temporal``.
 """
 from __future__ import annotations
 
@@ -19,12 +19,9 @@ from dataclasses import dataclass
 
 from .ir import Mesh, Op
 from .report import Diagnostic
-from .temporal.async_check import check_async
-from .temporal.collective_order import check_collective_order
-from .temporal.deadlock import check_deadlock
+from .temporal.check import analyse_timelines
 from .temporal.events import ATTR_DEFAULTS, COLLECTIVE, COLLECTIVES, COMPUTE, P2P_OPS, RECV, SEND, WAIT, Event
-from .temporal.findings import ASYNC, DEADLOCK, ORDER, P2P, Finding, plural, to_diagnostics
-from .temporal.matching import Matching, Rendezvous, _match_collectives
+from .temporal.findings import DEADLOCK, ORDER, P2P
 from .temporal.ranks import Group, RankSpace
 
 COLLECTIVE_KINDS = frozenset(COLLECTIVES)
@@ -123,7 +120,7 @@ class _Timeline:
         direction = "to" if kind == SEND else "from"
         self.events.append(Event(kind, op.span.line, f"{op.kind} {direction} rank {peer} (tag {tag})",
                                  None if handle is None else str(handle), peer=peer,
-                                 signature=(tag,), reads=tuple(self.root(a) for a in op.args) if kind == SEND else (),
+                                 tag=tag, reads=tuple(self.root(a) for a in op.args) if kind == SEND else (),
                                  writes=op.results if kind == RECV else (), origin=index, names=op.args,
                                  text=f"{op.kind}(peer={peer}, tag={tag})"))
 
@@ -146,60 +143,9 @@ def timelines(ranks: tuple[tuple[Op, ...], ...], mesh: dict[str, int]) -> tuple[
     return tuple(out)
 
 
-def _match_messages(lines: tuple[tuple[Event, ...], ...], matching: Matching) -> None:
-    """The k-th send from A to B with tag t meets the k-th receive on B from A with tag t."""
-    sends: dict[tuple[int, int, int], list[int]] = {}
-    recvs: dict[tuple[int, int, int], list[int]] = {}
-    for rank, timeline in enumerate(lines):
-        for index, event in enumerate(timeline):
-            if event.kind == SEND:
-                sends.setdefault((rank, event.peer, event.signature[0]), []).append(index)
-            elif event.kind == RECV:
-                recvs.setdefault((event.peer, rank, event.signature[0]), []).append(index)
-    for channel in sorted(set(sends) | set(recvs)):
-        src, dst, tag = channel
-        out, into = sends.get(channel, []), recvs.get(channel, [])
-        for send_index, recv_index in zip(out, into):
-            matching.of_event[src][send_index] = matching.of_event[dst][recv_index] = len(matching.rendezvous)
-            matching.rendezvous.append(Rendezvous(((src, send_index), (dst, recv_index))))
-            matching.messages += 1
-        for send_index in out[len(into):]:
-            send = lines[src][send_index]
-            matching.findings.append(Finding(P2P, send.line, f"{send.what} at line {send.line} is never received: "
-                                                             f"rank {dst} posts {len(into)} receive(s) from rank {src} "
-                                                             f"with tag {tag}", src))
-        for recv_index in into[len(out):]:
-            recv = lines[dst][recv_index]
-            matching.findings.append(Finding(DEADLOCK, recv.line, f"{recv.what} at line {recv.line} blocks forever: "
-                                                                  f"rank {src} sends {len(out)} message(s) with tag "
-                                                                  f"{tag} to rank {dst}", dst))
-
-
 def analyse(ranks: tuple[tuple[Op, ...], ...], mesh: dict[str, int]) -> TemporalOutcome:
     """Async hygiene, collective order, message matching and deadlock freedom of the ranks."""
-    lines = timelines(ranks, mesh)
-    findings = check_async(lines)
-    matching = Matching([], [[-1] * len(timeline) for timeline in lines], [])
-    _match_messages(lines, matching)
-    _match_collectives(lines, matching)
-    findings += matching.findings
-    findings += check_collective_order(lines, matching)
-    outcome, deadlocks = check_deadlock(lines, matching)
-    findings += deadlocks
-    checks = {finding.check for finding in findings}
-    world, events = len(lines), sum(len(timeline) for timeline in lines)
-    asyncs = sum(event.is_async for timeline in lines for event in timeline)
-    groups = {event.group for timeline in lines for event in timeline if event.kind == COLLECTIVE}
-    claims = [
-        (ASYNC not in checks and asyncs > 0,
-         f"temporal: {plural(asyncs, 'async op')} waited on, no buffer touched while in flight"),
-        (not checks & {P2P, DEADLOCK} and matching.messages > 0,
-         f"temporal: {plural(matching.messages, 'point-to-point message')} matched by (source, destination, tag)"),
-        (ORDER not in checks and matching.collectives > 0,
-         f"temporal: collective order agrees within every process group ({plural(len(groups), 'group')}, "
-         f"{plural(matching.collectives, 'matched collective')})"),
-        (not checks & {P2P, ORDER, DEADLOCK},
-         f"temporal: deadlock-free under rendezvous semantics ({plural(world, 'rank')}, {plural(events, 'event')})"),
-    ]
-    hangs = bool(checks & {ORDER, DEADLOCK, P2P}) or not outcome.deadlock_free
-    return TemporalOutcome(to_diagnostics(findings, world), [claim for holds, claim in claims if holds], hangs)
+    result = analyse_timelines(timelines(ranks, mesh))
+    hangs = (result.outcome is not None and not result.outcome.deadlock_free) or \
+        any(d.check in (ORDER, DEADLOCK, P2P) for d in result.diagnostics)
+    return TemporalOutcome(result.diagnostics, result.proven, hangs)
