@@ -1,0 +1,153 @@
+"""Run one program on W gloo ranks in processes forked from a parent that has already
+imported torch: start-up costs a fork instead of a Python start and a torch import, so a
+campaign of hundreds of mutants (many of which hang or raise, which costs a restart of
+the runners' spawned process groups) stays within minutes.
+
+What a rank does is exactly what the ground-truth runners' workers do
+(``tests/groundtruth/runner.py`` and ``realworld_runner.py``: their ``_execute``,
+environment and store set-up); only the process management is different.  Each run gets
+fresh processes, so a hang or an exception cannot leave a later run out of step.
+
+The parent must not have started threads or a process group before forking (this is
+checked: ``torch.distributed.is_initialized()`` must be false).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_PEER_ERROR_GRACE = 5.0
+_POLL = 0.01
+
+
+class Run:
+    """One program on ``world`` forked ranks; ``poll()`` until it returns True, then ``outcome``."""
+
+    def __init__(self, kind: str, spec, world: int, timeout: float, ref_params: dict | None = None):
+        from groundtruth import runner as base
+
+        self.world, self.timeout = world, timeout
+        self._tmp = tempfile.TemporaryDirectory(prefix="gt-run-")
+        folder = Path(self._tmp.name)
+        self.files = [folder / f"rank{r}.pkl" for r in range(world)]
+        store = str(folder / "store")  # a FileStore: no ports to race for between concurrent runs
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.alive = {}
+        for rank in range(world):
+            pid = os.fork()
+            if pid == 0:  # child
+                _child(kind, spec, rank, world, store, self.files[rank], ref_params or {})
+                os._exit(0)  # not reached
+            self.alive[rank] = pid
+        self.started = time.monotonic()
+        self.outcome = base._Outcome()
+        self.first_error_at = None
+        self.finished = False
+
+    def poll(self) -> bool:
+        if self.finished:
+            return True
+        for rank, pid in list(self.alive.items()):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                del self.alive[rank]
+                _collect(self.files[rank], rank, self.outcome)
+                if rank in self.outcome.errors and self.first_error_at is None:
+                    self.first_error_at = time.monotonic()
+        now = time.monotonic()
+        if self.alive and self.first_error_at is not None and now - self.first_error_at > _PEER_ERROR_GRACE:
+            for rank in _kill(self.alive):
+                self.outcome.errors[rank] = "did not finish after a peer failed (stopped)"
+        if self.alive and now - self.started > self.timeout:
+            self.outcome.timed_out = True
+            self.outcome.stuck_ranks = _kill(self.alive)
+        if not self.alive:
+            self.outcome.seconds = now - self.started
+            self.finished = True
+            self._tmp.cleanup()
+        return self.finished
+
+
+def run(kind: str, spec, world: int, timeout: float, ref_params: dict | None = None):
+    """The runners' ``_Outcome`` of ``spec`` on ``world`` ranks (``kind``: "gallery"/"realworld")."""
+    r = Run(kind, spec, world, timeout, ref_params)
+    while not r.poll():
+        time.sleep(_POLL)
+    return r.outcome
+
+
+def _kill(alive: dict) -> list[int]:
+    for pid in alive.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in alive.values():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    stuck = sorted(alive)
+    alive.clear()
+    return stuck
+
+
+def _collect(path: Path, rank: int, outcome) -> None:
+    try:
+        status, value = pickle.loads(path.read_bytes())
+    except (OSError, EOFError, pickle.UnpicklingError):
+        outcome.errors[rank] = "worker process died"
+        return
+    if status == "done":
+        outcome.payloads[rank] = value
+    else:
+        outcome.errors[rank] = value
+
+
+def _child(kind: str, spec, rank: int, world: int, store_path: str, out: Path, ref_params: dict) -> None:
+    result = ("error", "worker process died")
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        import warnings
+        from datetime import timedelta
+
+        warnings.simplefilter("ignore")
+        with contextlib.suppress(Exception):
+            if "lo" in {name for _, name in socket.if_nameindex()}:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import torch
+        import torch.distributed as dist
+        from groundtruth import runner as base
+
+        torch.set_num_threads(1)
+        if world == 1:
+            store = dist.HashStore()
+        else:
+            store = dist.FileStore(store_path, world)
+            store.set_timeout(timedelta(seconds=120))
+        if kind == "realworld":
+            from groundtruth import realworld_runner as rw
+
+            os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                              LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+            rw._map_cuda_to_cpu()
+            payload = rw._execute(spec, rank, world, store, 0, ref_params)
+        else:
+            if base.SHIM_DIR not in sys.path:
+                sys.path.insert(0, base.SHIM_DIR)
+            payload = base._execute(spec, rank, world, store, 0)
+        result = ("done", payload)
+    except BaseException:
+        from groundtruth import runner as base
+
+        result = ("error", base._short_tb())
+    finally:
+        with contextlib.suppress(BaseException):
+            out.write_bytes(pickle.dumps(result))
+        os._exit(0)

@@ -1,0 +1,252 @@
+"""Mutation campaign: does the tool tell mutated distributed code from correct code?
+
+    python benchmarks/mutate.py [--files F ...] [--operators a,b] [--limit N] [--seed S]
+                                [--jobs 2] [--json out.json]
+
+Every mutation operator (benchmarks/mutants/operators.py) is applied at every site of every
+gallery file (examples/models/) and real-world driver (examples/realworld/); identical
+mutants are merged.  Each mutant is a copy in a temporary folder (originals are never
+touched).  For each one:
+
+* ground truth: real torch.distributed (gloo, CPU) runs, 1 rank against 2 and 4 ranks,
+  outputs and gradients (gradients for autograd-aware gallery files and every real-world
+  driver), see benchmarks/mutants/groundtruth.py; results are cached by content hash;
+* the tool: ``verify-agent translate MUTANT --format json`` in a subprocess (``--jobs`` at once).
+
+Prints the confusion matrix ground truth {agree, differ} x tool {verified, violations,
+unsupported, input-error, error}, the mutants left out (invalid: raises the same way on
+1 and N ranks; race: numbers agreed but a wait() was removed), and every wrong definite
+verdict: ``verified`` where the numbers differ, ``violations`` where they agree.
+Exit status 1 when there is a wrong definite verdict, else 0.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mutants import groundtruth as gt  # noqa: E402
+from mutants import tool  # noqa: E402
+from mutants.operators import OPERATORS, Mutant, mutants_of, stratified_sample  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GALLERY = ROOT / "examples" / "models"
+REALWORLD = ROOT / "examples" / "realworld"
+DEFAULT_CACHE = Path(__file__).resolve().parent / "mutants" / "cache"
+
+
+@dataclass(frozen=True)
+class Original:
+    path: Path
+    kind: str  # gt.GALLERY or gt.REALWORLD
+    grad: bool
+    expected: str | None  # expected verdict recorded next to the file, if any
+
+    @property
+    def label(self) -> str:
+        try:
+            return str(self.path.relative_to(ROOT))
+        except ValueError:
+            return str(self.path)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    truth: gt.Truth
+    verdict: tool.ToolVerdict
+
+    @property
+    def wrong(self) -> bool:
+        return (self.truth.status == gt.DIFFER and self.verdict.verdict == tool.VERIFIED) or \
+            (self.truth.status == gt.AGREE and self.verdict.verdict == tool.VIOLATIONS)
+
+
+def _expected(folder: Path) -> dict:
+    path = folder / "expected.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def originals(files: list[str] | None) -> list[Original]:
+    paths = [Path(f).resolve() for f in files] if files else \
+        sorted(GALLERY.glob("*.py")) + (sorted(REALWORLD.glob("*.py")) if REALWORLD.is_dir() else [])
+    found = []
+    for p in paths:
+        if not p.is_file():
+            raise SystemExit(f"mutate.py: {p}: no such file")
+        info = _expected(p.parent).get(p.name, {})
+        kind = gt.REALWORLD if p.parent.name == "realworld" else gt.GALLERY
+        grad = kind == gt.REALWORLD or bool(info.get("autograd"))
+        verdict = info.get("verdict") if isinstance(info, dict) else None
+        found.append(Original(p, kind, grad, verdict))
+    return found
+
+
+def write_mutant(folder: Path, original: Original, mutant: Mutant) -> Path:
+    target = folder / mutant.digest / original.path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(mutant.source)
+    return target
+
+
+def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_timeout: float, gt_parallel: int,
+                 tool_timeout: float, worlds: tuple[int, ...], cache: gt.Cache, log=print,
+                 max_seconds: float | None = None) -> list[Outcome]:
+    by_label = {o.label: o for o in origs}
+    with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
+        folder = Path(tmp)
+        paths = [write_mutant(folder, by_label[m.origin], m) for m in mutants]
+        requests = [gt.Request(str(p), by_label[m.origin].kind, by_label[m.origin].grad, m.digest,
+                               race_possible=m.operator == "remove_wait") for p, m in zip(paths, mutants)]
+        started = time.monotonic()
+        stop_at = None if max_seconds is None else started + max_seconds
+        verdicts: list[tool.ToolVerdict | None] = [None] * len(mutants)
+        waiting = list(range(len(mutants)))
+        running: dict[int, tool.PendingTool] = {}
+
+        def pump_tools() -> None:
+            """Keep ``jobs`` tool runs going (background processes, polled: no threads,
+            because ground-truth ranks are forked from this process)."""
+            for i, pending in list(running.items()):
+                if pending.poll() is not None:
+                    verdicts[i] = pending.result
+                    del running[i]
+                    done = sum(v is not None for v in verdicts)
+                    if done % 20 == 0 or done == len(mutants):
+                        log(f"tool {done}/{len(mutants)} ({time.monotonic() - started:.0f}s)")
+            if stop_at is not None and time.monotonic() > stop_at:
+                waiting.clear()
+            while waiting and len(running) < max(1, jobs):
+                i = waiting.pop(0)
+                running[i] = tool.PendingTool(str(paths[i]), timeout=tool_timeout)
+
+        truths = gt.ground_truth(requests, worlds=worlds, timeout=gt_timeout, cache=cache,
+                                 parallel=gt_parallel, progress=log, tick=pump_tools, stop_at=stop_at)
+        log(f"ground truth done in {time.monotonic() - started:.0f}s")
+        while waiting or running:
+            pump_tools()
+            time.sleep(0.05)
+        log(f"tool runs done in {time.monotonic() - started:.0f}s")
+    return [Outcome(m, t, v) for m, t, v in zip(mutants, truths, verdicts)
+            if v is not None and t.reason != gt.NOT_RUN]
+
+
+def confusion(outcomes: list[Outcome]) -> dict:
+    matrix = {row: {col: 0 for col in tool.VERDICTS} for row in (gt.AGREE, gt.DIFFER)}
+    left_out = {gt.INVALID: 0, gt.RACE: 0, gt.UNKNOWN: 0}
+    for o in outcomes:
+        if o.truth.status in matrix:
+            matrix[o.truth.status][o.verdict.verdict] += 1
+        else:
+            left_out[o.truth.status] += 1
+    return {"matrix": matrix, "left_out": left_out}
+
+
+def render(outcomes: list[Outcome], summary: dict) -> str:
+    m = summary["matrix"]
+    width = max(len(v) for v in tool.VERDICTS) + 2
+    lines = ["ground truth \\ tool".ljust(20) + "".join(v.rjust(width) for v in tool.VERDICTS) + "total".rjust(8)]
+    for row in (gt.AGREE, gt.DIFFER):
+        lines.append(row.ljust(20) + "".join(str(m[row][v]).rjust(width) for v in tool.VERDICTS)
+                     + str(sum(m[row].values())).rjust(8))
+    counted = sum(sum(r.values()) for r in m.values())
+    unsupported = sum(m[r][tool.UNSUPPORTED] for r in m)
+    wrong = [o for o in outcomes if o.wrong]
+    lines.append(f"mutants counted: {counted}; left out: " +
+                 ", ".join(f"{k} {v}" for k, v in summary["left_out"].items()))
+    if counted:
+        lines.append(f"wrong definite verdicts: {len(wrong)} (verified where numbers differ: {m[gt.DIFFER][tool.VERIFIED]}, "
+                     f"violations where they agree: {m[gt.AGREE][tool.VIOLATIONS]}); "
+                     f"unsupported: {100 * unsupported / counted:.1f}%")
+    if wrong:
+        lines.append("")
+        lines.append("wrong definite verdicts (file:line operator -- change -- tool verdict / ground truth):")
+        for o in sorted(wrong, key=lambda o: (o.mutant.origin, o.mutant.line, o.mutant.operator)):
+            lines.append(f"  {o.mutant.origin}:{o.mutant.line} {o.mutant.operator} -- {o.mutant.description} -- "
+                         f"tool {o.verdict.verdict} / {o.truth.status}: {o.truth.reason}")
+    return "\n".join(lines)
+
+
+def _diff(original: str, mutated: str) -> str:
+    return "".join(line for line in difflib.unified_diff(original.splitlines(True), mutated.splitlines(True), n=0)
+                   if not line.startswith(("+++", "---")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", nargs="+", help="files to mutate (default: the gallery and the real-world drivers)")
+    ap.add_argument("--operators", help="comma-separated operator names (default: all): " + ", ".join(OPERATORS))
+    ap.add_argument("--limit", type=int, help="at most N mutants, a seeded sample mixing operators and files")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=2, help="tool runs at once")
+    ap.add_argument("--json", help="write every mutant's outcome and the matrix to this file")
+    ap.add_argument("--worlds", default="2,4", help="rank counts compared with 1 rank (default 2,4)")
+    ap.add_argument("--gt-timeout", type=float, default=8.0, help="seconds without progress before a run counts as hung")
+    ap.add_argument("--gt-parallel", type=int, default=6,
+                    help="ground-truth runs at once (hung runs only wait, so more than the cores)")
+    ap.add_argument("--tool-timeout", type=float, default=60.0)
+    ap.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="ground-truth cache ('' for none)")
+    ap.add_argument("--max-seconds", type=float,
+                    help="start no new mutant after this long; the matrix covers the mutants finished")
+    ap.add_argument("--list", action="store_true", help="only list the mutants")
+    args = ap.parse_args(argv)
+
+    operators = [o.strip() for o in args.operators.split(",")] if args.operators else None
+    unknown = [o for o in operators or [] if o not in OPERATORS]
+    if unknown:
+        print(f"mutate.py: unknown operator(s) {', '.join(unknown)}; known: {', '.join(OPERATORS)}", file=sys.stderr)
+        return 2
+    origs = originals(args.files)
+    mutants: list[Mutant] = []
+    seen = set()
+    for o in origs:
+        for m in mutants_of(o.label, o.path.read_text(), operators):
+            if m.digest not in seen:
+                seen.add(m.digest)
+                mutants.append(m)
+    total = len(mutants)
+    if args.limit is not None:
+        mutants = stratified_sample(mutants, args.limit, args.seed)
+    print(f"{len(origs)} files, {total} distinct mutants, running {len(mutants)}", flush=True)
+    if args.list:
+        for m in mutants:
+            print(f"{m.origin}:{m.line} {m.operator} -- {m.description}")
+        return 0
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    cache = gt.Cache(Path(args.cache_dir) if args.cache_dir else None)
+    worlds = tuple(int(w) for w in args.worlds.split(","))
+    started = time.monotonic()
+    outcomes = run_campaign(origs, mutants, jobs=args.jobs, gt_timeout=args.gt_timeout, gt_parallel=args.gt_parallel,
+                            tool_timeout=args.tool_timeout, worlds=worlds, cache=cache, log=log,
+                            max_seconds=args.max_seconds)
+    summary = confusion(outcomes)
+    if len(outcomes) < len(mutants):
+        print(f"time limit: {len(outcomes)} of {len(mutants)} mutants finished (both ground truth and tool)")
+    print(render(outcomes, summary))
+    print(f"({time.monotonic() - started:.0f}s)")
+    if args.json:
+        sources = {o.label: o.path.read_text() for o in origs}
+        records = [{
+            "file": o.mutant.origin, "operator": o.mutant.operator, "line": o.mutant.line,
+            "change": o.mutant.description, "digest": o.mutant.digest,
+            "ground_truth": o.truth.status, "ground_truth_reason": o.truth.reason,
+            "tool": o.verdict.verdict, "tool_exit": o.verdict.exit_code, "tool_detail": o.verdict.detail,
+            "tool_seconds": round(o.verdict.seconds, 2), "wrong": o.wrong,
+            "diff": _diff(sources[o.mutant.origin], o.mutant.source),
+        } for o in outcomes]
+        Path(args.json).write_text(json.dumps({**summary, "mutants": records}, indent=1))
+    return 1 if any(o.wrong for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
