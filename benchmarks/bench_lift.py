@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from tir_lifter import LiftInputError, LiftInternalError, run_lift  # noqa: E402
 
+RUN_BUDGET, CHECK_BUDGET = 20.0, 120.0
 _DEFINES = re.compile(r"T\.prim_func|@tilelang\.jit|T\.Kernel")
 
 
@@ -52,10 +53,17 @@ def lift_one(path: Path) -> dict:
             "proven": proven}
 
 
+def _as_completed(pool: ThreadPoolExecutor, work, items):
+    from concurrent.futures import as_completed
+    for future in as_completed([pool.submit(work, item) for item in items]):
+        yield future.result()
+
+
 def lift_batch(paths: list[Path]) -> list[dict]:
     from tir_lifter.elaborate_run import report_from_json, run_batch
     rows = []
-    for body in run_batch([str(p) for p in paths], timeout=300.0 * len(paths)):
+    for body in run_batch([str(p) for p in paths], timeout=300.0 * len(paths), run_budget=RUN_BUDGET,
+                          check_budget=CHECK_BUDGET):
         if "internal_error" in body:
             rows.append({"file": body["file"], "verdict": "error", "reason": body["internal_error"],
                          "seconds": body.get("seconds", 0.0), "proven": []})
@@ -84,7 +92,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=0,
                         help="files per child process (imports paid once per child); 0: one child per file as "
                              "the CLI does")
+    parser.add_argument("--run-budget", type=float, default=RUN_BUDGET, help="CPU s for running a file (batch)")
+    parser.add_argument("--check-budget", type=float, default=CHECK_BUDGET, help="CPU s for checking a file (batch)")
     args = parser.parse_args()
+    globals().update(RUN_BUDGET=args.run_budget, CHECK_BUDGET=args.check_budget)
     if args.corpus is None:
         gemm = ROOT / "examples" / "kernels" / "gemm.py"
         row = lift_one(gemm)
@@ -95,7 +106,8 @@ def main() -> None:
     work = lift_one if not args.batch else lift_batch
     items = files if not args.batch else [files[i:i + args.batch] for i in range(0, len(files), args.batch)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for row in (r for result in pool.map(work, items) for r in (result if args.batch else [result])):
+        results = pool.map(work, items) if not args.batch else _as_completed(pool, work, items)
+        for row in (r for result in results for r in (result if args.batch else [result])):
             rows.append(row)
             rel = Path(row["file"]).relative_to(args.corpus)
             print(f"{row['verdict']:12s} {row['seconds']:6.1f}s  {rel}  {row['reason'][:150]}", flush=True)

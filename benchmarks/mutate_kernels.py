@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
-           "causal_tril.py", "gemm.py"]
+           "causal_tril.py", "factory_splitk_relu.py",
+           "eager_gemm_bt.py", "causal_row_sum.py"]
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,19 @@ def _line_mutations(line: str) -> list[tuple[str, str]]:
         out.append(("off-by-one guard", re.sub(r"\b(\w+) < ([MN])\b", r"\1 <= \2", line, count=1)))
     if re.search(r"\+ i\b", code) and indexing:
         out.append(("off-by-one index", re.sub(r"\+ i\b", "+ i + 1", line, count=1)))
+    if "T.copy(" in code and re.search(r"\b[bk]\w* \* block_\w+", code):
+        out.append(("off-by-one tile offset", re.sub(r"\b([bk]\w* \* block_\w+)", r"\1 + 1", line, count=1)))
+    if "T.reduce_" in code and "dim=1" in code:
+        out.append(("wrong reduction dim", line.replace("dim=1", "dim=0")))
+    if "if_then_else(" in code and "+ i" in code:
+        out.append(("wrong causal mask bound", line.replace("+ i", "+ i - 1", 1)))
     if re.match(r"\s*T\.(clear|fill)\(", code):
         out.append(("dropped accumulator clear", re.sub(r"T\.(clear|fill)\(.*", "pass", line)))
     if "T.atomic_add(" in code:
         plain = re.sub(r"T\.atomic_add\((\w+\[[^\]]+\]), (.+)\)\s*$", r"\1 = \2", line.rstrip()) + "\n"
         if plain != line:
             out.append(("plain store in split-K", plain))
-    if "mask" in code or re.search(r"\bif .*j <= i\b", code):
+    if "if_then_else(" in code and re.search(r"<=|<", code.split("if_then_else(")[1]):
         out.append(("wrong causal mask bound", line.replace("<=", "<", 1) if "<=" in line else line.replace("<", "<=", 1)))
     return [(op, text) for op, text in out if text != line]
 
@@ -114,7 +121,7 @@ def ground_truth_child(paths: list[str]) -> None:
             wrong = False
             for instance in capture.instances:
                 kwargs = dict(instance.kwargs)
-                func = instance.jit.get_tir(*instance.args, **kwargs)
+                func = instance.factory(**kwargs) if instance.factory else instance.jit.get_tir(*instance.args, **kwargs)
                 kernel = from_primfunc(func, instance.name, path)
                 ref = _associate(instance.name, refs, len(names))
                 reference = capture.namespace[ref.name]

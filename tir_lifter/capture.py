@@ -35,6 +35,7 @@ class Instance:
     kwargs: tuple[tuple[str, Any], ...] = ()
     primfunc: Any = None
     origin: str = "call"
+    factory: Any = None  # a plain Python function of the file that returned the PrimFunc
 
 
 @dataclass
@@ -95,6 +96,7 @@ def run_file(path: str, budget: float) -> Capture:
 
     capture = Capture()
     seen: set[str] = set()
+    produced: list[Any] = []  # PrimFuncs returned by recorded factory calls
 
     def record(instance: Instance) -> None:
         key = f"{instance.name}|{instance.args!r}|{instance.kwargs!r}|{id(instance.primfunc)}"
@@ -118,6 +120,8 @@ def run_file(path: str, budget: float) -> Capture:
         return _eager_outputs(self, args, kwargs) if eager else _StubKernel()
 
     def tilelang_compile(func: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(func is made for made in produced):  # its factory call is recorded already
+            return _StubKernel()
         name = getattr(func, "__name__", None) or str(getattr(func, "attrs", {}).get("global_symbol", "kernel")
                                                        if getattr(func, "attrs", None) else "kernel")
         record(Instance(name, None, None, (), (), func, "tilelang.compile"))
@@ -182,6 +186,25 @@ def run_file(path: str, budget: float) -> Capture:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Stop()
 
+    from tvm import tirx
+    calls: dict[int, dict[str, Any]] = {}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        # plain factories of the file (``def matmul(M, ...): ... return main``): record the
+        # call's arguments when it returns a PrimFunc
+        code = frame.f_code
+        if code.co_filename != path:
+            return
+        if event == "call":
+            calls[id(frame)] = {n: frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount]}
+        elif event == "return":
+            args = calls.pop(id(frame), None)
+            func = frame.f_globals.get(code.co_name)
+            if isinstance(arg, tirx.PrimFunc) and args is not None and getattr(func, "__code__", None) is code:
+                produced.append(arg)
+                record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())), None,
+                                "call", func))
+
     # the budget is CPU seconds (SIGPROF), so a loaded machine does not cut the run short
     old_handler = signal.signal(signal.SIGPROF, on_alarm)
     signal.setitimer(signal.ITIMER_PROF, budget)
@@ -196,7 +219,11 @@ def run_file(path: str, budget: float) -> Capture:
         with open(path, encoding="utf-8") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
         with _MetaDevice(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            exec(code, namespace)  # noqa: S102 - the documented tracing frontend, in its child process
+            sys.setprofile(profile)
+            try:
+                exec(code, namespace)  # noqa: S102 - the documented tracing frontend, in its child process
+            finally:
+                sys.setprofile(None)
         capture.stopped_by = "end of file"
     except _Stop:
         capture.stopped_by = f"time budget ({budget:.0f} s)"

@@ -71,7 +71,13 @@ def run_request(request: dict[str, Any]) -> Report:
     for instance in instances:
         by_kernel.setdefault(instance.name, []).append(instance)
     report.extra["kernels"] = list(by_kernel)
+    budget = float(request.get("check_budget", 120.0))
+    cpu_start = time.process_time()
     for name, group in by_kernel.items():
+        if time.process_time() - cpu_start > budget:
+            report.add(Diagnostic("unsupported", ERROR, f"{name}: not checked: the file's checking budget of "
+                                  f"{budget:.0f} CPU s is spent", group[0].line))
+            continue
         _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture.namespace)
     report.seconds = time.perf_counter() - start
     return report

@@ -51,13 +51,14 @@ def run_elaboration(path: str, kernel: str | None, specs: dict[str, str], timeou
         return report_from_json(json.loads(result.read_text(encoding="utf-8")))
 
 
-def run_batch(paths: list[str], timeout: float, run_budget: float = 20.0) -> list[dict[str, Any]]:
+def run_batch(paths: list[str], timeout: float, run_budget: float = 20.0, check_budget: float = 120.0
+              ) -> list[dict[str, Any]]:
     """Several files in one child (TileLang and torch imported once): the benchmark's mode.
     Returns the raw JSON bodies (``report_from_json`` reads one)."""
     with tempfile.TemporaryDirectory(prefix="verify-agent-lift-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request.write_text(json.dumps({"paths": [os.path.abspath(p) for p in paths], "run_budget": run_budget}),
-                           encoding="utf-8")
+        request.write_text(json.dumps({"paths": [os.path.abspath(p) for p in paths], "run_budget": run_budget,
+                                       "check_budget": check_budget}), encoding="utf-8")
         command = [sys.executable, "-m", "tir_lifter.elaborate", str(request), str(result)]
         try:
             subprocess.run(command, env=child_env(), cwd=tmp, capture_output=True, text=True, timeout=timeout)

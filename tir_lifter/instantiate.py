@@ -65,9 +65,11 @@ def _tensor_shape(value: Any) -> tuple[int, ...] | None:
 
 def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -> Elaborated:
     """Reduce ``instance`` and lift the PrimFunc TileLang builds for it."""
-    if instance.primfunc is not None:
-        raise Unsupported(instance.line, "kernel given to tilelang.compile as a finished PrimFunc with literal sizes; "
-                          "write it as a factory over named sizes so it can be reduced")
+    if instance.factory is not None:
+        arguments = dict(instance.kwargs)
+        return _reduce_and_lift(instance, arguments, {}, lambda kwargs: instance.factory(**kwargs), lift)
+    if instance.primfunc is not None:  # a module-level PrimFunc: checked at its own (literal) sizes
+        return Elaborated(lift(instance.primfunc, instance.name), (), (), ())
     jit = instance.jit
     params = jit.signature.parameters
     given = dict(instance.kwargs)

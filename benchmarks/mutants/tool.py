@@ -94,9 +94,10 @@ def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolV
         report = json.loads(stdout)
         said = report.get("verdict")
         diags = report.get("diagnostics") or []
-        if diags:
-            d = diags[0]
-            detail = f"line {d.get('line')}: {d.get('message', '')}"[:200] if isinstance(d, dict) else str(d)[:200]
+        diags = [d for d in diags if isinstance(d, dict)]
+        if diags:  # the first error-level diagnostic says most; else the first note
+            d = next((d for d in diags if d.get("severity") in ("error", "violation")), diags[0])
+            detail = f"line {d.get('line')}: {d.get('message', '')}"[:200]
         if said and verdict != ERROR and not _consistent(said, verdict):
             detail = f"exit {returncode} but verdict {said!r}; " + detail
             verdict = ERROR

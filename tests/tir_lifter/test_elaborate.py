@@ -1,0 +1,128 @@
+"""The TileLang path of ``lift``: the file runs in a child, TileLang builds every kernel it
+asks for at reduced distinct tile sizes, and each kernel is checked against its own spec.
+
+All files go through one elaboration child (``run_batch``: TileLang and torch are imported
+once), so the module costs one child start plus the checks.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lifter_helpers import EXAMPLES
+
+pytestmark = pytest.mark.tilelang
+
+
+def _mutate(name: str, old: str, new: str, count: int = 1) -> str:
+    source = (EXAMPLES / name).read_text()
+    assert old in source, f"{old!r} not in {name}"
+    return source.replace(old, new, count)
+
+
+MUTANTS = {
+    # tile-size mix-up: the K offset of A's tile uses block_N
+    "mix_up.py": _mutate("eager_gemm.py", "T.copy(A[by * block_M, ko * block_K], A_tile)",
+                         "T.copy(A[by * block_M, ko * block_N], A_tile)"),
+    "no_clear.py": _mutate("eager_gemm.py", "T.clear(acc)", "pass"),
+    "floor_grid.py": _mutate("eager_gemm.py", "T.Kernel(T.ceildiv(N, block_N)", "T.Kernel(N // block_N"),
+    "plain_splitk.py": _mutate("eager_splitk.py", "T.atomic_add(C[by * block_M + i, bx * block_N + j], acc[i, j])",
+                               "C[by * block_M + i, bx * block_N + j] = acc[i, j]"),
+    "causal_bound.py": _mutate("causal_tril.py", "bx * block_N + j <= by * block_M + i",
+                               "bx * block_N + j < by * block_M + i"),
+    "swapped_blocks.py": _mutate("eager_gemm_bt.py", "T.copy(acc, C[by * block_M, bx * block_N])",
+                                 "T.copy(acc, C[bx * block_M, by * block_N])"),
+    "unassociated.py": _mutate("multi_kernel.py", "def ref_copy_transpose(A):", "def ref_other(A):"),
+}
+ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
+             "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py"]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    pytest.importorskip("tilelang")
+    from tir_lifter.elaborate_run import report_from_json, run_batch
+    folder = tmp_path_factory.mktemp("kernels")
+    paths = {name: str(EXAMPLES / name) for name in ORIGINALS}
+    for name, source in MUTANTS.items():
+        (folder / name).write_text(source)
+        paths[name] = str(folder / name)
+    bodies = run_batch(list(paths.values()), timeout=1800.0)
+    by_file = {body["file"]: body for body in bodies}
+    out = {}
+    for name, path in paths.items():
+        body = by_file[path]
+        assert "internal_error" not in body, body
+        out[name] = report_from_json(body)
+    return out
+
+
+@pytest.mark.parametrize("name", ORIGINALS)
+def test_bundled_kernels_in_upstream_styles_are_verified(reports, name):
+    report = reports[name]
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    assert report.extra["frontend"] == "tilelang"
+
+
+def test_reduced_tile_sizes_are_distinct_and_named_with_their_real_values(reports):
+    proven = " ".join(reports["eager_gemm.py"].proven)
+    tiles = {name: int(value) for name, value in re.findall(r"(block_[MNK])=(\d+) \(from", proven)}
+    assert set(tiles) == {"block_M", "block_N", "block_K"}
+    assert len(set(tiles.values())) == 3 and min(tiles.values()) >= 2
+    assert "M=" in proven and "(from 96)" in proven  # problem sizes reduced from the real call's
+
+
+def test_every_kernel_of_a_file_is_checked_against_its_own_reference(reports):
+    proven = reports["multi_kernel.py"].proven
+    assert any(p.startswith("add_kernel:") and "ref_add_kernel" in p for p in proven)
+    assert any(p.startswith("copy_transpose:") and "ref_copy_transpose" in p for p in proven)
+
+
+def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports):
+    proven = reports["factory_splitk_relu.py"].proven
+    assert any(p.startswith("splitk_gemm:") and "C = A @ B" in p for p in proven)
+    assert any(p.startswith("relu_kernel:") and "relu" in p for p in proven)
+
+
+@pytest.mark.parametrize("name,check", [
+    ("mix_up.py", "spec"), ("no_clear.py", "uninitialized-read"), ("floor_grid.py", "coverage"),
+    ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
+])
+def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
+    report = reports[name]
+    assert report.verdict == "violations", [d.message for d in report.diagnostics]
+    errors = [d for d in report.diagnostics if d.severity == "error"]
+    if check is not None:
+        assert any(d.check == check for d in errors), [d.check for d in errors]
+    assert any(d.counterexample is not None and d.counterexample.confirmed for d in errors)
+
+
+def test_a_kernel_whose_reference_cannot_be_associated_is_unsupported_not_checked_against_another(reports):
+    report = reports["unassociated.py"]
+    assert report.verdict == "unsupported"
+    reasons = [d.message for d in report.diagnostics if d.check == "unsupported"]
+    assert any(r.startswith("copy_transpose: no spec") for r in reasons), reasons
+    assert any(p.startswith("add_kernel:") for p in report.proven)
+
+
+def test_no_exec_reads_the_source_without_running_it():
+    from tir_lifter import run_lift
+    report = run_lift(str(EXAMPLES / "gemm.py"), no_exec=True)
+    assert report.extra["frontend"] == "text"
+    assert report.verdict == "verified"
+
+
+def test_the_child_environment_carries_no_credentials(monkeypatch):
+    from tir_lifter.elaborate_run import child_env
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    env = child_env()
+    assert "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env
+    assert "secret" not in " ".join(env.values())
+
+
+def test_kernel_specs_split_per_kernel_and_file_wide():
+    from tir_lifter.lift import kernel_specs
+    assert kernel_specs(["matmul=C = A @ B", "D = A + B"]) == {"matmul": "C = A @ B", "": "D = A + B"}
+    assert kernel_specs("C = A @ B") == {"": "C = A @ B"}
