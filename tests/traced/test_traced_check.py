@@ -508,3 +508,31 @@ def test_a_spent_time_budget_is_unsupported_never_verified():
     report = check_traced(_relu_two_ways(), timeout_s=0)
     assert report.verdict == UNSUPPORTED
     assert "timeout" in messages(report, "unsupported")[0]
+
+
+def _causal_softmax(rank_diagonal: int) -> TracedProgram:
+    """Rows of causally masked scores (``masked_fill(-inf)``) split over two ranks."""
+    inputs = (TensorSpec("s", (4, 4), "float32"),)
+
+    def body(source: str, row0: int, diagonal: int) -> list[Op]:
+        return [op("rows", "aten.arange.start", [], 5, start=row0, end=row0 + (4 if source == "s" else 2)),
+                op("cols", "aten.arange.default", [], 5, end=4),
+                op("r2", "aten.unsqueeze.default", ["rows"], 6, dim=1),
+                op("shifted", "aten.add.Scalar", ["r2"], 6, other=diagonal),
+                op("mask", "aten.gt.Tensor", ["cols", "shifted"], 6),
+                op("masked", "aten.masked_fill.Scalar", [source, "mask"], 7, value=float("-inf")),
+                op("p", "aten._softmax.default", ["masked"], 8, dim=-1, half_to_float=False)]
+
+    reference = body("s", 0, 0)
+    ranks = [[op("local", "aten.slice.Tensor", ["s"], 2, dim=0, start=2 * r, end=2 * r + 2, layout_source="shape")]
+             + body("local", 2 * r, rank_diagonal) for r in range(2)]
+    return program(inputs, reference, ranks, [Comparison("output 0", "output", "p", ("p", "p"),
+                                                         (((0, 2), (0, 4)), ((2, 4), (0, 4))))])
+
+
+def test_causal_mask_with_minus_infinity_and_global_positions_is_verified():
+    assert check_traced(_causal_softmax(0)).verdict == VERIFIED
+
+
+def test_causal_mask_shifted_by_one_is_a_violation():
+    assert check_traced(_causal_softmax(1)).verdict == VIOLATIONS

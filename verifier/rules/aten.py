@@ -47,7 +47,20 @@ class AtenUnsupported(ShapeError):
 
 def call(name: str, xp, args: Sequence[Any], **attrs) -> Any:
     """The single result of an existing rule (``call("exp", xp, [x])``)."""
+    if "scalar" in attrs:
+        attrs["scalar"] = scalar_term(xp, attrs["scalar"])
     return REGISTRY[name].evaluate(xp, list(args), attrs, UNIT)[0]
+
+
+def scalar_term(xp, value: Any) -> Any:
+    """Infinities (``masked_fill(mask, -inf)`` before a softmax) are one named unknown constant
+    each in Z3: the same on every rank and in the reference, related to nothing else; the
+    NumPy side computes with the real infinity, so a difference they hide is re-checked there."""
+    if not xp.symbolic or not isinstance(value, float) or math.isfinite(value):
+        if isinstance(value, float) and math.isnan(value):
+            raise AtenUnsupported("a NaN constant")
+        return value
+    return z3.Real("plus_infinity" if value > 0 else "minus_infinity")
 
 
 def _shape_by_evaluation(evaluate: Evaluate):
@@ -122,7 +135,7 @@ def literal(xp, values: Any, kind: str) -> Any:
     for index in np.ndindex(*array.shape):
         value = array[index]
         out[index] = z3.BoolVal(bool(value)) if kind == "bool" else as_term(
-            int(value) if kind == "int" else float(value), integer=kind == "int")
+            int(value) if kind == "int" else scalar_term(xp, float(value)), integer=kind == "int")
     return out
 
 
