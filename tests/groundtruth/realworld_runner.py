@@ -192,6 +192,11 @@ def _worker(rank: int, world: int, port: int, jobs: list, queue):
         else:
             store = dist.TCPStore("127.0.0.1", port, world, is_master=(rank == 0), timeout=timedelta(seconds=120))
         _map_cuda_to_cpu()
+        # Every rank has started (imported torch and the libraries) before the first job's
+        # clock starts: a slow start-up must not look like a deadlock.
+        store.add("workers_ready", 1)
+        while store.add("workers_ready", 0) < world:
+            time.sleep(0.05)
     except BaseException:
         queue.put(("fatal", rank, traceback.format_exc()))
         return
