@@ -61,7 +61,8 @@ def translate_source(source: str, path: str, *, entry: str | None = None, mesh: 
                            notes=it.notes, backward_bodies=it.backward_bodies)
     return Translation(program, style, name, [], ["frontend"] * len(program.ops), notes=it.notes,
                        backward_bodies=it.backward_bodies, reference_caveats=list(it.reference_caveats),
-                       uncovered=uncovered_constructs(src, it.executed_lines))
+                       uncovered=uncovered_constructs(src, it.executed_lines),
+                       untranslated_backwards=list(it.untranslated_backwards))
 
 
 def _run(it: Interpreter, src, name: str, kind: str, overrides: dict[str, list[int]], path: str) -> list:

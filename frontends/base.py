@@ -44,6 +44,8 @@ class Translation:
     reference_caveats: list[tuple[int | None, str]] = field(default_factory=list)
     # (line, reason) distributed constructs outside the program that was checked
     uncovered: list[tuple[int | None, str]] = field(default_factory=list)
+    # (line, reason) custom backwards that were not translated (gradients derived from the forward)
+    untranslated_backwards: list[tuple[int | None, str]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

@@ -688,6 +688,9 @@ def _backward_def(cx: Call, cls: ClassObj, backward: FunctionObj, ctx: Any, args
         it.builder.take_ops(start)
         it.note(f"line {problem.line}: the backward of {cls.name} is not translated ({problem.construct}: "
                 f"{problem.reason}); its gradients are derived from the forward instead")
+        it.untranslated_backwards.append(
+            (problem.line, f"line {problem.line}: the backward of {cls.name} was not translated ({problem.reason}); "
+                           f"gradients were derived from the forward, so this backward was not checked"))
         return None
     finally:
         it.__dict__["_scalar_cache"] = saved_cache

@@ -136,6 +136,7 @@ class Interpreter(Emitter):
     # size 1, so the single-device reference built here is not what the file does on one rank
     reference_caveats: list = field(default_factory=list)
     executed_lines: set = field(default_factory=set)  # lines of library calls the interpreter ran
+    untranslated_backwards: list = field(default_factory=list)  # (line, reason): custom backwards not read
     input_mode: bool = False
     uses_custom_backward: bool = False
     megatron_autograd: bool = False  # Megatron layers/mappings: autograd-aware communication

@@ -6,7 +6,7 @@ share them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from frontends.base import SourceError, Translation
@@ -78,10 +78,16 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     if progress:
         progress(f"translated {path} ({translation.style}, entry {translation.entry}): {len(program.ops)} ops; "
                  f"verifying on mesh {program.mesh}")
-    report = check_program(program, path, progress=progress,
+    untranslated = getattr(translation, "untranslated_backwards", ())
+    # gradients derived from the forward are not the user's backward: check the forward only
+    checked = replace(program, gradients=(), backward_ops=()) if untranslated else program
+    report = check_program(checked, path, progress=progress,
                            reference_caveats=getattr(translation, "reference_caveats", ()))
     for line, reason in getattr(translation, "uncovered", ()):
         report.add(Diagnostic("unsupported", ERROR, reason, line))  # not verified: code outside the check
+    for line, reason in untranslated:
+        report.add(Diagnostic("unsupported", ERROR, reason, line))  # a derived backward is not the user's
+        report.extra.setdefault("passes", {})["backward"] = "not checked: " + reason
     report.extra["style"] = translation.style
     report.extra["entry"] = translation.entry
     if translation.provenance:

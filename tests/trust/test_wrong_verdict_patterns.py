@@ -192,3 +192,12 @@ def test_every_verdict_states_passes_sizes_and_assumptions():
         assert body["sizes"] and body["assumed"] and body["assumed"][0].startswith("inputs:")
     assert check("p07_gather_rows_ok.vir").extra["passes"]["forward"] == "proven"
     assert check("p07_gather_reshape_interleaves.vir").extra["passes"]["forward"] == "violated"
+
+
+def test_untranslated_custom_backward_is_not_a_pass_of_gradients():
+    report = report_of("p09_untranslated_backward.py")
+    assert report.verdict == "unsupported"
+    assert report.extra["passes"]["forward"] == "proven"
+    assert report.extra["passes"]["backward"].startswith("not checked")
+    (problem,) = errors(report)
+    assert problem.line == 30 and "was not translated" in problem.message
