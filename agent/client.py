@@ -13,6 +13,7 @@ falls back to asking for ``.vir`` text (``StructuredOutputUnsupported``).
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -118,17 +119,13 @@ class ChatClient:
                                     timeout=settings.request_timeout, http_client=self._http_client())
 
     def _http_client(self) -> Any:
-        """The default transport, refusing answers that announce more than ``max_answer_bytes``."""
-        limit = self.settings.max_answer_bytes
-
-        def refuse_large(response: Any) -> None:
-            length = response.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > limit:
-                raise AnswerTooLarge(f"{length} bytes")
-
+        """The default HTTP client, with a transport that enforces the deadline and the size cap
+        while the body streams in (a server trickling one byte a second never times out a read)."""
         try:
-            return openai.DefaultHttpxClient(event_hooks={"response": [refuse_large]})
-        except TypeError:  # pragma: no cover - a client without hooks: the size is checked after reading
+            httpx = sys.modules[openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]]
+            transport = _bounded_transport(httpx, self.settings.max_answer_bytes, lambda: self.expires)
+            return openai.DefaultHttpxClient(transport=transport)
+        except (AttributeError, KeyError, IndexError, TypeError):  # pragma: no cover - another HTTP stack
             return None
 
     def remaining(self) -> float:
@@ -211,7 +208,7 @@ class ChatClient:
         try:
             choice = response.choices[0]
         except (AttributeError, IndexError, TypeError):
-            raise LLMError(f"the LLM endpoint {self.url} returned no choices") from None
+            raise LLMUnavailable(f"the LLM endpoint {self.url} returned a malformed answer (no choices)") from None
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) if message is not None else None
         if text is not None and not isinstance(text, str):
@@ -225,6 +222,41 @@ class ChatClient:
         return Completion(text or "", _count(getattr(usage, "prompt_tokens", 0)),
                           _count(getattr(usage, "completion_tokens", 0)), response_format,
                           truncated=getattr(choice, "finish_reason", None) == "length")
+
+
+def _bounded_transport(httpx: Any, max_bytes: int, expires: Any) -> Any:
+    """An ``httpx`` transport whose response bodies stop at ``max_bytes`` and at the deadline."""
+
+    class BoundedStream(httpx.SyncByteStream):
+        def __init__(self, inner: Any, request: Any):
+            self.inner, self.request = inner, request
+
+        def __iter__(self):
+            received = 0
+            for chunk in self.inner:
+                received += len(chunk)
+                if received > max_bytes:
+                    raise AnswerTooLarge(f"more than {max_bytes} bytes")
+                if time.monotonic() > expires():
+                    raise httpx.ReadTimeout("the LLM deadline passed while the answer was arriving",
+                                            request=self.request)
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class BoundedTransport(httpx.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > max_bytes:
+                response.close()
+                raise AnswerTooLarge(f"{length} bytes announced")
+            return httpx.Response(response.status_code, headers=response.headers,
+                                  stream=BoundedStream(response.stream, request), extensions=response.extensions,
+                                  request=request)
+
+    return BoundedTransport()
 
 
 def _count(value: Any) -> int:

@@ -103,6 +103,9 @@ def _read(path: Path) -> str:
 def emit(reports: List[Report], fmt: Format, source_lines: Optional[List[str]] = None,
          ir_text: Optional[str] = None) -> int:
     """Print reports in the chosen format and return the exit code of the worst verdict."""
+    from .limits import cap_report
+
+    reports = [cap_report(report) for report in reports]
     if fmt == Format.json:
         if len(reports) == 1:
             body = render_json(reports[0])
@@ -190,6 +193,19 @@ def _source_lines(source: Optional[str], relative_to: Path) -> Optional[List[str
         return None
 
 
+def check_mesh_size(mesh: Optional[str]) -> None:
+    """Refuse a --mesh with more ranks than verify-agent simulates, before any work (exit 2)."""
+    import math
+    import re
+
+    from .limits import MAX_WORLD
+
+    sizes = [int(size) for size in re.findall(r"=\s*(\d{1,30})\s*(?:,|$)", mesh or "")]
+    if sizes and math.prod(sizes) > MAX_WORLD:
+        fail_usage(f"--mesh {mesh}: {math.prod(sizes):,} ranks is more than the {MAX_WORLD} verify-agent simulates; "
+                   f"the same proof holds with fewer ranks of each kind")
+
+
 def parse_inputs(values: List[str]) -> dict:
     shapes = {}
     for value in values:
@@ -235,6 +251,7 @@ def translate(
     begin(format, file, timeout)
     if llm_deadline <= 0:
         fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
+    check_mesh_size(mesh)
     source = _read(file)
     if not no_exec and not fix and not dump_ir:
         from .traced import trace_and_verify
@@ -275,6 +292,7 @@ def fix(
     from .repair.commands import UsageError, fix_file
 
     begin(format, file, timeout)
+    check_mesh_size(mesh)
     source = _read(file)
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm="off")
     progress = Console(stderr=True, highlight=False)

@@ -97,13 +97,40 @@ def source_fixes(source: str, path: str, translation: Any, report: Report, progr
         return check(patch.description or candidate.description, patch.patched, patch.diff)
 
     program = getattr(translation, "program", None)
-    if program is not None:
+    too_large = _too_large_to_evaluate(program)
+    if too_large and progress:
+        progress(f"  no repair search: {too_large}")
+    if program is not None and not too_large:
         synthesize(program, report, file=path, budget=budget or Budget(top_k=top_k), model=model, progress=progress,
                    verifier=verify_candidate)
     for patch in direct_patches(source, path, style):
         check(patch.description, patch.patched, patch.diff)
     found.sort(key=lambda fix: fix.comm_cost)
     return found[:top_k]
+
+
+def _too_large_to_evaluate(program: Any) -> str | None:
+    """Repair candidates are screened with real numbers at the file's sizes: refuse before allocating."""
+    from verifier.ir import eval_dim
+
+    from ..limits import MAX_INPUT_ELEMENTS
+
+    if program is None:
+        return None
+    env = {name: value for name, value in program.dims.items() if value is not None}
+    total = 0
+    for spec in program.inputs:
+        count = 1
+        for dim in spec.shape:
+            try:
+                count *= int(eval_dim(dim, env))
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                return None  # symbolic sizes: screening picks small ones itself
+        total += count
+    if total > MAX_INPUT_ELEMENTS:
+        return (f"the inputs have {total:,} elements at the file's sizes, more than the {MAX_INPUT_ELEMENTS:,} "
+                f"verify-agent evaluates; make the sizes in example_inputs() smaller")
+    return None
 
 
 def suggest_fixes(source: str, path: str, translation: Any, report: Report, progress: Progress = None, *,
