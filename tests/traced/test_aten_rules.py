@@ -231,6 +231,19 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.gather.default", [(F, (3, 4)), (I, (3, 2), 0, 4)], {"dim": 1}),
     ("aten.gather.default", [(F, (3, 4)), (I, (2, 4), 0, 3)], {"dim": 0}),
     ("aten.index.Tensor", [(F, (5, 3)), (I, (2, 2), 0, 5)], {"list_lengths": [1]}),
+    ("aten.select_backward.default", [(F, (2, 4))], {"input_sizes": [2, 3, 4], "dim": 1, "index": 2}),
+    ("aten.slice_backward.default", [(F, (2, 1, 4))], {"input_sizes": [2, 3, 4], "dim": 1, "start": 1, "end": 2,
+                                                      "step": 1}),
+    ("aten.index_put.default", [(F, (3, 4)), (B, (3, 4)), (F, ())], {"accumulate": False, "list_lengths": [1]}),
+    ("aten.index_put.default", [(F, (3, 4)), (B, (3,)), (F, (4,))], {"accumulate": True, "list_lengths": [1]}),
+    ("aten.index_put.default", [(F, (5, 3)), (I, (2,), 0, 5), (F, (2, 3))], {"accumulate": True,
+                                                                             "list_lengths": [1]}),
+    ("aten.index_put_.default", [(F, (5, 3)), ("distinct", (2,), 5), (F, (2, 3))], {"accumulate": False,
+                                                                                    "list_lengths": [1]}),
+    ("aten.index_add.default", [(F, (5, 3)), (I, (4,), 0, 5), (F, (4, 3))], {"dim": 0, "alpha": 2}),
+    ("aten.index_add.default", [(F, (3, 5)), (I, (4,), 0, 5), (F, (3, 4))], {"dim": 1}),
+    ("aten.scatter_add.default", [(F, (3, 4)), (I, (3, 2), 0, 4), (F, (3, 2))], {"dim": 1}),
+    ("aten.native_dropout_backward.default", [f23, (B, (2, 3))], {"scale": 2.0}),
     ("aten.baddbmm.default", [(F, (2, 3, 5)), (F, (2, 3, 4)), (F, (2, 4, 5))], {"beta": 1, "alpha": 0.5}),
     ("aten.bitwise_or.Tensor", [(B, (2, 3)), (B, (2, 3))], {}),
     ("aten.logical_and.default", [(B, (2, 3)), (B, (2, 3))], {}),
@@ -320,6 +333,8 @@ def _inputs(specs, rng):
             q, k, v = (torch.tensor(a) for a in out[1:4])
             saved = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, 0.0, True)
             out.append(saved[0 if spec[0] == "sdpa-out" else 1].numpy())
+        elif spec[0] == "distinct":
+            out.append(rng.permutation(spec[2])[:spec[1][0]])
         elif spec[0] == "ignore":
             values = rng.integers(0, spec[2], size=spec[1])
             values[0] = -100

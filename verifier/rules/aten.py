@@ -458,6 +458,8 @@ def _dropout(xp, args, attrs, ctx):
 
 
 aten("aten.native_dropout.default", _dropout)
+aten("aten.native_dropout_backward.default", lambda xp, args, attrs, ctx: [
+    call("mul", xp, [call("mul", xp, [args[0], args[1]])], scalar=float(attrs.get("scale", 1.0)))])
 
 
 # --- factories ------------------------------------------------------------------------------------

@@ -339,3 +339,100 @@ def _index_tensor(xp, args, attrs, ctx):
 
 
 aten("aten.index.Tensor", _index_tensor)
+
+
+# --- backward of views and index writes ------------------------------------------------------------
+
+def _zeros_like_sizes(xp, grad, sizes):
+    return _array(xp, literal(xp, np.zeros([int(s) for s in sizes]), "float" if kind_of(xp, grad) == "float"
+                              else kind_of(xp, grad)))
+
+
+def _select_backward(xp, args, attrs, ctx):
+    """The gradient of ``x.select(dim, index)``: zeros with the incoming gradient at ``index``."""
+    (grad,) = args
+    out = _zeros_like_sizes(xp, grad, attrs["input_sizes"])
+    dim = norm_dim(int(attrs["dim"]), out.ndim)
+    return _select_scatter(xp, [out, grad], {"dim": dim, "index": int(attrs["index"])}, ctx)
+
+
+def _slice_backward(xp, args, attrs, ctx):
+    (grad,) = args
+    out = _zeros_like_sizes(xp, grad, attrs["input_sizes"])
+    return _slice_scatter(xp, [out, grad], {k: attrs.get(k) for k in ("dim", "start", "end", "step")}, ctx)
+
+
+aten("aten.select_backward.default", _select_backward)
+aten("aten.slice_backward.default", _slice_backward)
+
+
+def _rows_written(xp, out, index, values, accumulate: bool):
+    """``out[index[j]] = values[j]`` (or ``+=``) for every j in order, exact for symbolic ids:
+    every row becomes a choice between its old value and each write that may land on it."""
+    rows = out.shape[0]
+    flat_ids = np.reshape(index, (-1,))
+    flat_values = np.reshape(np.broadcast_to(values, tuple(np.shape(index)) + out.shape[1:]),
+                             (len(flat_ids),) + out.shape[1:])
+    if not xp.symbolic:
+        ids = np.asarray(flat_ids)
+        if ids.size and (ids.min() < -rows or ids.max() >= rows):
+            raise AtenUnsupported(f"index out of range for {rows} rows")
+    for j in range(len(flat_ids)):
+        hits = xp.compare("eq", literal(xp, np.arange(rows), "int"),
+                          np.full(rows, flat_ids[j], dtype=object if xp.symbolic else None))
+        hits = np.reshape(hits, (rows,) + (1,) * (out.ndim - 1))
+        written = out + flat_values[j] if accumulate else np.broadcast_to(flat_values[j], out.shape)
+        out = _array(xp, xp.where(np.broadcast_to(hits, out.shape), written, out))
+    return out
+
+
+def _index_put(xp, args, attrs, ctx):
+    """``x[mask] = v`` (a boolean mask over leading dims) or ``x[ids] = v`` (ids on dim 0)."""
+    if attrs.get("indices_none") or len(args) != 3:
+        raise AtenUnsupported("index_put with more than one index tensor or an index on a later dim")
+    x, index, values = args
+    values = to_kind(xp, values, kind_of(xp, x))
+    accumulate = bool(attrs.get("accumulate", False))
+    if kind_of(xp, index) == "bool":
+        mask_shape = np.shape(index)
+        if tuple(np.shape(x)[:len(mask_shape)]) != tuple(mask_shape) or np.ndim(values) > np.ndim(x) - len(mask_shape):
+            raise AtenUnsupported("index_put with a boolean mask selecting a data-dependent number of rows")
+        mask = np.reshape(index, tuple(mask_shape) + (1,) * (np.ndim(x) - len(mask_shape)))
+        target = np.broadcast_to(values, np.shape(x))
+        written = x + target if accumulate else target
+        return [_array(xp, xp.where(np.broadcast_to(mask, np.shape(x)), written, x))]
+    return [_rows_written(xp, _array(xp, x), index, values, accumulate)]
+
+
+aten("aten.index_put.default", _index_put)
+aten("aten.index_put_.default", _index_put)
+
+
+def _index_add(xp, args, attrs, ctx):
+    x, index, source = args
+    dim = norm_dim(int(attrs.get("dim", 0)), max(np.ndim(x), 1))
+    alpha = attrs.get("alpha", 1)
+    source = source if alpha in (None, 1) else call("mul", xp, [source], scalar=alpha)
+    moved = _rows_written(xp, _array(xp, np.moveaxis(x, dim, 0)), index, np.moveaxis(source, dim, 0), True)
+    return [_array(xp, np.moveaxis(moved, 0, dim))]
+
+
+aten("aten.index_add.default", _index_add)
+
+
+def _scatter_add(xp, args, attrs, ctx):
+    """out[..., index[..., k, ...], ...] += src[..., k, ...] along ``dim`` (gather's backward)."""
+    x, index, src = args
+    dim = norm_dim(int(attrs["dim"]), np.ndim(x))
+    out = _array(xp, np.moveaxis(x, dim, -1))
+    picks, values = np.moveaxis(index, dim, -1), np.moveaxis(src, dim, -1)
+    size = out.shape[-1]
+    for position in np.ndindex(*np.shape(picks)):
+        row = position[:-1]
+        hits = xp.compare("eq", literal(xp, np.arange(size), "int"),
+                          np.full(size, picks[position], dtype=object if xp.symbolic else None))
+        out[row] = _array(xp, xp.where(hits, out[row] + values[position], out[row]))
+    return [_array(xp, np.moveaxis(out, -1, dim))]
+
+
+aten("aten.scatter_add.default", _scatter_add)
