@@ -90,6 +90,9 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
         report.extra.setdefault("passes", {})["backward"] = "not checked: " + reason
     report.extra["style"] = translation.style
     report.extra["entry"] = translation.entry
+    report.extra.setdefault("assumed", []).insert(0, f"program read by the static frontend ({translation.style}) "
+                                                     f"from entry {translation.entry}; branches on the world size "
+                                                     f"decided for mesh {program.mesh}")
     if translation.provenance:
         report.extra["provenance"] = translation.provenance
     for note in getattr(translation, "notes", []) or []:

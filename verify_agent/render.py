@@ -87,9 +87,15 @@ def render_text(report: Report, console: Console, source_lines: list[str] | None
     for fix in report.fixes:
         console.print(Text(f"fix (comm cost {fix.comm_cost:.3g}): {fix.description}", style="green"))
         console.print(Text(fix.patch.rstrip(), style="green"))
-    if report.verdict == VERIFIED:
-        for fact in report.proven:
-            console.print(Text(f"  proven: {fact}", style="green"))
+    for fact in report.proven:  # every verdict says what was proven, on which sizes, assuming what
+        console.print(Text(f"  proven: {fact}", style="green"))
+    passes = report.extra.get("passes")
+    if passes:
+        console.print(Text("  passes: " + "; ".join(f"{name} {state}" for name, state in passes.items()), style="dim"))
+    if report.extra.get("sizes"):
+        console.print(Text(f"  sizes: {report.extra['sizes']}", style="dim"))
+    for assumption in report.extra.get("assumed", []):
+        console.print(Text(f"  assumed: {assumption}", style="dim"))
     console.print(_summary(report))
 
 
