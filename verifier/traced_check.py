@@ -82,19 +82,22 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
 
 
 def _check(program: TracedProgram, report: Report, deadline: float, progress) -> None:
-    _well_formed(program, report)
-    if not program.comparisons:
-        _stop(report, "nothing to compare: the recording has no outputs or gradients, so equivalence would hold "
-                      "vacuously")
-    size = sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
-    if size > MAX_LEAF_ELEMENTS:
-        _stop(report, f"too large for the solver: {size} elements; re-run with smaller sizes")
+    unmodelled = _well_formed(program, report)
     temporal = analyse(program.ranks, dict(program.mesh))
     report.diagnostics.extend(temporal.diagnostics)
     report.proven.extend(temporal.proven)
     if temporal.hangs:
         report.add(Diagnostic("equivalence", NOTE, "values not compared: some ranks never finish"))
         raise _Stop
+    if not program.comparisons:
+        _stop(report, "nothing to compare: the recording has no outputs or gradients, so equivalence would hold "
+                      "vacuously")
+    size = sum(int(np.prod([int(d) for d in spec.shape])) for spec in program.inputs)
+    if size > MAX_LEAF_ELEMENTS:
+        _stop(report, f"too large for the solver: {size} elements; re-run with smaller sizes")
+    if unmodelled is not None:  # time needs no op semantics; values do
+        where, op = unmodelled
+        _stop(report, f"op {op.kind} (recorded on {where}) is not modelled by the verifier", op.span.line)
     mismatch, inputs = _screen(program, report)
     if mismatch is not None:
         _report_violation(program, report, mismatch, inputs, "found by concrete evaluation")
@@ -109,18 +112,20 @@ def _stop(report: Report, message: str, line: int | None = None) -> None:
 
 # --- well-formedness ---------------------------------------------------------------------------
 
-def _well_formed(program: TracedProgram, report: Report) -> None:
+def _well_formed(program: TracedProgram, report: Report) -> tuple[str, Op] | None:
+    """Stops on a malformed recording; returns the first op it cannot evaluate, if any."""
     if len(program.ranks) != program.world or program.world < 1:
         _stop(report, f"malformed recording: {len(program.ranks)} rank op lists for world {program.world}")
     leaves = {spec.name for spec in program.inputs}
     lists = [("the single-device run", program.reference)] + \
         [(f"rank {r}", ops) for r, ops in enumerate(program.ranks)]
     defined_per_list = []
+    unmodelled = None
     for where, ops in lists:
         defined = set(leaves)
         for op in ops:
-            if not runnable(op.kind):
-                _stop(report, f"op {op.kind} (recorded on {where}) is not modelled by the verifier", op.span.line)
+            if unmodelled is None and not runnable(op.kind):
+                unmodelled = (where, op)
             for name in op.args:
                 if name not in defined:
                     _stop(report, f"malformed recording: {op.kind} on {where} reads {name!r} before it is defined",
@@ -146,8 +151,10 @@ def _well_formed(program: TracedProgram, report: Report) -> None:
         timelines(program.ranks, dict(program.mesh))
     except MalformedRecording as problem:
         _stop(report, f"malformed recording: {problem}", problem.op.span.line if problem.op else None)
-    report.proven.append(f"well-formed: SSA recordings of the single-device run and {program.world} rank(s), "
-                         f"every op modelled")
+    if unmodelled is None:
+        report.proven.append(f"well-formed: SSA recordings of the single-device run and {program.world} rank(s), "
+                             f"every op modelled")
+    return unmodelled
 
 
 # --- values ---------------------------------------------------------------------------------------

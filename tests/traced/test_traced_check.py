@@ -536,3 +536,14 @@ def test_causal_mask_with_minus_infinity_and_global_positions_is_verified():
 
 def test_causal_mask_shifted_by_one_is_a_violation():
     assert check_traced(_causal_softmax(1)).verdict == VIOLATIONS
+
+
+def test_a_deadlock_is_reported_even_when_some_op_is_not_modelled():
+    """Time needs no op semantics: the hang is a violation, not an unsupported op."""
+    traced = _exchange((2, 1))
+    odd = op("u", "aten.linalg_svd.default", ["x"], 3)
+    traced = TracedProgram(traced.world, traced.mesh, traced.inputs, traced.reference,
+                           tuple((odd,) + ranks for ranks in traced.ranks), traced.comparisons)
+    report = check_traced(traced)
+    assert report.verdict == VIOLATIONS
+    assert any(d.check == "deadlock" for d in report.diagnostics)
