@@ -34,7 +34,9 @@ def kernel_files(corpus: Path) -> list[Path]:
 
 
 def lift_one(path: Path) -> dict:
+    import resource
     start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         report = run_lift(str(path))
         verdict, reason = report.verdict, ""
@@ -49,8 +51,10 @@ def lift_one(path: Path) -> dict:
         verdict, reason, proven = "input-error", str(exc), []
     except LiftInternalError as exc:
         verdict, reason, proven = "error", str(exc), []
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime  # exact with --jobs 1
     return {"file": str(path), "verdict": verdict, "reason": reason, "seconds": time.perf_counter() - start,
-            "proven": proven}
+            "cpu": cpu, "proven": proven}
 
 
 def _as_completed(pool: ThreadPoolExecutor, work, items):
@@ -73,7 +77,7 @@ def lift_batch(paths: list[Path]) -> list[dict]:
         reason = f"{first.check}: {first.message}" if first and first.check != "unsupported" else \
             (first.message if first else "")
         rows.append({"file": body["file"], "verdict": report.verdict, "reason": reason,
-                     "seconds": report.seconds, "proven": report.proven})
+                     "seconds": report.seconds, "cpu": report.extra.get("cpu_seconds"), "proven": report.proven})
     return rows
 
 
@@ -118,8 +122,12 @@ def main() -> None:
     print(f"verdict about the code (verified or violations): {decided}/{len(rows)} = {100 * decided / total:.0f} %")
     print(f"a verdict of the tool (anything but input-error/error): "
           f"{len(rows) - counts['input-error'] - counts['error']}/{len(rows)}")
-    print(f"median {statistics.median(r['seconds'] for r in rows):.1f} s per file, "
+    print(f"median {statistics.median(r['seconds'] for r in rows):.1f} s wall per file, "
           f"max {max(r['seconds'] for r in rows):.1f} s")
+    cpu = [r["cpu"] for r in rows if r.get("cpu") is not None]
+    if cpu:
+        print(f"median {statistics.median(cpu):.1f} CPU s per file ({len(cpu)} files; run + elaborate + check, "
+              f"imports excluded in --batch mode), max {max(cpu):.1f}")
     reasons = collections.Counter(_category(r["reason"]) for r in rows if r["verdict"] in ("unsupported", "error"))
     print("\nmost common reasons (unsupported / error):")
     for reason, count in reasons.most_common(15):

@@ -110,6 +110,10 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     try:
         expected = evaluate(spec, {n: tensors[n] for n in spec.inputs}, Z3Backend())
     except SpecError as exc:
+        if str(exc).startswith("matmul of shapes"):  # the spec does not even fit the kernel's tensors
+            shapes = ", ".join(f"{n}{list(tensors[n].shape)}" for n in spec.inputs)
+            return [Diagnostic("spec", ERROR, f"kernel does not compute {spec.text}: at the kernel's shapes ({shapes}) "
+                               f"the spec is a {exc} {where}", kernel.line)], []
         return [Diagnostic("unsupported", ERROR, f"spec '{spec.text}' uses {exc}, which is not modelled", kernel.line)], []
     diffs, cells = [], []
     for name in spec.outputs:

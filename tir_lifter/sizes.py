@@ -9,8 +9,9 @@ depends only on how tiles fall relative to tensor ends: interior tiles, the boun
 sharing an output region.  So we keep, for every division ``n // d`` / ``ceildiv(n, d)`` /
 ``n % d`` in the kernel, the same *case* as the real sizes:
 
-* tile sizes (symbols in on-chip buffer shapes) become 2, so a tile has a first and a
-  last row/column;
+* tile sizes (symbols in on-chip buffer shapes) become 2, 4, 8, ... (pairwise distinct, in
+  the order of their real values), so a tile has a first and a last row/column and a
+  tile-size mix-up changes the program;
 * grid/loop counts that are plain symbols (``split_k``) become at most 2;
 * each problem size (a symbol in a global tensor's shape) becomes the smallest value for
   which every division over it has quotient >= min(original quotient, 2) — at least two
@@ -113,8 +114,12 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     counts = {e.name for e in extents if isinstance(e, Var)} & used - tiles - problem
 
     sizes: dict[str, int] = dict(local or {})
-    for name in sorted(tiles):
-        sizes.setdefault(name, _small(original.get(name), 2))
+    # distinct tile sizes (2, 4, 8, ... in the order of their real values): with equal reduced
+    # tiles, ``k * block_N`` written where ``block_K`` is meant would go unnoticed
+    order = sorted(tiles, key=lambda n: (original.get(n) or 0, n))
+    for rank, name in enumerate(order):
+        value = original.get(name)
+        sizes.setdefault(name, 2 ** (rank + 1) if value is None or value >= 2 ** (rank + 1) else value)
     for name in sorted(counts):
         sizes.setdefault(name, _small(original.get(name), 2))
     divisions = _divisions(exprs)

@@ -204,8 +204,13 @@ class _Walker:
 
     def _s_For(self, node: Any) -> tuple[Stmt, ...]:
         var = node.loop_var.name
-        if int(node.min) != 0:
-            raise Unsupported(None, "loops with a non-zero start are not modelled")
+        start = self.expr(node.min)
+        if start != Const(0):  # for v in range(lo, hi): a counter from 0 and v = counter + lo
+            if node.thread_binding is not None:
+                raise Unsupported(None, "a block index with a non-zero start is not modelled")
+            counter = f"{var}_from_0"
+            self.lets[var] = BinOp("+", Var(counter), start)
+            var = counter
         kind = int(node.kind)
         if node.thread_binding is not None:
             tag = node.thread_binding.thread_tag
@@ -214,9 +219,10 @@ class _Walker:
             self.grid.append(GridAxis(var, self.expr(node.extent)))
             return self.stmt(node.body)
         stages = node.annotations.get("num_stages") if node.annotations else None
+        stages = int(stages) if stages is not None and type(stages).__name__ == "IntImm" or isinstance(stages, int) \
+            else None if stages is None else 1
         loop_kind = PARALLEL if kind in (1, 2) else PIPELINED if stages is not None else SERIAL
-        return (Loop(var, self.expr(node.extent), loop_kind, self.stmt(node.body), None,
-                     int(stages) if stages is not None else None),)
+        return (Loop(var, self.expr(node.extent), loop_kind, self.stmt(node.body), None, stages),)
 
     def _s_Bind(self, node: Any) -> tuple[Stmt, ...]:
         from tvm import tirx

@@ -16,7 +16,11 @@ def _expected(path) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
+TEXT_READABLE = [p for p in sorted(EXAMPLES.glob("*.py")) if "@tilelang.jit" not in p.read_text()
+                 and "def ref_" not in p.read_text()]  # eager/jit styles: tests/tir_lifter/test_elaborate.py
+
+
+@pytest.mark.parametrize("path", TEXT_READABLE, ids=lambda p: p.name)
 def test_example_verdict_matches_its_docstring(path):
     assert run_lift(str(path), frontend="text").verdict == _expected(path)
 
@@ -25,7 +29,8 @@ def test_tiled_gemm_is_proven_equal_to_matmul_on_reduced_sizes():
     report = run_lift(str(EXAMPLES / "gemm.py"), frontend="text")
     assert report.verdict == "verified"
     assert any("C = A @ B" in p and "K=4 (from 1024)" in p for p in report.proven)
-    assert report.extra["reduced_sizes"] == {"block_K": 2, "block_M": 2, "block_N": 2, "K": 4, "M": 4, "N": 4}
+    tiles = {k: v for k, v in report.extra["reduced_sizes"].items() if k.startswith("block_")}
+    assert sorted(tiles.values()) == [2, 4, 8] and tiles["block_K"] == 2  # distinct, in order of the real sizes
 
 
 def test_split_k_with_atomic_add_is_verified_with_two_k_slices():
@@ -49,7 +54,8 @@ def test_floor_division_grid_leaves_the_boundary_rows_unwritten():
     report = run_lift(path, frontend="text")
     [diag] = [d for d in report.diagnostics if d.check == "coverage"]
     assert diag.line == line_of(path, "with T.Kernel(")
-    assert "C[4, :]" in diag.message and "T.ceildiv" in diag.message
+    # the rows past the last whole block_M tile (M has a partial tile, as the real 1000 does)
+    assert re.search(r"C\[\d+, :\]", diag.message) and "T.ceildiv" in diag.message
     assert diag.counterexample.confirmed
 
 
