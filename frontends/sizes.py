@@ -34,13 +34,18 @@ def _binary(op: str, a: sp.Expr, b: sp.Expr) -> sp.Expr:
 
 
 def sym_from_text(text: str) -> sp.Expr:
-    """A size written as text, read with the restricted grammar (never evaluated)."""
+    """A size written as text (``"4"``, ``"2*8"``), read with the restricted grammar (never evaluated)."""
     try:
         tree = parse_size_expr(text)
     except SizeExprError as error:
         raise UserError(None, str(error)) from None
+    def no_names(name: str) -> sp.Expr:
+        # A Python string names no variable: "N" in torch.zeros("N") is text, not the constant N.
+        raise UserError(None, f"expected a size, got the text {text!r} (a string; write the number or the name "
+                              f"without quotes)")
+
     try:
-        return fold(tree, sp.Integer, sp.Symbol, _binary, lambda a: -a)
+        return fold(tree, sp.Integer, no_names, _binary, lambda a: -a)
     except ZeroDivisionError:
         raise UserError(None, f"size expression {text!r} divides by zero") from None
 

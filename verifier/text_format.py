@@ -179,7 +179,10 @@ def _parse_placements(line: _Line, mesh: Mesh | None) -> tuple[Placement, ...]:
 
 def _parse_span(line: _Line, file: str | None) -> Span:
     if line.accept("at"):
-        return Span(int(line.take(kind="number", expected="a source line number").text), file)
+        token = line.take(kind="number", expected="a source line number")
+        if not token.text.isdigit():
+            raise ParseError(line.file, line.lineno, token.col, f"expected a source line number, got {token.text!r}")
+        return Span(int(token.text), file)
     return Span(None, file)
 
 

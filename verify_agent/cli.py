@@ -374,12 +374,14 @@ def lift(
     raise typer.Exit(emit([report], format, source.splitlines(), report.extra.get("derived_program")))
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: Optional[List[str]] = None, *, arm_deadline: bool = True) -> None:
     """Console entry: every ending is an exit code and one line (plus a document for machine formats):
-    a timeout exits 3, a bug of ours exits 4 and says so — never a traceback."""
+    a timeout exits 3, a bug of ours exits 4 and says so — never a traceback.  ``arm_deadline=False``
+    runs without the timeout signal and watchdog (callers that run many commands in one process)."""
     args = list(sys.argv[1:] if argv is None else argv)
     _Session.format, _Session.file = _format_in(args), None
-    _Session.arm_deadline = True
+    _Session.arm_deadline = arm_deadline
+    deadlines.reset(None)  # until the command arms its own: endings print once per command
     try:
         code = app(args=args, standalone_mode=False)  # click returns the Exit code instead of raising it
         code = code if isinstance(code, int) else 0

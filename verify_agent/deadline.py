@@ -67,8 +67,9 @@ def current() -> Deadline:
 
 def reset(seconds: Optional[float]) -> Deadline:
     """A fresh deadline without signals or watchdog (in-process callers, tests)."""
-    global _CURRENT
-    _CURRENT = Deadline(seconds)
+    global _CURRENT, _ONCE
+    _CURRENT, _ONCE = Deadline(seconds), threading.Lock()
+    _FINISHED.clear()
     return _CURRENT
 
 
@@ -80,8 +81,9 @@ def finish_once() -> bool:
 def start(seconds: float, on_hard_timeout: Callable[[CommandTimeout], None],
           progress: Optional[Callable[[str], None]] = None) -> Deadline:
     """Arm the deadline for this process (console entry only; tests call commands directly)."""
-    global _CURRENT
-    _CURRENT = Deadline(seconds)
+    global _CURRENT, _ONCE
+    _CURRENT, _ONCE = Deadline(seconds), threading.Lock()
+    _FINISHED.clear()
     if seconds is None or seconds <= 0:
         return _CURRENT
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM"):
