@@ -28,6 +28,17 @@ MAX_DEPTH = 64
 _INPUT_CREATORS = {f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "randint")}
 
 
+def _ends_in_return(block) -> bool:
+    statements = getattr(block, "body", ())
+    last = statements[-1] if statements else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)
+
+
+def _returns_early(statement) -> bool:
+    """An `if` without `else` whose body ends in `return`."""
+    return isinstance(statement, cst.If) and statement.orelse is None and _ends_in_return(statement.body)
+
+
 class _Return(Exception):
     def __init__(self, value: Any):
         self.value = value
@@ -137,6 +148,7 @@ class Interpreter(Emitter):
     reference_caveats: list = field(default_factory=list)
     executed_lines: set = field(default_factory=set)  # lines of library calls the interpreter ran
     untranslated_backwards: list = field(default_factory=list)  # (line, reason): custom backwards not read
+    returning_branches: int = 0  # inside rank branches that both end in `return`
     input_mode: bool = False
     uses_custom_backward: bool = False
     megatron_autograd: bool = False  # Megatron layers/mappings: autograd-aware communication
@@ -179,8 +191,16 @@ class Interpreter(Emitter):
 
     # -- statements ---------------------------------------------------------------------
     def exec_block(self, body, scope: Scope) -> None:
-        statements = body.body if hasattr(body, "body") and not isinstance(body, (list, tuple)) else body
-        for statement in statements:
+        statements = list(body.body if hasattr(body, "body") and not isinstance(body, (list, tuple)) else body)
+        for index, statement in enumerate(statements):
+            rest = statements[index + 1:]
+            if rest and _returns_early(statement):
+                # `if c: ...; return a` then more code is `if c: ...; return a` `else: <more code>`:
+                # with a condition on the rank, both branches return and their values are merged.
+                combined = statement.with_changes(orelse=cst.Else(body=cst.IndentedBlock(body=rest)))
+                self.source.positions[combined] = self.source.positions.get(statement)
+                self.exec_statement(combined, scope)
+                return
             self.exec_statement(statement, scope)
 
     def exec_statement(self, statement: cst.CSTNode, scope: Scope) -> None:
@@ -227,7 +247,7 @@ class Interpreter(Emitter):
             self.exec_augassign(small, scope)
         elif isinstance(small, cst.Return):
             value = self.eval(small.value, scope) if small.value is not None else None
-            if self.builder.when:
+            if self.builder.when and not self.returning_branches:
                 raise self.unsupported(small, "return", "returning inside a branch on the rank is not modelled")
             if self.depth == 1:
                 self.return_line = self.line(small)
@@ -370,28 +390,49 @@ class Interpreter(Emitter):
         """Both branches, each under its ``when`` condition; names rebound in them are merged."""
         before = dict(scope.vars)
         start = len(self.builder.ops)
+        both_return = _ends_in_return(node.body) and isinstance(node.orelse, cst.Else) and \
+            _ends_in_return(node.orelse.body)
+        returned: list = []
         self.builder.when.append(self.dims.mesh_expr(expr))
         self.rank_facts.append(expr)
+        self.returning_branches += both_return
         try:
             self.exec_block(node.body, scope)
+        except _Return as result:
+            if not both_return:
+                raise
+            returned.append(result.value)
         finally:
             self.builder.when.pop()
             self.rank_facts.pop()
+            self.returning_branches -= both_return
         after_then = dict(scope.vars)
         scope.vars.clear()
         scope.vars.update(before)
         negated = sp.Not(expr)
         self.builder.when.append(self.dims.mesh_expr(negated))
         self.rank_facts.append(negated)
+        self.returning_branches += both_return
         middle = len(self.builder.ops)
         try:
             if isinstance(node.orelse, cst.If):
                 self.exec_if(node.orelse, scope)
             elif isinstance(node.orelse, cst.Else):
                 self.exec_block(node.orelse.body, scope)
+        except _Return as result:
+            if not both_return:
+                raise
+            returned.append(result.value)
         finally:
             self.builder.when.pop()
             self.rank_facts.pop()
+            self.returning_branches -= both_return
+        if both_return:
+            scope.vars.clear()
+            scope.vars.update(before)
+            if len(returned) != 2:
+                raise self.unsupported(node, "return", "only one branch on the rank returns")
+            raise _Return(self._merge_returns(expr, returned[0], returned[1], start, middle, node))
         after_else = dict(scope.vars)
         scope.vars.clear()
         scope.vars.update(before)
@@ -409,6 +450,16 @@ class Interpreter(Emitter):
                 scope.vars[name] = a
             else:
                 raise self.unsupported(node, "if", f"`{name}` gets a different non-tensor value depending on the rank")
+
+    def _merge_returns(self, expr: Any, a: Any, b: Any, start: int, middle: int, node: cst.If) -> Any:
+        """The value returned by ``if <rank condition>: return a`` / ``return b``, rank by rank."""
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            return self.merge(expr, a, b, start, middle, node)
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            return tuple(self._merge_returns(expr, x, y, start, middle, node) for x, y in zip(a, b))
+        if _same_python(a, b):
+            return a
+        raise self.unsupported(node, "return", "the branches on the rank return different kinds of values")
 
     def merge(self, expr: Any, a: Tensor, b: Tensor, start: int, middle: int, node: cst.If) -> Tensor:
         """The value of a name after a branch on the rank: ``a`` where ``expr`` holds, else ``b``."""

@@ -51,7 +51,7 @@ def parse(text: str, path: str) -> SourceFile:
     except cst.ParserSyntaxError as error:
         raise UserError(error.raw_line, f"syntax error: {error.message}") from None
     wrapper = MetadataWrapper(module)
-    positions = wrapper.resolve(PositionProvider)
+    positions = dict(wrapper.resolve(PositionProvider))  # a dict: rewritten nodes get their original line
     source = SourceFile(path, text, wrapper.module, positions)
     for statement in source.module.body:
         _read_top_level(source, statement)

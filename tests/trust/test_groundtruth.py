@@ -30,6 +30,8 @@ EXPECTED = [
     ("p05_p2p_tags_isend_ok.py", 2, "match"),
     ("p05_p2p_tags_blocking_deadlock.py", 2, "deadlock/timeout"),
     ("p09_module_level_plan_outside_entry.py", 2, "match"),
+    ("p11_return_in_rank_branch_ok.py", 2, "match"),
+    ("p11_return_in_rank_branch_bug.py", 2, "mismatch"),
 ]
 
 

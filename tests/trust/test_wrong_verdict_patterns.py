@@ -201,3 +201,12 @@ def test_untranslated_custom_backward_is_not_a_pass_of_gradients():
     assert report.extra["passes"]["backward"].startswith("not checked")
     (problem,) = errors(report)
     assert problem.line == 30 and "was not translated" in problem.message
+
+
+# --- 11 (coverage): `return` inside a rank branch -------------------------------------------------
+
+def test_return_inside_a_rank_branch_merges_the_values_rank_by_rank():
+    assert report_of("p11_return_in_rank_branch_ok.py").verdict == "verified"
+    report = report_of("p11_return_in_rank_branch_bug.py")
+    assert report.verdict == "violations"
+    assert errors(report)[0].line == 21
