@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,8 +170,17 @@ def main() -> None:
             path = Path(tmp) / f"m{index:03d}_{mutant.kernel}"
             path.write_text(mutant.source, encoding="utf-8")
             paths.append(str(path))
-        bodies = run_batch(paths, timeout=600.0 + 30.0 * len(paths))
-        truth = ground_truth(paths)
+        half = (len(paths) + 1) // 2  # two children: the tool's verdicts on each half
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            parts = list(pool.map(lambda chunk: run_batch(chunk, timeout=600.0 + 60.0 * len(chunk)),
+                                  [paths[:half], paths[half:]]))
+        bodies = parts[0] + parts[1]
+        # a violation comes with a counterexample already re-run concretely; the ground truth
+        # (real sizes, torch reference) is needed for every other verdict, verified above all
+        undecided = [p for p, b in zip(paths, bodies) if "internal_error" in b or
+                     report_from_json(b).verdict != "violations"]
+        truth = ground_truth(undecided) if undecided else {}
+        truth.update({p: "wrong (confirmed counterexample)" for p in paths if p not in truth})
     rows = []
     for mutant, path, body in zip(all_mutants, paths, bodies):
         verdict = "error" if "internal_error" in body else report_from_json(body).verdict

@@ -127,3 +127,18 @@ def test_kernel_specs_split_per_kernel_and_file_wide():
     from tir_lifter.lift import kernel_specs
     assert kernel_specs(["matmul=C = A @ B", "D = A + B"]) == {"matmul": "C = A @ B", "": "D = A + B"}
     assert kernel_specs("C = A @ B") == {"": "C = A @ B"}
+
+
+def test_reduced_tiles_are_distinct_powers_of_two_in_the_order_of_the_real_sizes():
+    pytest.importorskip("tilelang")
+    from tir_lifter.instantiate import _distinct_powers
+    assert _distinct_powers({"block_M": 128, "block_N": 128, "block_K": 32}) == \
+        {"block_K": 2, "block_M": 4, "block_N": 8}
+
+
+def test_a_size_tilelang_needs_as_an_int_keeps_its_divisibility_by_each_tile():
+    pytest.importorskip("tilelang")
+    from tir_lifter.instantiate import _reduced_problem
+    tiles, reduced = {"block_N": 64}, {"block_N": 4}
+    assert _reduced_problem(128, tiles, reduced) == 8   # two whole tiles
+    assert _reduced_problem(100, tiles, reduced) % 4 != 0  # a partial boundary tile stays partial
