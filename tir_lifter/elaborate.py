@@ -26,7 +26,7 @@ from .instantiate import Elaborated, elaborate_instance
 from .spec import Spec, SpecError, parse_spec, spec_from_reference
 
 _REFERENCE = re.compile(r"(?i)^(ref|reference|torch_ref|naive)|_ref(erence)?$|^ref_|_ref_")
-_MAX_INSTANCES = 3
+_MAX_INSTANCES = 4
 
 
 def main(argv: list[str]) -> int:
@@ -109,18 +109,22 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
     done: set[str] = set()
     configs = [i.origin for i in group if i.origin.startswith("autotune")]
     checked: list[str] = []
-    for instance in group:
+    for number, instance in enumerate(group):
         if len(done) >= _MAX_INSTANCES:
+            report.add(Diagnostic("unsupported", ERROR, f"{name}: {len(group) - number} more size instances / "
+                                  f"configs were not checked (at most {_MAX_INSTANCES} per kernel)", instance.line))
             break
         sub = Report(file=path, mesh={})
         try:
             elaborated = elaborate_instance(instance, lift)
         except Unsupported as exc:
-            sub.add(Diagnostic("unsupported", ERROR, f"{name}: {exc.reason}", exc.line or instance.line))
-            _merge(report, sub, name)
+            if f"unsupported:{exc.reason}" not in done:
+                sub.add(Diagnostic("unsupported", ERROR, f"{name}: {exc.reason}", exc.line or instance.line))
+                _merge(report, sub, name)
             done.add(f"unsupported:{exc.reason}")
             continue
-        key = elaborated.describe()
+        # one check per distinct reduced instance: same reduced tiles, same real values and cases
+        key = repr((elaborated.describe(), elaborated.kernel.sizes, [str(b) for _, b in elaborated.divisions]))
         if key in done:
             continue
         done.add(key)
@@ -129,17 +133,24 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         if spec is False:
             _merge(report, sub, name)
             continue
+        kernel, paired = elaborated.kernel, bool(elaborated.divisions)
+        if not paired and kernel.sizes:
+            # the real tiling case of each division is unknown: check the partial-tile case
+            kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
         try:
-            check_lifted(elaborated.kernel, spec, sub, dict(elaborated.divisions))
+            check_lifted(kernel, spec, sub, dict(elaborated.divisions))
         except Unsupported as exc:
             sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+        if not paired and any(d.check == "out-of-bounds" for d in sub.diagnostics):
+            sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
+                               "whether the real sizes are could not be read from the kernel", instance.line))
         if elaborated.tiles or elaborated.fixed:
             sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
         _merge(report, sub, name)
     if configs:
         report.add(Diagnostic("autotune", NOTE, f"{name}: {len(configs)} autotune configs recorded; checked "
                               f"{', '.join(c for c in checked if c.startswith('autotune')) or 'none'} (configs with "
-                              "the same order of tile sizes reduce to the same instance)", group[0].line))
+                              "the same reduced instance are checked once)", group[0].line))
 
 
 def _merge(report: Report, sub: Report, name: str) -> None:
