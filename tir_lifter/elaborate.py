@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -27,6 +28,10 @@ from .spec import Spec, SpecError, parse_spec, spec_from_reference
 
 _REFERENCE = re.compile(r"(?i)^(ref|reference|torch_ref|naive)|_ref(erence)?$|^ref_|_ref_")
 _MAX_INSTANCES = 4
+
+
+class _OutOfBudget(BaseException):
+    """The file's checking budget (CPU seconds) is spent."""
 
 
 def main(argv: list[str]) -> int:
@@ -72,13 +77,23 @@ def run_request(request: dict[str, Any]) -> Report:
         by_kernel.setdefault(instance.name, []).append(instance)
     report.extra["kernels"] = list(by_kernel)
     budget = float(request.get("check_budget", 120.0))
-    check_start = time.process_time()
-    for name, group in by_kernel.items():
-        if time.process_time() - check_start > budget:
-            report.add(Diagnostic("unsupported", ERROR, f"{name}: not checked: the file's checking budget of "
-                                  f"{budget:.0f} CPU s is spent", group[0].line))
-            continue
-        _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture.namespace)
+
+    def out_of_budget(signum: int, frame: Any) -> None:
+        raise _OutOfBudget()
+
+    previous = signal.signal(signal.SIGPROF, out_of_budget)
+    signal.setitimer(signal.ITIMER_PROF, budget)  # CPU seconds for all checks of the file
+    try:
+        for name, group in by_kernel.items():
+            try:
+                _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture.namespace)
+            except _OutOfBudget:
+                report.add(Diagnostic("unsupported", ERROR, f"{name}: not (fully) checked: the file's checking "
+                                      f"budget of {budget:.0f} CPU s is spent", group[0].line))
+                signal.setitimer(signal.ITIMER_PROF, 0.5)  # the remaining kernels are refused at once
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
     report.seconds = time.perf_counter() - start
     report.extra["cpu_seconds"] = round(time.process_time() - cpu_start, 3)
     return report
