@@ -25,8 +25,9 @@ GRACE = 10.0
 PROGRESS_EVERY = 15.0
 
 
-class CommandTimeout(Exception):
-    """The command's ``--timeout`` passed."""
+class CommandTimeout(BaseException):
+    """The command's ``--timeout`` passed.  A BaseException (like KeyboardInterrupt), so the
+    ``except Exception`` safety nets of the stages cannot turn it into a finding."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
