@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from verifier.report import EXIT_USAGE, Report
 
@@ -60,7 +61,7 @@ def begin(fmt: "Format | str", file: Optional[Path], timeout: Optional[float]) -
         fail_usage(f"--timeout {timeout:g}: expected a positive number of seconds")
     if _Session.arm_deadline:
         err = Console(stderr=True, highlight=False)
-        return deadlines.start(timeout, _print_timeout, lambda message: err.print(f"[dim]{message}[/]"))
+        return deadlines.start(timeout, _print_timeout, lambda message: err.print(f"[dim]{escape(message)}[/]"))
     return deadlines.reset(timeout)
 
 
@@ -69,7 +70,7 @@ def _print_ending(verdict: str, check: str, message: str, label: str) -> None:
     document = render(failure, _Session.format)
     if document is not None:
         print(document, flush=True)
-    Console(stderr=True).print(f"[bold red]{label}:[/] {message}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[bold red]{label}:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _print_timeout(timeout: deadlines.CommandTimeout) -> None:
@@ -150,7 +151,7 @@ def _progress(fmt: Format):
     if fmt != Format.text or not sys.stderr.isatty():
         return None
     console = Console(stderr=True, highlight=False)
-    return lambda message: console.print(f"[dim]{message}[/]")
+    return lambda message: console.print(f"[dim]{escape(message)}[/]")
 
 
 def _stage_progress(fmt: Format, always: bool = False):
@@ -161,7 +162,7 @@ def _stage_progress(fmt: Format, always: bool = False):
     def report(message: str) -> None:
         deadlines.current().note(message)
         if show:
-            console.print(f"[dim]{message}[/]")
+            console.print(f"[dim]{escape(message)}[/]")
 
     return report
 
@@ -313,7 +314,7 @@ def fix(
         raise typer.Exit(after.exit_code)
     if format == Format.text:
         emit([before], format, source.splitlines())
-        progress.print(f"applied the cheapest fix to {file}; verifying it again:")
+        progress.print(f"applied the cheapest fix to {escape(str(file))}; verifying it again:")
         raise typer.Exit(emit([after], format, _read(file).splitlines()))
     raise typer.Exit(emit([after], format, _read(file).splitlines()))
 
@@ -340,8 +341,8 @@ def review(
         fail_usage(str(error))
     review_json.write_text(json.dumps(body, indent=2), encoding="utf-8")
     sarif.write_text(sarif_text, encoding="utf-8")
-    progress.print(f"{len(results)} file(s) checked, {len(body['comments'])} review comment(s) -> {review_json}; "
-                   f"SARIF -> {sarif}")
+    progress.print(escape(f"{len(results)} file(s) checked, {len(body['comments'])} review comment(s) -> "
+                          f"{review_json}; SARIF -> {sarif}"))
     verdicts = [result.report.exit_code for result in results]
     raise typer.Exit(1 if 1 in verdicts else 3 if 3 in verdicts else 0)
 

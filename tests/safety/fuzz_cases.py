@@ -140,7 +140,7 @@ def json_case(rng: random.Random) -> Case:
 
 _OPTION_VALUES = ["", "x", "-1", "0", "tp=", "tp=0", "tp=x", "=2", "tp=2,tp=2", "tp=1000000", "dp=2,tp=2", "world=2",
                   "x=8x", "x=axb", "x=0x4", "=8x16", "x=99999999999x99999999999", "nan", "inf", "1e309",
-                  "json", "yaml", "full", "maybe", "A=Shard(9)", "A=Bogus", PAYLOAD, "é", "\x00"]
+                  "json", "yaml", "full", "maybe", "A=Shard(9)", "A=Bogus", PAYLOAD, "é", "\x00", "[/]", "[bold]x"]
 _OPTIONS = ["--mesh", "--input", "--format", "--llm", "--entry", "--top", "--timeout", "--llm-deadline",
             "--max-rounds", "--kernel", "--spec", "--shard", "--base", "--solver-timeout", "--bogus", "-f"]
 
