@@ -177,12 +177,17 @@ def _parse_placements(line: _Line, mesh: Mesh | None) -> tuple[Placement, ...]:
     return tuple(found.get(name, R) for name in mesh.names)
 
 
+def _whole_number(line: _Line, expected: str) -> int:
+    """The next token as a non-negative int; ``1.5`` or ``1e3`` is a ParseError, not a ValueError."""
+    token = line.take(kind="number", expected=expected)
+    if not token.text.isdigit():
+        raise ParseError(line.file, line.lineno, token.col, f"expected {expected}, got {token.text!r}")
+    return int(token.text)
+
+
 def _parse_span(line: _Line, file: str | None) -> Span:
     if line.accept("at"):
-        token = line.take(kind="number", expected="a source line number")
-        if not token.text.isdigit():
-            raise ParseError(line.file, line.lineno, token.col, f"expected a source line number, got {token.text!r}")
-        return Span(int(token.text), file)
+        return Span(_whole_number(line, "a source line number"), file)
     return Span(None, file)
 
 
@@ -269,7 +274,7 @@ def parse_program(text: str, file: str | None = None) -> Program:
             line.pos += 1
             while not line.at_end():
                 name = line.take(kind="name", expected="a dim symbol").text
-                dims[name] = int(line.take(kind="number", expected="a dim size").text) if line.accept("=") else None
+                dims[name] = _whole_number(line, "a dim size") if line.accept("=") else None
                 line.accept(",")
         elif head.text in ("input", "param"):
             line.pos += 1
