@@ -157,6 +157,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--ground-truth", nargs="*")
+    parser.add_argument("--seconds", type=float, default=3600.0, help="wall time for the lifter's verdicts")
     args = parser.parse_args()
     if args.ground_truth is not None:
         ground_truth_child(args.ground_truth)
@@ -172,24 +173,29 @@ def main() -> None:
             paths.append(str(path))
         half = (len(paths) + 1) // 2  # two children: the tool's verdicts on each half
         with ThreadPoolExecutor(max_workers=2) as pool:
-            parts = list(pool.map(lambda chunk: run_batch(chunk, timeout=600.0 + 60.0 * len(chunk)),
+            parts = list(pool.map(lambda chunk: run_batch(chunk, timeout=args.seconds),
                                   [paths[:half], paths[half:]]))
-        bodies = parts[0] + parts[1]
+        by_path = {b["file"]: b for b in parts[0] + parts[1]}
+        bodies = [by_path[os.path.abspath(p)] for p in paths]
+        cut = [p for p, b in zip(paths, bodies) if b.get("internal_error") == "batch child died or overran"]
+        paths_checked = [p for p in paths if p not in cut]
         # a violation comes with a counterexample already re-run concretely; the ground truth
         # (real sizes, torch reference) is needed for every other verdict, verified above all
-        undecided = [p for p, b in zip(paths, bodies) if "internal_error" in b or
-                     report_from_json(b).verdict != "violations"]
+        undecided = [p for p, b in zip(paths, bodies) if p not in cut and ("internal_error" in b or
+                     report_from_json(b).verdict != "violations")]
         truth = ground_truth(undecided) if undecided else {}
-        truth.update({p: "wrong (confirmed counterexample)" for p in paths if p not in truth})
+        truth.update({p: "wrong (confirmed counterexample)" for p in paths_checked if p not in truth})
     rows = []
     for mutant, path, body in zip(all_mutants, paths, bodies):
+        if path in cut:
+            continue  # not reached within --seconds
         verdict = "error" if "internal_error" in body else report_from_json(body).verdict
         rows.append({"kernel": mutant.kernel, "operator": mutant.operator, "line": mutant.line, "verdict": verdict,
                      "truth": truth.get(path, "unknown")})
         print(f"{verdict:12s} truth={truth.get(path, 'unknown')[:40]:12s} {mutant.kernel}:{mutant.line} "
               f"{mutant.operator}", flush=True)
     table = collections.Counter((r["truth"].split(" ")[0], r["verdict"]) for r in rows)
-    print(f"\n{len(rows)} mutants over {len(KERNELS)} kernels")
+    print(f"\n{len(rows)} of {len(all_mutants)} mutants checked within --seconds, over {len(KERNELS)} kernels")
     for (truth_value, verdict), count in sorted(table.items()):
         print(f"  truth {truth_value:8s} verdict {verdict:12s} {count}")
     false_verified = [r for r in rows if r["verdict"] == "verified" and r["truth"] != "right"]

@@ -49,6 +49,8 @@ def main(argv: list[str]) -> int:
             except Exception as exc:  # noqa: BLE001 - recorded as this file's internal error
                 body.append({"file": path, "internal_error": f"{type(exc).__name__}: {exc}"[:300],
                              "seconds": time.perf_counter() - start})
+            with open(argv[1], "w", encoding="utf-8") as handle:  # after each file: a cut-off batch keeps its results
+                json.dump(body, handle)
     with open(argv[1], "w", encoding="utf-8") as handle:
         json.dump(body, handle)
     return 0

@@ -64,9 +64,10 @@ def run_batch(paths: list[str], timeout: float, run_budget: float = 20.0, check_
             subprocess.run(command, env=child_env(), cwd=tmp, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             pass
-        if not result.exists():
-            return [{"file": p, "internal_error": "batch child died or overran"} for p in paths]
-        return json.loads(result.read_text(encoding="utf-8"))
+        done = json.loads(result.read_text(encoding="utf-8")) if result.exists() else []
+        finished = {body["file"] for body in done}
+        return done + [{"file": os.path.abspath(p), "internal_error": "batch child died or overran"}
+                       for p in paths if os.path.abspath(p) not in finished]
 
 
 def _timed_out(path: str, message: str) -> Report:

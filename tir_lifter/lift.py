@@ -26,7 +26,8 @@ _MAX_COST = 2_000_000
 
 
 def run_lift(path: str, kernel: str | None = None, spec: str | list[str] | None = None, mesh: str | None = None,
-             shards: list[str] | None = None, frontend: str = "auto", no_exec: bool = False) -> Report:
+             shards: list[str] | None = None, frontend: str = "auto", no_exec: bool = False,
+             timeout: float | None = None) -> Report:
     """Lift ``path`` and check it; raise :class:`LiftInputError` on bad input.
 
     ``frontend``: ``"auto"`` runs the file in a child process where TileLang elaborates
@@ -45,7 +46,7 @@ def run_lift(path: str, kernel: str | None = None, spec: str | list[str] | None 
     specs = kernel_specs(spec)
     if frontend == "auto" and not no_exec and not mesh and _tilelang_installed() and _looks_like_python(source):
         from .elaborate_run import run_elaboration
-        return run_elaboration(path, kernel, specs)
+        return run_elaboration(path, kernel, specs, timeout=timeout or 600.0)
     mesh_dims = parse_mesh(mesh, path)
     report = Report(file=path, mesh=dict(mesh_dims))
     try:

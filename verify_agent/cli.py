@@ -369,7 +369,7 @@ def lift(
     begin(format, file, timeout)
     source = _read(file)
     try:
-        report = run_lift(str(file), kernel, list(spec), mesh, list(shard), no_exec=no_exec)
+        report = run_lift(str(file), kernel, list(spec), mesh, list(shard), no_exec=no_exec, timeout=timeout)
     except LiftInputError as exc:
         fail_usage(str(exc))
     raise typer.Exit(emit([report], format, source.splitlines(), report.extra.get("derived_program")))
