@@ -33,6 +33,7 @@ import z3
 
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
+from .exp_identity import exp_normal_form, mentions_exp
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
@@ -44,6 +45,7 @@ MAX_LEAF_ELEMENTS = 20_000
 SCREENING_SEEDS = 3
 CONFIRMATION_SEEDS = 6
 SOLVER_BATCH = 64  # disequalities per solver call
+SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
 
 
 class _Stop(Exception):
@@ -101,6 +103,10 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress) ->
     mismatch, inputs = _screen(program, report)
     if mismatch is not None:
         _report_violation(program, report, mismatch, inputs, "found by concrete evaluation")
+        raise _Stop
+    if any(d.severity == ERROR for d in temporal.diagnostics):
+        report.add(Diagnostic("equivalence", NOTE, "values agree on random inputs, but equivalence is not proven: "
+                                                   "the ranks' timing is already wrong (see above)"))
         raise _Stop
     _prove(program, report, deadline, progress)
 
@@ -396,11 +402,15 @@ def _provably_equal(a: Any, b: Any) -> bool:
     if z3.is_bool(a) or z3.is_bool(b):
         return z3.is_true(z3.simplify(a == b))
     difference = normal_form(a - b)
+    if z3.is_rational_value(difference):
+        return difference.numerator_as_long() == 0
+    if mentions_exp(difference):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
+        difference = exp_normal_form(difference)
     return z3.is_rational_value(difference) and difference.numerator_as_long() == 0
 
 
-def _obligations(program: TracedProgram, runs: _Runs) -> dict[int, list]:
-    """Per comparison, the element disequalities normal forms could not close."""
+def _obligations(program: TracedProgram, runs: _Runs, deadline: float) -> dict[int, list] | None:
+    """Per comparison, the element disequalities normal forms could not close (None: out of time)."""
     out: dict[int, list] = {}
     for position, comparison in enumerate(program.comparisons):
         whole = runs.reference[comparison.reference]
@@ -414,6 +424,8 @@ def _obligations(program: TracedProgram, runs: _Runs) -> dict[int, list]:
                 pending.append(z3.BoolVal(True))  # a shape difference: any model is a witness
                 continue
             for x, y in zip(got.reshape(-1), expected.reshape(-1)):
+                if time.perf_counter() > deadline:
+                    return None
                 if not _provably_equal(x, y):
                     pending.append(as_term(x) != as_term(y))
         out[position] = pending
@@ -489,7 +501,10 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts)
     except RunError as error:
         _engine_error(report, error)
-    obligations = _obligations(program, runs)
+    obligations = _obligations(program, runs, deadline)
+    if obligations is None:
+        return [], {i: f"{program.comparisons[i].label}: the time budget ran out while normalising terms (timeout)"
+                    for i in which}
     total = sum(len(obligations[i]) for i in which)
     report.extra["solver"]["obligations"] += total
     if progress is not None and total:
@@ -537,11 +552,13 @@ class _Cuts:
         self.pairs = [paired_positions(program.reference, ops) for ops in program.ranks]
         self.original: dict[str, np.ndarray] = {}
         self.fresh: dict[str, np.ndarray] = {}
+        self.where: dict[int, tuple[str, tuple[int, ...]]] = {}  # term id -> (cut value, index) in originals
         self.count = 0
 
     def __call__(self, rank: int, position: int, collective: bool) -> None:
         partner = self.pairs[rank].get(position)
         if partner is None or not self.reference.advance_to(partner):
+            self._by_terms(rank, position)
             return
         reference_op = self.program.reference[partner]
         reference_env = self.reference.ranks[0].env
@@ -554,6 +571,7 @@ class _Cuts:
             got = np.asarray(env[name], dtype=object)
             block = _block_of(got, want, collective)
             if block is None:
+                self._by_terms(rank, position)
                 continue
             cut = self.fresh.get(reference_name)
             if cut is None:
@@ -562,7 +580,31 @@ class _Cuts:
                 cut = self._fresh(reference_name, want.shape)
                 self.original[reference_name] = want
                 reference_env[reference_name] = cut
+                for index in np.ndindex(*want.shape):
+                    term = want[index]
+                    if isinstance(term, z3.ExprRef):
+                        self.where.setdefault(term.get_id(), (reference_name, index))
             env[name] = cut[block]
+
+    def _by_terms(self, rank: int, position: int) -> None:
+        """A value with no counterpart op (a block received from a neighbour, the second pass of
+        a ring loop) that holds exactly the terms of one block of a cut value takes that block."""
+        env = self.ranks.ranks[rank].env
+        for name in self.program.ranks[rank][position].results:
+            got = np.asarray(env.get(name), dtype=object)
+            if not got.size or not isinstance(got.reshape(-1)[0], z3.ExprRef):
+                continue
+            found = self.where.get(got.reshape(-1)[0].get_id())
+            if found is None:
+                continue
+            reference_name, start = found
+            want = self.original[reference_name]
+            if got.ndim != want.ndim or any(a + g > w for a, g, w in zip(start, got.shape, want.shape)):
+                continue
+            block = tuple(slice(a, a + g) for a, g in zip(start, got.shape))
+            if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
+                   for x, y in zip(got.reshape(-1), want[block].reshape(-1))):
+                env[name] = self.fresh[reference_name][block]
 
     def _fresh(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         self.count += 1
@@ -619,7 +661,7 @@ def _solve(pending: list, domain: list, deadline: float, report: Report):
         if remaining <= 0:
             return "unknown", None
         solver = z3.Solver()
-        solver.set("timeout", max(1, int(remaining * 1000)))
+        solver.set("timeout", max(1, int(min(remaining, SOLVER_CALL_CAP_S) * 1000)))
         solver.add(*domain)
         solver.add(z3.Or(*pending[start:start + SOLVER_BATCH]))
         report.extra["solver"]["solver_calls"] += 1

@@ -352,12 +352,23 @@ def test_reading_an_undefined_value_is_a_malformed_recording_not_a_violation():
     assert "ghost" in messages(report, "unsupported")[0]
 
 
-def test_a_counterexample_that_only_the_abstraction_allows_is_not_reported():
-    """exp(a) * exp(b) vs exp(a + b): equal on reals, but the uninterpreted exp cannot prove it."""
+def test_exp_products_are_proven_by_the_exp_identity():
+    """exp(a) * exp(b) against exp(a + b): online-softmax rescaling rests on this identity."""
     inputs = (TensorSpec("a", (2,), "float32"), TensorSpec("b", (2,), "float32"))
     reference = [op("s", "aten.add.Tensor", ["a", "b"], 3), op("y", "aten.exp.default", ["s"], 4)]
     rank = [op("ea", "aten.exp.default", ["a"], 3), op("eb", "aten.exp.default", ["b"], 3),
             op("y", "aten.mul.Tensor", ["ea", "eb"], 4)]
+    report = check_traced(program(inputs, reference, [rank, rank],
+                                  [Comparison("output 0", "output", "y", ("y", "y"), (((0, 2),),) * 2)]))
+    assert report.verdict == VERIFIED
+
+
+def test_a_counterexample_that_only_the_abstraction_allows_is_not_reported():
+    """sigmoid(x) against 1 - sigmoid(-x): equal on reals, but sigmoid is uninterpreted."""
+    inputs = (TensorSpec("x", (2,), "float32"),)
+    reference = [op("y", "aten.sigmoid.default", ["x"], 4)]
+    rank = [op("n", "aten.neg.default", ["x"], 3), op("s", "aten.sigmoid.default", ["n"], 3),
+            op("y", "aten.rsub.Scalar", ["s"], 4, other=1)]
     report = check_traced(program(inputs, reference, [rank, rank],
                                   [Comparison("output 0", "output", "y", ("y", "y"), (((0, 2),),) * 2)]))
     assert report.verdict == UNSUPPORTED

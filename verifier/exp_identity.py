@@ -1,0 +1,85 @@
+"""The one identity of ``exp`` the equivalence proof needs: ``exp(a) * exp(b) = exp(a + b)``.
+
+``exp`` is an uninterpreted function in the Z3 encoding (``backends.Z3Backend.unary``), which
+cannot see that online-softmax rescaling (ring attention, flash decoding, a vocab-parallel
+softmax with a local max) computes the same numbers as one softmax: the partial sums
+``sum exp(s - m1) * exp(m1 - m2)`` only equal ``sum exp(s - m2)`` by that identity.  This module
+rewrites a term in sum-of-monomials form so that every monomial holds at most one ``exp``
+(``exp(a) * exp(b) -> exp(a + b)``, ``x / exp(b) -> x * exp(-b)``), then normalises again.  The
+identity holds for the real ``exp``, so a difference rewritten to zero is a proof; the rewrite
+adds nothing the NumPy re-check could disagree with.
+"""
+from __future__ import annotations
+
+import z3
+
+from .backends import normal_form
+
+EXP_NAME = "exp_1_0"  # Z3Backend's symbol for the unary exp (name, arity 1, output 0)
+
+
+def _is_exp(term: z3.ExprRef) -> bool:
+    return z3.is_app(term) and term.num_args() == 1 and term.decl().name() == EXP_NAME
+
+
+def mentions_exp(term: z3.ExprRef) -> bool:
+    """Whether an ``exp`` application occurs in ``term`` (shared subterms visited once)."""
+    if not z3.is_expr(term):
+        return False
+    seen, stack = set(), [term]
+    while stack:
+        node = stack.pop()
+        key = node.get_id()
+        if key in seen or not z3.is_app(node):
+            continue
+        seen.add(key)
+        if _is_exp(node):
+            return True
+        stack.extend(node.children())
+    return False
+
+
+def merge_exponentials(term: z3.ExprRef) -> z3.ExprRef:
+    """``term`` with products of exps merged (one pass, bottom-up, shared subterms once)."""
+    done: dict[int, z3.ExprRef] = {}
+
+    def walk(node: z3.ExprRef) -> z3.ExprRef:
+        key = node.get_id()
+        if key in done:
+            return done[key]
+        if not z3.is_app(node) or node.num_args() == 0 or _is_exp(node):
+            done[key] = node
+            return node
+        children = [walk(child) for child in node.children()]
+        if z3.is_mul(node):
+            exps = [child for child in children if _is_exp(child)]
+            if len(exps) >= 2:
+                rest = [child for child in children if not _is_exp(child)]
+                merged = exps[0].decl()(normal_form(z3.Sum([e.arg(0) for e in exps])))
+                children = rest + [merged]
+            result = children[0] if len(children) == 1 else z3.Product(children)
+        elif z3.is_div(node) and _is_exp(children[1]):
+            result = children[0] * children[1].decl()(normal_form(-children[1].arg(0)))
+        elif z3.is_add(node):
+            result = z3.Sum(children)
+        elif all(a.eq(b) for a, b in zip(children, node.children())):
+            result = node
+        else:
+            result = node.decl()(*children)
+        done[key] = result
+        return result
+
+    return walk(term)
+
+
+def exp_normal_form(term: z3.ExprRef, rounds: int = 3) -> z3.ExprRef:
+    """Normal form modulo ``exp(a) exp(b) = exp(a + b)``: normalise, merge, until it settles."""
+    current = normal_form(term)
+    for _ in range(rounds):
+        if not mentions_exp(current):
+            return current
+        merged = normal_form(merge_exponentials(current))
+        if merged.eq(current):
+            return current
+        current = merged
+    return current
