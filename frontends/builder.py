@@ -15,7 +15,9 @@ from verifier.ir import Function, Gradient, Mesh, Op, Output, Program, Span, Ten
 from verifier.placements import Placement
 
 from .symbolic import Dims
-from .values import Tensor
+from .values import Tensor, UnsupportedError
+
+MAX_OPS = 200_000  # IR ops per program: beyond this a file is a generator of code, not a model to prove
 
 _NAME_RE = re.compile(r"[^A-Za-z_0-9.]")
 
@@ -85,6 +87,9 @@ class Builder:
 
     def emit(self, kind: str, args: list[str], attrs: dict[str, Any], line: int | None, results: int = 1,
              *, unconditional: bool = False) -> tuple[list[str], OpRecord]:
+        if len(self.ops) >= MAX_OPS:
+            raise UnsupportedError(line, "program", f"more than {MAX_OPS:,} ops after unrolling; verify-agent "
+                                                    f"checks programs up to that size")
         names = [self.fresh() for _ in range(results)]
         attrs = dict(attrs)
         if self.when and not unconditional:

@@ -25,6 +25,7 @@ from .values import (MISSING, AutogradCtx, BoundMethod, BufferList, ClassObj, Co
                      WorldPieces)
 
 MAX_DEPTH = 64
+MAX_UNROLLED_ITERATIONS = 100_000  # per loop; measured before unrolling
 _INPUT_CREATORS = {f"torch.{n}" for n in ("randn", "rand", "zeros", "ones", "empty", "randint")}
 
 
@@ -1304,6 +1305,12 @@ class RangeObj:
         start = it.as_int(self.start, it.line(node), "range")
         stop = it.as_int(self.stop, it.line(node), "range")
         step = it.as_int(self.step, it.line(node), "range")
+        if step == 0:
+            raise UserError(it.line(node), "range() arg 3 must not be zero")
+        count = len(range(start, stop, step))  # O(1): the loop is measured before it is unrolled
+        if count > MAX_UNROLLED_ITERATIONS:
+            raise it.unsupported(node, None, f"a loop of {count:,} iterations is more than the "
+                                             f"{MAX_UNROLLED_ITERATIONS:,} the static frontend unrolls")
         return [sp.Integer(i) for i in range(start, stop, step)]
 
 
