@@ -60,6 +60,8 @@ def merge_exponentials(term: z3.ExprRef) -> z3.ExprRef:
             result = children[0] if len(children) == 1 else z3.Product(children)
         elif z3.is_div(node) and _is_exp(children[1]):
             result = children[0] * children[1].decl()(normal_form(-children[1].arg(0)))
+        elif z3.is_div(node):  # the sums of a quotient in canonical order, so equal quotients cancel
+            result = normal_form(children[0]) / normal_form(children[1])
         elif z3.is_add(node):
             result = z3.Sum(children)
         elif all(a.eq(b) for a, b in zip(children, node.children())):
@@ -83,3 +85,23 @@ def exp_normal_form(term: z3.ExprRef, rounds: int = 3) -> z3.ExprRef:
             return current
         current = merged
     return current
+
+
+def quotients_cancel(difference: z3.ExprRef) -> bool:
+    """``a/b - c/d`` with ``a = c`` and ``b = d`` (by exp normal form): the same quotient twice.
+
+    Congruence of division, so it holds whatever the denominators (Z3's division by zero is one
+    unknown function of its arguments too)."""
+    if not (z3.is_add(difference) and difference.num_args() == 2):
+        return False
+    first, second = difference.children()
+    for left, right in ((first, second), (second, first)):
+        if z3.is_div(left) and z3.is_mul(right) and right.num_args() == 2:
+            scale, quotient = right.children()
+            if z3.is_rational_value(scale) and scale.as_fraction() == -1 and z3.is_div(quotient):
+                return all(_is_zero(exp_normal_form(x - y)) for x, y in zip(left.children(), quotient.children()))
+    return False
+
+
+def _is_zero(term: z3.ExprRef) -> bool:
+    return z3.is_rational_value(term) and term.numerator_as_long() == 0

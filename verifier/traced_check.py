@@ -33,7 +33,7 @@ import z3
 
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
-from .exp_identity import exp_normal_form, mentions_exp
+from .exp_identity import exp_normal_form, mentions_exp, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
@@ -406,6 +406,8 @@ def _provably_equal(a: Any, b: Any) -> bool:
         return difference.numerator_as_long() == 0
     if mentions_exp(difference):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
         difference = exp_normal_form(difference)
+        if quotients_cancel(difference):
+            return True
     return z3.is_rational_value(difference) and difference.numerator_as_long() == 0
 
 
@@ -532,9 +534,13 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
 
 
 def _cuttable(array: np.ndarray) -> bool:
+    """Real, non-constant terms, all distinct: a value whose entries repeat (a filled constant)
+    would match several blocks, and a cut could then give a rank the wrong one."""
     flat = array.reshape(-1)
-    return bool(flat.size) and all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
-                                   for t in (flat[0], flat[-1]))
+    if not flat.size or not all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
+                                for t in (flat[0], flat[-1])):
+        return False
+    return len({t.get_id() for t in flat if isinstance(t, z3.ExprRef)}) == flat.size
 
 
 class _Cuts:

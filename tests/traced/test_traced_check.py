@@ -558,3 +558,38 @@ def test_a_deadlock_is_reported_even_when_some_op_is_not_modelled():
     report = check_traced(traced)
     assert report.verdict == VIOLATIONS
     assert any(d.check == "deadlock" for d in report.diagnostics)
+
+
+def _online_softmax(rescale_sum: bool) -> TracedProgram:
+    """softmax of rows of 4 against two blocks of 2 with a running max (flash-attention style)."""
+    inputs = (TensorSpec("x", (3, 4), "float32"),)
+    reference = [op("m", "aten.amax.default", ["x"], 3, dim=[-1], keepdim=True),
+                 op("d", "aten.sub.Tensor", ["x", "m"], 4), op("p", "aten.exp.default", ["d"], 4),
+                 op("l", "aten.sum.dim_IntList", ["p"], 5, dim=[-1], keepdim=True),
+                 op("y", "aten.div.Tensor", ["p", "l"], 6)]
+    rank = [op("a", "aten.slice.Tensor", ["x"], 2, dim=1, start=0, end=2),
+            op("b", "aten.slice.Tensor", ["x"], 2, dim=1, start=2, end=4),
+            op("m1", "aten.amax.default", ["a"], 3, dim=[-1], keepdim=True),
+            op("da", "aten.sub.Tensor", ["a", "m1"], 4), op("pa", "aten.exp.default", ["da"], 4),
+            op("la", "aten.sum.dim_IntList", ["pa"], 5, dim=[-1], keepdim=True),
+            op("mb", "aten.amax.default", ["b"], 13, dim=[-1], keepdim=True),
+            op("m2", "aten.maximum.default", ["m1", "mb"], 13),
+            op("dc", "aten.sub.Tensor", ["m1", "m2"], 14), op("c", "aten.exp.default", ["dc"], 14),
+            op("db", "aten.sub.Tensor", ["b", "m2"], 15), op("pb", "aten.exp.default", ["db"], 15),
+            op("lb", "aten.sum.dim_IntList", ["pb"], 16, dim=[-1], keepdim=True),
+            op("lac", "aten.mul.Tensor", ["la", "c"] if rescale_sum else ["la", "la"], 17),
+            op("l", "aten.add.Tensor", ["lac" if rescale_sum else "la", "lb"], 17),
+            op("pac", "aten.mul.Tensor", ["pa", "c"], 18),
+            op("p", "aten.cat.default", ["pac", "pb"], 18, dim=1),
+            op("y", "aten.div.Tensor", ["p", "l"], 19)]
+    return program(inputs, reference, [rank, rank], [Comparison("output 0", "output", "y", ("y", "y"),
+                                                                (whole(3, 4),) * 2)])
+
+
+def test_online_softmax_rescaling_is_proven_equal_to_softmax():
+    """Issue 12 pattern 11: exp(m1 - m2) rescaling of partial sums, as ring attention does."""
+    assert check_traced(_online_softmax(True)).verdict == VERIFIED
+
+
+def test_online_softmax_without_rescaling_the_sum_is_a_violation():
+    assert check_traced(_online_softmax(False)).verdict == VIOLATIONS
