@@ -107,8 +107,12 @@ def run_llm(tally: Tally, rng: random.Random, repeats: int) -> None:
 
 
 KILLED_WRITER = textwrap.dedent("""
-    import sys
-    from verify_agent.repair.safe_write import read_source, replace_source
+    import importlib.util, sys
+    # load the one module by path: the child needs no verifier, solver or sympy to write a file
+    spec = importlib.util.spec_from_file_location("safe_write", "verify_agent/repair/safe_write.py")
+    safe_write = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(safe_write)
+    read_source, replace_source = safe_write.read_source, safe_write.replace_source
     source = read_source(sys.argv[1])
     print("start", flush=True)
     replace_source(source, sys.argv[2] * int(sys.argv[3]), backup=sys.argv[4] == "1")

@@ -81,3 +81,28 @@ def test_execution_triage_runs_the_file_without_the_api_key(monkeypatch):
     assert execution.reference.ok and execution.parallel.ok, (execution.reference, execution.parallel)
     flat = [float(v) for out in execution.reference.outputs[0] for v in __import__("numpy").ravel(out)]
     assert flat == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_no_exec_turns_off_the_llm_paths_execution_triage(monkeypatch):
+    """--no-exec reaches the LLM path: its settings say execute=False, so triage never runs the file."""
+    import agent
+
+    from verify_agent.pipeline import TranslateOptions, translate_and_verify
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(source, path, translation, settings, progress, **kwargs):
+        seen["execute"] = settings.execute
+        raise Stop()
+
+    monkeypatch.setattr(agent, "llm_translate", capture, raising=False)
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[2] / "examples" / "models" / "dist_tp_mlp_ok.py").read_text()
+    for no_exec in (True, False):
+        with pytest.raises(Stop):
+            translate_and_verify(source, "m.py", TranslateOptions(llm="full", no_exec=no_exec))
+        assert seen["execute"] is (not no_exec)
