@@ -111,6 +111,7 @@ KILLED_WRITER = textwrap.dedent("""
     # load the one module by path: the child needs no verifier, solver or sympy to write a file
     spec = importlib.util.spec_from_file_location("safe_write", "verify_agent/repair/safe_write.py")
     safe_write = importlib.util.module_from_spec(spec)
+    sys.modules["safe_write"] = safe_write  # dataclasses look their module up
     spec.loader.exec_module(safe_write)
     read_source, replace_source = safe_write.read_source, safe_write.replace_source
     source = read_source(sys.argv[1])
