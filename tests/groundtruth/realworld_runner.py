@@ -93,6 +93,7 @@ class Spec:
     path: str
     seed: int = 0
     timeout: float = DEFAULT_TIMEOUT
+    expect_hang: bool = False  # runs in workers of its own: a hang restarts nobody else's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,60 +107,102 @@ def run_file(path, world: int = 2, *, seed: int = 0, timeout: float = DEFAULT_TI
 
 
 def run_jobs(jobs: list[Job]) -> list[GroundTruthResult]:
-    """All 1-rank reference runs first (one group of one process), then one group of
-    processes per world size, concurrently, each given the reference parameter values."""
+    """One group of one process runs every 1-rank reference; one group of N processes per
+    world size runs the N-rank runs, and every driver expected to hang gets a group of its
+    own (started once the others are done).  The reference and the shared groups start at
+    once; an N-rank run waits for the reference parameter values of its driver, which the
+    parent forwards as soon as the reference has them."""
     import torch.multiprocessing as tmp
 
     ctx = tmp.get_context("spawn")
-    specs = sorted({j.spec for j in jobs}, key=dataclasses.astuple)
-    ref = _run_groups(ctx, {1: _Group(ctx, 1, specs, {})})[1]
-    ref_params = {s: ref.outcome[s].payloads[0].get("param_values", {})
-                  for s in specs if 0 in ref.outcome[s].payloads}
-    groups = {}
+    specs = sorted({j.spec for j in jobs}, key=_order)
+    ref = _Group(ctx, 1, specs)
+    parallel: dict[tuple, _Group] = {}
     for world in sorted({j.world for j in jobs}):
-        mine = sorted({j.spec for j in jobs if j.world == world}, key=dataclasses.astuple)
-        groups[world] = _Group(ctx, world, mine, {s: ref_params.get(s, {}) for s in mine})
-    done = _run_groups(ctx, groups)
-    return [_compare(job, ref.outcome[job.spec], done[job.world].outcome[job.spec]) for job in jobs]
+        mine = sorted({j.spec for j in jobs if j.world == world}, key=_order)
+        shared = [s for s in mine if not s.expect_hang]
+        if shared:
+            parallel[(world, None)] = _Group(ctx, world, shared)
+        for s in mine:
+            if s.expect_hang:
+                parallel[(world, s)] = _Group(ctx, world, [s])
+    # Two stages keep the number of processes on a small machine down: the reference and the
+    # shared groups, then the drivers expected to hang.
+    first = [ref] + [g for key, g in parallel.items() if key[1] is None]
+    later = [g for key, g in parallel.items() if key[1] is not None]
+    forwarded: set = set()
+    for stage in (first, later):
+        for g in stage:
+            g.start()
+            for s in forwarded:
+                g.offer(s, ref.outcome[s].payloads.get(0, {}).get("param_values", {}))
+        try:
+            while not all(g.finished for g in stage):
+                progressed = False
+                for g in stage:
+                    progressed |= g.poll()
+                for s, out in list(ref.outcome.items()):
+                    if s not in forwarded:
+                        forwarded.add(s)
+                        values = out.payloads.get(0, {}).get("param_values", {})
+                        for g in parallel.values():
+                            g.offer(s, values)
+                if not progressed:
+                    time.sleep(0.02)
+        finally:
+            for g in stage:
+                g.shutdown()
+
+    def outcome(job):
+        key = (job.world, job.spec if job.spec.expect_hang else None)
+        return parallel[key].outcome[job.spec]
+
+    return [_compare(job, ref.outcome[job.spec], outcome(job)) for job in jobs]
 
 
-def _run_groups(ctx, groups: dict) -> dict:
-    for g in groups.values():
-        g.start()
-    try:
-        while not all(g.finished for g in groups.values()):
-            progressed = False
-            for g in groups.values():
-                progressed |= g.poll()
-            if not progressed:
-                time.sleep(0.02)
-    finally:
-        for g in groups.values():
-            g.shutdown()
-    return groups
+def _order(spec: Spec):
+    return (spec.expect_hang, spec.path, spec.seed)
 
 
 class _Group(base._Group):
     """The shared runner's process group (timeouts, restarts, message pump) with this
-    module's worker, which also receives the reference parameter values."""
+    module's worker.  An N-rank worker reads the reference parameter values of each driver
+    from its inbox before running it."""
 
-    def __init__(self, ctx, world, specs, ref_params: dict):
+    def __init__(self, ctx, world, specs):
         super().__init__(ctx, world, specs, use_shim=False)
-        self.ref_params = ref_params
+        self.ref_params: dict = {}
+        self.inboxes: list = []
+
+    def offer(self, spec: Spec, values: dict):
+        if spec in self.specs and spec not in self.ref_params:
+            self.ref_params[spec] = values
+            if not getattr(self, "job_started", True):
+                self.started_at = time.monotonic()  # waiting for the reference is not start-up
+            self._send(spec)
+
+    def _send(self, spec: Spec):
+        idx = self.specs.index(spec)
+        for inbox in self.inboxes:
+            inbox.put((idx, self.ref_params[spec]))
 
     def start(self):
         if self.finished:
             return
         self.queue = self.ctx.Queue()
         port = base._free_port() if self.world > 1 else 0
-        jobs = [(i, dataclasses.asdict(self.specs[i]), self.ref_params.get(self.specs[i], {}))
-                for i in self.pending]
+        jobs = [(i, dataclasses.asdict(self.specs[i])) for i in self.pending]
+        self.inboxes = [self.ctx.Queue() for _ in range(self.world)] if self.world > 1 else []
         self.procs = []
         with base._importable_in_children():
             for rank in range(self.world):
-                p = self.ctx.Process(target=_worker, args=(rank, self.world, port, jobs, self.queue), daemon=True)
+                inbox = self.inboxes[rank] if self.inboxes else None
+                p = self.ctx.Process(target=_worker, args=(rank, self.world, port, jobs, self.queue, inbox),
+                                     daemon=True)
                 p.start()
                 self.procs.append(p)
+        for spec in self.ref_params:
+            self._send(spec)
         self.started_at = time.monotonic()
         self.job_started = {}
         self.current = {r: None for r in range(self.world)}
@@ -167,12 +210,19 @@ class _Group(base._Group):
         self.first_error_at = {}
         self.exited = set()
 
+    def _kill(self):
+        super()._kill()
+        for inbox in self.inboxes:  # a dead reader must not keep the parent's feeder thread
+            inbox.close()
+            inbox.cancel_join_thread()
+        self.inboxes = []
+
 
 # ----------------------------------------------------------------------------------------
 # Worker side
 # ----------------------------------------------------------------------------------------
 
-def _worker(rank: int, world: int, port: int, jobs: list, queue):
+def _worker(rank: int, world: int, port: int, jobs: list, queue, inbox=None):
     try:
         import warnings
         from datetime import timedelta
@@ -192,6 +242,8 @@ def _worker(rank: int, world: int, port: int, jobs: list, queue):
         else:
             store = dist.TCPStore("127.0.0.1", port, world, is_master=(rank == 0), timeout=timedelta(seconds=120))
         _map_cuda_to_cpu()
+        import torch.distributed.tensor  # noqa: F401  (the runner reads DTensors; a slow first import is not a job's time)
+        import torch.nn.parallel  # noqa: F401
         # Every rank has started (imported torch and the libraries) before the first job's
         # clock starts: a slow start-up must not look like a deadlock.
         store.add("workers_ready", 1)
@@ -200,8 +252,13 @@ def _worker(rank: int, world: int, port: int, jobs: list, queue):
     except BaseException:
         queue.put(("fatal", rank, traceback.format_exc()))
         return
-    for idx, spec_dict, ref_params in jobs:
+    received: dict = {}
+    for idx, spec_dict in jobs:
         spec = Spec(**spec_dict)
+        while inbox is not None and idx not in received:
+            got, values = inbox.get()
+            received[got] = values
+        ref_params = received.pop(idx, {})
         queue.put(("start", rank, idx))
         try:
             payload = _execute(spec, rank, world, store, idx, ref_params)
@@ -371,6 +428,13 @@ def _full(t):
 
 
 def _to_numpy(t):
+    """Like the shared runner's, but a float32 result stays float32: it tells the comparison
+    that the library computed in single precision (Megatron's cross entropy does)."""
+    import torch
+
+    if isinstance(t, torch.Tensor) and t.is_floating_point():
+        t = _full(t).detach().cpu()
+        return t.numpy().copy() if t.dtype in (torch.float32, torch.float64) else t.to(torch.float32).numpy().copy()
     return base._to_numpy(t)
 
 
