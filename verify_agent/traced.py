@@ -82,7 +82,8 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
             return TracedResult(usage_error=f"{where}: {outcome.message}")
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
-        report.add(Diagnostic("unsupported", ERROR, outcome.message, line=outcome.line))
+        check = "equivalence" if outcome.kind == "violation" else "unsupported"
+        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line))
         report.seconds = time.perf_counter() - started
         return TracedResult(report)
     if progress:

@@ -9,6 +9,7 @@ to this process's stdout/stderr, which the parent discards.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import sys
@@ -27,9 +28,59 @@ def _user_line(error: BaseException, path: str) -> int | None:
     return line
 
 
+def _raised_by_us(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    return bool(frames) and os.path.dirname(os.path.abspath(frames[-1].filename)) == here
+
+
+def _at_reduced_sizes(run_request, reference, request: dict):
+    """The program at smaller module-level sizes when the file's are large; None to keep the file's."""
+    from dataclasses import replace
+
+    from verifier.traced_ir import TracedProgram
+
+    from .run import run_once
+    from .sizes import MAX_ELEMENTS, describe, reduced_sizes
+    from .to_ir import to_program
+
+    elements = sum(math.prod(int(d) for d in spec.shape) for spec in reference.recording.leaves)
+    sizes = reduced_sizes(reference.constants, request["world"])
+    if elements <= MAX_ELEMENTS or not sizes or run_request.shapes:
+        return None
+    smaller_request = replace(run_request, sizes=sizes)
+    try:
+        smaller_reference = run_once(smaller_request, 1, 0, None)
+        ranks = [run_once(smaller_request, request["world"], rank, smaller_reference)
+                 for rank in range(request["world"])]
+    except Exception:  # the code did not run at these sizes: keep the file's own
+        return None
+    program = to_program(smaller_reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
+    if not isinstance(program, TracedProgram):
+        return None
+    return replace(program, assumptions=program.assumptions + (describe(sizes, reference.constants),))
+
+
+def _runs_only_in_parallel(run_request, request: dict, error: BaseException):
+    """The code raised on one device: if it runs on a parallel rank, it refuses world size 1
+    (Megatron's sequence parallelism does), so there is no single-device reference to run."""
+    from .entries import EntryError
+    from .run import ModuleLevelError, run_once
+    from .to_ir import TraceFailure
+
+    if isinstance(error, (EntryError, ModuleLevelError, ImportError)):
+        return None
+    try:
+        run_once(run_request, request["world"], 0, None)
+    except Exception:
+        return None
+    return TraceFailure("cannot-run", f"the code does not run on one device ({error}), so there is no "
+                                      f"single-device run to compare with")
+
+
 def trace(request: dict):
     from .entries import EntryError
-    from .run import RunRequest, UserCodeError, run_once
+    from .run import ModuleLevelError, RunRequest, UserCodeError, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
 
@@ -38,8 +89,20 @@ def trace(request: dict):
     run_request = RunRequest(path, request["shown_as"], request.get("entry"),
                              {k: tuple(v) for k, v in request.get("shapes", {}).items()})
     try:
-        reference = run_once(run_request, 1, 0, None)
+        try:
+            reference = run_once(run_request, 1, 0, None)
+        except (UserCodeError, Exception) as error:
+            refused = _runs_only_in_parallel(run_request, request, error)
+            if refused is not None:
+                return refused
+            raise
+        smaller = _at_reduced_sizes(run_request, reference, request)
+        if smaller is not None:
+            return smaller
         ranks = [run_once(run_request, request["world"], rank, reference) for rank in range(request["world"])]
+    except ModuleLevelError as error:
+        return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "
+                                          f"script or code that needs a real cluster", _user_line(error, path))
     except UserCodeError as error:
         return TraceFailure("input-error", str(error), error.line)
     except EntryError as error:
@@ -50,7 +113,7 @@ def trace(request: dict):
         raise
     except Exception as error:
         line = _user_line(error, path)
-        if line is None:
+        if line is None or _raised_by_us(error):
             raise
         return TraceFailure("input-error", f"{type(error).__name__}: {error}", line)
     return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])

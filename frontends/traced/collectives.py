@@ -6,8 +6,9 @@ One table entry per dispatcher op (``c10d.allreduce_.default``,
 are global ranks.  List forms become the concatenating form plus explicit pieces
 (``dist.all_gather(list, t)`` = ``all_gather(t, dim=0)`` then one ``aten.slice.Tensor`` per
 piece, emitted when the handle is waited on if the call was asynchronous).  Asynchronous calls
-carry ``attrs["handle"]`` and ``Work.wait()`` (patched here) records ``wait``; functional
-collectives are waited on by ``wait_tensor``.
+carry ``attrs["handle"]`` and ``Work.wait()`` (patched here) records ``wait``.  Functional
+collectives are recorded as synchronous: torch waits on their result (``AsyncCollectiveTensor``)
+before any op reads it, so ``wait_tensor`` is an alias.
 
 The reduce op is not readable from the dispatcher's ``ReduceOp`` object, so the
 ``torch.distributed`` functions that take ``op=`` are wrapped to pass it along; a collective
@@ -244,7 +245,6 @@ def _functional(collective: str, extra: Callable[[_Call], dict], in_place: bool 
             name = call.result(collective, [call.name(source)], call.attrs(**attrs), output if in_place else None)
             if not in_place:
                 call.rec.names.bind(output, name)
-            call.rec.functional_handles[name] = call.handle
     return record
 
 
@@ -255,9 +255,6 @@ def _functional_broadcast(call: _Call) -> dict:
 def _wait_tensor(call: _Call) -> None:
     tensor = call.bound["tensor"]
     name = call.name(tensor)
-    handle = call.rec.functional_handles.pop(name, None)
-    if handle is not None:
-        call.rec.emit("wait", [], {"handle": handle}, [], call.span)
     if isinstance(call.out, torch.Tensor):
         call.rec.names.bind(call.out, name)
 
@@ -320,8 +317,7 @@ def record(rec: Recorder, kind: str, func, args, kwargs, out, span: Span) -> Non
     work = _work_of(out)
     asynchronous = bool(bound.get("async_op", False)) or kind in ("c10d.send.default", "c10d.recv_.default")
     if kind.startswith("_c10d_functional."):
-        rec.handle_count += 1
-        call.handle = f"h{rec.handle_count}"
+        pass  # torch waits before any use of a functional result (AsyncCollectiveTensor): synchronous here
     elif asynchronous and work is not None:
         rec.handle_count += 1
         call.handle = f"h{rec.handle_count}"

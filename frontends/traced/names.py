@@ -15,6 +15,7 @@ from typing import Any
 class Binding:
     name: str
     version: int
+    pending: bool = False   # written by an op whose version bump torch applies after the mode returns
 
 
 def _address(tensor: Any) -> tuple | None:
@@ -28,7 +29,7 @@ def _address(tensor: Any) -> tuple | None:
 class NameTable:
     def __init__(self) -> None:
         self._by_id: dict[int, Binding] = {}
-        self._by_address: dict[tuple, Binding] = {}
+        self._by_address: dict[tuple, tuple[Binding, Any]] = {}
         self._alive: list[Any] = []
         self._count = 0
 
@@ -36,30 +37,46 @@ class NameTable:
         self._count += 1
         return f"{hint}{self._count}"
 
-    def bind(self, tensor: Any, name: str) -> None:
-        binding = Binding(name, int(tensor._version))
+    def bind(self, tensor: Any, name: str, pending: bool = False) -> None:
+        """``pending``: an in-place aten op just wrote ``tensor``; torch bumps ``_version`` (once)
+        in the ADInplaceOrView kernel, which runs after the dispatch mode returns."""
+        binding = Binding(name, int(tensor._version), pending)
         if id(tensor) not in self._by_id:
             self._alive.append(tensor)
         self._by_id[id(tensor)] = binding
         address = _address(tensor)
         if address is not None:
-            self._by_address[address] = binding
+            self._by_address[address] = (binding, tensor)
 
     def lookup(self, tensor: Any) -> Binding | None:
-        """The binding of ``tensor`` (by identity, else by storage address), stale or not."""
+        """The binding of ``tensor`` by identity (stale or not); else adopt a same-address twin's.
+
+        A twin (same storage, offset, shape, strides, dtype) made outside the dispatcher may have a
+        version counter of its own: it takes the name only while the named tensor is unchanged.
+        """
         binding = self._by_id.get(id(tensor))
-        if binding is None:
-            address = _address(tensor)
-            binding = self._by_address.get(address) if address is not None else None
-        return binding
+        if binding is not None:
+            return binding
+        address = _address(tensor)
+        entry = self._by_address.get(address) if address is not None else None
+        if entry is None:
+            return None
+        twin_binding, twin = entry
+        if int(twin._version) not in (twin_binding.version, twin_binding.version + int(twin_binding.pending)):
+            return Binding(twin_binding.name, -1)   # the named value changed since: stale
+        self.bind(tensor, twin_binding.name)
+        return self._by_id[id(tensor)]
 
     def current(self, tensor: Any) -> str | None:
         """The tensor's name if its value is still the one recorded under that name."""
         binding = self.lookup(tensor)
-        if binding is None or binding.version != int(tensor._version):
+        if binding is None:
             return None
-        return binding.name
+        version = int(tensor._version)
+        if binding.pending and version == binding.version + 1:
+            self.bind(tensor, binding.name)
+            return binding.name
+        return binding.name if binding.version == version else None
 
     def is_stale(self, tensor: Any) -> bool:
-        binding = self.lookup(tensor)
-        return binding is not None and binding.version != int(tensor._version)
+        return self.lookup(tensor) is not None and self.current(tensor) is None

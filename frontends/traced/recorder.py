@@ -180,7 +180,6 @@ class Recorder(TorchDispatchMode):
         self.views: dict[int, ViewOrigin] = {}
         self.tainted: set[str] = set()
         self.handles: dict[int, str] = {}              # id(Work) -> handle of an async c10d call
-        self.functional_handles: dict[str, str | None] = {}  # functional result name -> handle
         self.deferred: dict[str, list] = {}             # handle -> pieces emitted at its wait
         self.handle_count = 0
         self.works: list[Any] = []        # kept alive so their ids stay unique
@@ -237,9 +236,11 @@ class Recorder(TorchDispatchMode):
             return binding.name
         return self._constant(tensor, span)
 
-    def written(self, tensor: Any, new_name: str, span: Span) -> None:
-        """After an op wrote ``tensor`` (now ``new_name``): carry the write to the bases it views."""
-        self.names.bind(tensor, new_name)
+    def written(self, tensor: Any, new_name: str, span: Span, pending: bool = False) -> None:
+        """After an op wrote ``tensor`` (now ``new_name``): carry the write to the bases it views.
+
+        ``pending``: the op was an aten op with a ``(a!)`` argument, whose version bump is still to come."""
+        self.names.bind(tensor, new_name, pending)
         origin = self.views.get(id(tensor))
         while origin is not None:
             base = origin.base
@@ -267,7 +268,7 @@ class Recorder(TorchDispatchMode):
                 self.problem(span, f"a write into a view made by {origin.kind}: the recorder cannot carry it back "
                                    f"to the viewed tensor")
                 return
-            self.names.bind(base, result)
+            self.names.bind(base, result, pending)
             tensor, new_name = base, result
             origin = self.views.get(id(tensor))
 
@@ -286,10 +287,22 @@ class Recorder(TorchDispatchMode):
         self.names.bind(tensor, name)
         return name
 
+    def _python_scalar(self, value: bool | int | float, span: Span) -> str:
+        dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
+        name = self.names.fresh("c")
+        self.emit("aten.scalar_tensor.default", [], {"s": value, "dtype": dtype}, [name], span)
+        return name
+
     def _constant(self, tensor: Any, span: Span) -> str:
         """A tensor made outside the recording (a python scalar torch wrapped, a module constant)."""
-        if tensor.numel() <= SMALL_CONSTANT and tensor.dim() <= 4:
-            values = tensor.detach().reshape(-1).tolist()
+        paused, self.paused = self.paused, True   # our own reads of the constant are not the user's ops
+        try:
+            values = tensor.detach().reshape(-1).tolist() if tensor.numel() <= SMALL_CONSTANT else None
+            digest = None if values is not None else \
+                hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
+        finally:
+            self.paused = paused
+        if values is not None and tensor.dim() <= 4:
             dtype = dtype_name(tensor.dtype)
             names = []
             for value in values:
@@ -313,15 +326,14 @@ class Recorder(TorchDispatchMode):
         self._constant_lines[span.line] = count + 1
         name = f"constant_L{span.line}_{count}"
         self.bind_leaf(tensor, name, span)
-        digest = hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
-        self.recording.fingerprints[name] = digest
+        self.recording.fingerprints[name] = digest or ""
         return name
 
     # --- recording ------------------------------------------------------------------------
 
     def record(self, func, args, kwargs, out, span: Span) -> None:
         kind = str(func)
-        if func.namespace in ("c10d", "_c10d_functional"):
+        if func.namespace in ("c10d", "_c10d_functional") and kind not in ALIASES:
             self._collectives.record(self, kind, func, args, kwargs, out, span)
             return
         if kind in ALIASES:
@@ -352,7 +364,7 @@ class Recorder(TorchDispatchMode):
                 continue
             name = next(result_iter)
             if any(tensor is w for w in written):
-                self.written(tensor, name, span)
+                self.written(tensor, name, span, pending=True)
             else:
                 self.names.bind(tensor, name)
                 if func.is_view and args and isinstance(args[0], torch.Tensor):
@@ -375,6 +387,8 @@ class Recorder(TorchDispatchMode):
             if _is_tensor_type(argument.type):
                 if value is None:
                     attrs[argument.name] = None
+                elif isinstance(value, (bool, int, float)):  # a python number where torch takes a tensor
+                    names.append(self._python_scalar(value, span))
                 else:
                     names.append(self.name_of(value, span))
                     if alias is not None and alias.is_write:
@@ -409,7 +423,7 @@ class Recorder(TorchDispatchMode):
             self.recording.leaves[-1] = TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span,
                                                    bounds=(low, high))
         if written:
-            self.written(tensor, name, span)
+            self.written(tensor, name, span, pending=True)
 
     def _data_dependent(self, kind: str, func, args, kwargs, span: Span) -> None:
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]

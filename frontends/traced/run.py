@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import itertools
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,7 @@ from verifier.ir import Span
 from . import collectives
 from .entries import EntrySpec, construct_module, example_inputs, find_entry
 from .recorder import Problem, Recorder, Recording
+from .sizes import apply_sizes, size_constants
 from .spans import SpanFinder
 
 Region = tuple[tuple[int, int], ...]
@@ -70,6 +73,7 @@ class RunResult:
     passes: tuple[str, ...]
     assumptions: list[str]
     mesh: dict[str, int]
+    constants: dict = field(default_factory=dict)   # the file's own size constants
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,11 @@ class RunRequest:
     entry: str | None
     shapes: dict
     seed: int = 0
+    sizes: dict = field(default_factory=dict)   # module-level constants to override (sizes.py)
+
+
+class ModuleLevelError(Exception):
+    """The file's module-level code raised on import (a launch script, or code that needs a real cluster)."""
 
 
 class UserCodeError(Exception):
@@ -133,8 +142,11 @@ def dtensor_region(tensor: Any) -> tuple[Region | None, str | None]:
 
 
 def _local(tensor: Any) -> Any:
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
     from torch.distributed.tensor import DTensor
 
+    if isinstance(tensor, AsyncCollectiveTensor):
+        tensor = tensor.wait()
     return tensor._local_tensor if isinstance(tensor, DTensor) else tensor
 
 
@@ -159,8 +171,10 @@ def _uses_custom_function(outputs: list[Any]) -> bool:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            return True
+        function = getattr(type(node), "_forward_cls", None)
+        if isinstance(node, torch.autograd.function.BackwardCFunction) and function is not None \
+                and str(getattr(function, "__module__", "")).startswith("_verify_agent_traced_"):
+            return True  # a Function written in the user's file (library ones such as DTensor's do not count)
         stack.extend(next_node for next_node, _ in node.next_functions)
     return False
 
@@ -176,21 +190,52 @@ def _flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 def run_once(request: RunRequest, world: int, rank: int, reference: RunResult | None) -> RunResult:
-    """Run the entry once; ``reference`` (the world-1 result) gives rank runs the global shapes."""
+    """Run the entry once, in a thread of its own; ``reference`` (the world-1 result) gives rank runs
+    the global shapes.
+
+    A fresh thread per run: DTensor caches sharding decisions per thread, keyed by a mesh hash that
+    ignores the rank, so a run on the same thread would reuse an earlier run's mesh and coordinates."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = _run_once(request, world, rank, reference)
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name=f"traced-run-{world}-{rank}")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult | None) -> RunResult:
     init_group(world, rank)
     spans = SpanFinder(request.path, request.shown_as)
     recorder = Recorder(spans, simulated=world > 1)
     try:
         torch.manual_seed(request.seed)
-        module = import_fresh(request.path)
+        try:
+            module = import_fresh(request.path)
+        except ImportError:
+            raise
+        except Exception as error:
+            raise ModuleLevelError(f"{type(error).__name__}: {error}") from error
+        constants = size_constants(module)
+        apply_sizes(module, request.sizes)
         spec = find_entry(module, request.entry)
         target, mesh = _construct(module, spec, world)
         fn = target if spec.kind != "function" else getattr(module, spec.name)
-        call_fn = fn.forward if isinstance(fn, torch.nn.Module) and spec.kind == "module" else fn
+        call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         names, inputs = example_inputs(module, call_fn, request.shapes)
         spans.fallback = _definition_line(call_fn, module)
-        leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference)
+        vocab = getattr(module, "VOCAB", None)
+        leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
+                                       vocab if type(vocab) is int else None)
         result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+        result.constants = constants
         return result
     finally:
         teardown()
@@ -219,7 +264,7 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
 
 
 def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
-                 reference: RunResult | None) -> tuple[list[Leaf], list[Any]]:
+                 reference: RunResult | None, bounds_hint: int | None = None) -> tuple[list[Leaf], list[Any]]:
     leaves, tensors = [], []
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
@@ -230,6 +275,8 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
         if tensor.is_floating_point():
             tensor.requires_grad_(True)
         recorder.bind_leaf(tensor, name, Span(spans.fallback, spans.shown_as))
+        if not tensor.is_floating_point() and tensor.dtype != torch.bool:
+            _bound_integer_leaf(recorder, tensor, name, bounds_hint)
         leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), asked, "input"))
         tensors.append(tensor)
     for prefix, mod in _modules_of(target):
@@ -252,6 +299,23 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
     return leaves, tensors
 
 
+def _bound_integer_leaf(recorder: Recorder, tensor: Any, name: str, vocab: int | None) -> None:
+    """Token ids and labels: values in [0, VOCAB) when the file names VOCAB, else the recorded range."""
+    from dataclasses import replace
+
+    spec = recorder.recording.leaves[-1]
+    if vocab is not None:
+        bounds = (0, int(vocab))
+        recorder.recording.assumptions.append(f"integer input {name} takes values in [0, {vocab}) (VOCAB)")
+    else:
+        low = int(tensor.min()) if tensor.numel() else 0
+        high = int(tensor.max()) + 1 if tensor.numel() else 1
+        bounds = (low, max(high, low + 1))
+        recorder.recording.assumptions.append(f"integer input {name} takes values in [{bounds[0]}, {bounds[1]}) "
+                                              f"as in the recorded inputs")
+    recorder.recording.leaves[-1] = replace(spec, bounds=bounds)
+
+
 def _spec(name: str, tensor: Any):
     from verifier.ir import TensorSpec
 
@@ -270,6 +334,8 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             try:
                 out = fn(*tensors)
             except Exception as error:  # the user's code raised: say where
+                if _ours(error):
+                    raise
                 raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
             flat = _flatten(out)
             values, loss_terms = [], []
@@ -280,19 +346,33 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             for index, (path, tensor) in enumerate(flat):
                 if not (isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.requires_grad):
                     continue
-                loss_terms.append(_loss_term(recorder, index, tensor, values[index], leaves, reference))
+                term = _loss_term(recorder, index, tensor, values[index], leaves, reference)
+                if term is not None:
+                    loss_terms.append(term)
             if loss_terms:
                 loss = loss_terms[0]
                 for term in loss_terms[1:]:
                     loss = loss + term
+                recorded_so_far = len(recorder.recording.ops)
                 try:
                     loss.backward()
+                    passes = ("forward", "backward")
                 except Exception as error:
-                    raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
-                passes = ("forward", "backward")
-                _finalize_megatron_grads(fn, assumptions)
+                    if _ours(error):
+                        raise
+                    line = _user_line(error, recorder)
+                    if line is not None:  # the user's own backward code raised
+                        raise UserCodeError(line, f"{type(error).__name__}: {error}") from error
+                    # torch refused the backward this tool added outside the user's context (e.g. a
+                    # loss_parallel() block): forward only, and the verdict says so
+                    del recorder.recording.ops[recorded_so_far:]
+                    assumptions.append(f"the backward pass added by the tool could not run outside the code's "
+                                       f"own context ({type(error).__name__}); gradients are not checked")
+                if passes == ("forward", "backward"):
+                    _finalize_megatron_grads(fn, assumptions)
             for leaf in leaves:
-                if leaf.kind == "cotangent" or not leaf.requires_grad and not (leaf.kind == "input" and custom):
+                if passes == ("forward",) or leaf.kind == "cotangent" \
+                        or not leaf.requires_grad and not (leaf.kind == "input" and custom):
                     continue
                 values.append(_gradient_value(recorder, leaf, tensors, fn))
     finally:
@@ -301,6 +381,15 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
         assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function: "
                            "their gradients are checked")
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)
+
+
+def _ours(error: BaseException) -> bool:
+    """The exception was raised by the recorder itself (a bug of ours, not the user's)."""
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and os.path.dirname(os.path.abspath(last)) == os.path.dirname(os.path.abspath(__file__))
 
 
 def _user_line(error: BaseException, recorder: Recorder) -> int | None:
@@ -323,12 +412,19 @@ def _output_value(recorder: Recorder, index: int, path: str, tensor: Any) -> Val
     return Value(f"output {index}{path}", "output", f"output {index}", name, tuple(tensor.shape), region, span)
 
 
-def _loss_term(recorder: Recorder, index: int, tensor: Any, value: Value, leaves: list[Leaf],
+def _loss_term(recorder: Recorder, index: int, tensor: Any, value: Value | None, leaves: list[Leaf],
                reference: RunResult | None):
     """``sum(out * cotangent)`` over this rank's piece, the cotangent a leaf of the global shape."""
     name = f"cotangent{index}"
     global_shape = tuple(tensor.shape)
-    local = _local(tensor)
+    if reference is not None:
+        global_shape = _reference_shape(reference, value.key) or global_shape
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(tensor, DTensor):  # the whole output on every rank, gathered through autograd
+        local, value = tensor.full_tensor(), None
+    else:
+        local = tensor
     recorder.paused = True
     try:
         generator = torch.Generator().manual_seed(7919 + index)
@@ -336,10 +432,15 @@ def _loss_term(recorder: Recorder, index: int, tensor: Any, value: Value, leaves
         if reference is None:
             recorder.bind_leaf(cotangent, name, Span(None))
             piece, region = cotangent, None
+        elif value is None:
+            piece, region = cotangent, None
+            recorder.names.bind(piece, f"{name}@local")
         else:
             region = value.region or _shape_region(_reference_shape(reference, value.key), tuple(local.shape),
-                                                   reference_world(recorder), recorder)
-            piece = cotangent[tuple(slice(a, b) for a, b in region)] if region else cotangent
+                                                   dist.get_world_size(), recorder)
+            if region is None:
+                return None  # the piece cannot be told: the output comparison says so, no backward
+            piece = cotangent[tuple(slice(a, b) for a, b in region)]
             recorder.names.bind(piece, f"{name}@local")
     finally:
         recorder.paused = False
@@ -347,10 +448,6 @@ def _loss_term(recorder: Recorder, index: int, tensor: Any, value: Value, leaves
     leaves.append(Leaf(name, name if reference is None else f"{name}@local", global_shape, shape, False,
                        "cotangent", region, "output"))
     return (local * piece).sum()
-
-
-def reference_world(recorder: Recorder) -> int:
-    return dist.get_world_size()
 
 
 def _reference_shape(reference: RunResult, key: str) -> tuple[int, ...] | None:

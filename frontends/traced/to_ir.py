@@ -8,7 +8,7 @@ produced (a gradient that stayed ``None``) is zeros of its shape.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from verifier.ir import Op, Span
 from verifier.traced_ir import Comparison, TracedProgram
@@ -20,7 +20,8 @@ from .run import Leaf, RunResult
 
 @dataclass(frozen=True)
 class TraceFailure:
-    """Why there is no program: ``kind`` is "unsupported" or "input-error"."""
+    """Why there is no program: "unsupported", "input-error", "cannot-run" (use the static frontend),
+    "violation" (the ranks' values cannot equal the single-device value: wrong shapes), "timeout", "internal"."""
 
     kind: str
     message: str
@@ -53,6 +54,11 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
         for leaf in run.leaves:
             if leaf.local == leaf.name:
                 continue
+            known = inputs.get(leaf.name)
+            if known is None:
+                return TraceFailure("unsupported", f"rank {run.rank} holds {leaf.kind} {leaf.name}, which the "
+                                                   f"single-device run does not have", leaf.span.line)
+            leaf = replace(leaf, shape=tuple(int(d) for d in known.shape))
             try:
                 layout = layout_of(leaf, run.rank, world, user_layouts)
             except LayoutError as error:
@@ -79,6 +85,10 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             region = theirs.region
             if region is None:
                 region = _infer_region(value.shape, theirs.shape, run.rank, world)
+                if region is None and _cannot_be_a_piece(value.shape, theirs.shape):
+                    return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank "
+                                                     f"{run.rank} but {tuple(value.shape)} on one device: no piece "
+                                                     f"of the single-device value has that shape", value.span.line)
                 if region is None:
                     return TraceFailure("unsupported", f"{value.label}: rank {run.rank} holds shape "
                                                        f"{theirs.shape} of shape {value.shape}; which piece it is "
@@ -115,6 +125,10 @@ def _failure(problem: Problem, run: RunResult) -> TraceFailure:
 
 def _safe(key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in key)
+
+
+def _cannot_be_a_piece(global_shape, local_shape) -> bool:
+    return len(global_shape) != len(local_shape) or any(int(n) > int(g) for g, n in zip(global_shape, local_shape))
 
 
 def _infer_region(global_shape, local_shape, rank: int, world: int):
