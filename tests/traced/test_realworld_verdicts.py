@@ -30,11 +30,19 @@ EXPECTED = json.loads((GALLERY / "expected.json").read_text())
 HAVE_MEGATRON = importlib.util.find_spec("megatron") is not None
 RUN_ALL = os.environ.get("REALWORLD_VERDICTS") == "all"
 DEFAULT_SAMPLE = {
+    "context_parallel_causal_mask.py",
     "context_parallel_causal_mask_local_positions.py",
-    "picotron_tp_mlp.py",
 }
-# driver -> why the tool's verdict differs from the ground truth (reported upstream)
-KNOWN_WRONG: dict[str, str] = {}
+# driver -> why the tool's verdict differs from the ground truth (observed; reported upstream)
+KNOWN_WRONG: dict[str, str] = {
+    "ddp_launch_grad_averaged_twice.py": "input-error: a launch script (module-level code, no function) "
+                                         "is not taken as the entry ('no entry found')",
+    "ddp_train_step.py": "input-error: DistributedDataParallel on the simulated process group fails "
+                         "(c10d comm hook INTERNAL ASSERT result.isTensor())",
+    "dtensor_loss_parallel.py": "unsupported: aten.to.dtype (loss_parallel's cross entropy) is not modelled",
+    "vocab_parallel_cross_entropy_smoothing_local_size.py": "unsupported: aten.scatter.src (the gather's "
+                                                            "backward) is not modelled",
+}
 
 
 def _cases():
