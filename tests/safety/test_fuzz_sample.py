@@ -23,7 +23,7 @@ def _check(outcome: fc.Outcome) -> None:
     assert outcome.exit_code in (0, 1, 2, 3)
 
 
-@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), kind=st.sampled_from(sorted(fc.GENERATORS)))
 def test_random_bad_input_ends_cleanly(seed, kind):
     case = fc.GENERATORS[kind](random.Random(seed))
