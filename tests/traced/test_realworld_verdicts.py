@@ -42,6 +42,8 @@ KNOWN_WRONG: dict[str, str] = {
     "dtensor_loss_parallel.py": "unsupported: aten.to.dtype (loss_parallel's cross entropy) is not modelled",
     "vocab_parallel_cross_entropy_smoothing_local_size.py": "unsupported: aten.scatter.src (the gather's "
                                                             "backward) is not modelled",
+    "vocab_parallel_cross_entropy_label_smoothing.py": "unsupported: aten.scatter.src (the gather's "
+                                                       "backward) is not modelled",
 }
 
 
