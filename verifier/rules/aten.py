@@ -435,6 +435,9 @@ def _to_copy(xp, args, attrs, ctx):
 
 
 aten("aten._to_copy.default", _to_copy)
+for _overload in ("dtype", "dtype_layout", "device"):  # ``.to(...)`` seen below a tensor subclass
+    aten(f"aten.to.{_overload}", _to_copy)
+aten("aten.to.other", lambda xp, args, attrs, ctx: [to_kind(xp, args[0], kind_of(xp, args[1]))])
 
 
 def _copy(xp, args, attrs, ctx):
