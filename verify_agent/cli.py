@@ -140,9 +140,7 @@ def check(file: Path = typer.Argument(..., help="An IR program in the .vir text 
     clock = begin(format, file, timeout)
     program = load_program(file)
     per_obligation = max(1.0, clock.remaining(at_most=float(solver_timeout)))
-    left = clock.remaining()
-    report = check_program(program, str(file), timeout_ms=int(per_obligation * 1000), progress=_progress(format),
-                           budget_s=None if left == float("inf") else max(1.0, left - 2.0))  # one budget, all obligations
+    report = check_program(program, str(file), timeout_ms=int(per_obligation * 1000), progress=_progress(format))
     raise typer.Exit(emit([report], format, _source_lines(program.source, file)))
 
 

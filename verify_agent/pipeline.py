@@ -81,11 +81,8 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
     untranslated = getattr(translation, "untranslated_backwards", ())
     # gradients derived from the forward are not the user's backward: check the forward only
     checked = replace(program, gradients=(), backward_ops=()) if untranslated else program
-    from .deadline import current
-    left = current().remaining()
     report = check_program(checked, path, progress=progress,
-                           reference_caveats=getattr(translation, "reference_caveats", ()),
-                           budget_s=None if left == float("inf") else max(1.0, left - 2.0))
+                           reference_caveats=getattr(translation, "reference_caveats", ()))
     for line, reason in getattr(translation, "uncovered", ()):
         report.add(Diagnostic("unsupported", ERROR, reason, line))  # not verified: code outside the check
     for line, reason in untranslated:
