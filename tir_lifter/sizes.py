@@ -123,11 +123,37 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     for name in sorted(counts):
         sizes.setdefault(name, _small(original.get(name), 2))
     divisions = _divisions(exprs)
-    for name in sorted(problem) + sorted(used - tiles - problem - counts):
-        if name in sizes:
-            continue
-        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible, real_divisions or {})
+    # grid axes get different block counts (2, 3, 4 when the real grid has that many): on a
+    # square reduced grid, bx and by swapped would compute the same thing
+    floors: dict[BinOp, int] = {}
+    for rank, axis in enumerate(kernel.grid):
+        for node in _divisions([axis.extent]):
+            floors.setdefault(node, 2 + rank)
+    searched = [n for n in sorted(problem) + sorted(used - tiles - problem - counts) if n not in sizes]
+    for name in searched:
+        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible, real_divisions or {},
+                              floors)
+    _equal_sizes_stay_equal(searched, sizes, original, divisions, assume_divisible, real_divisions or {}, floors)
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
+
+
+def _equal_sizes_stay_equal(names: list[str], sizes: dict[str, int], original: dict[str, int | None],
+                            divisions: list[BinOp], assume_divisible: bool, real_divisions: dict[BinOp, BinOp],
+                            floors: dict[BinOp, int]) -> None:
+    """Problem sizes equal in the real call (seq_q == seq_kv, M == N) stay equal: a causal
+    bound compares positions along both, and reduced apart it can hide an off-by-one."""
+    groups: dict[int, list[str]] = {}
+    for name in names:
+        if original.get(name) is not None:
+            groups.setdefault(original[name], []).append(name)
+    for group in (g for g in groups.values() if len(g) > 1):
+        for candidate in range(max(sizes[n] for n in group), _SEARCH_LIMIT):
+            trial = dict(sizes, **{n: candidate for n in group})
+            relevant = [d for d in divisions if symbols_of(d.a) & set(group) and symbols_of(d) <= set(trial)]
+            if all(_same_case(d, trial, original, True, assume_divisible, real_divisions.get(d), floors.get(d, 2))
+                   for d in relevant):
+                sizes.update({n: candidate for n in group})
+                break
 
 
 def _small(value: int | None, cap: int) -> int:
@@ -135,7 +161,8 @@ def _small(value: int | None, cap: int) -> int:
 
 
 def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], divisions: list[BinOp],
-            kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp]) -> int:
+            kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp],
+            floors: dict[BinOp, int] | None = None) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
                 and symbols_of(d) <= set(fixed) | {name}]
     known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
@@ -145,14 +172,14 @@ def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], d
     for strict in (True, False):
         for candidate in range(1, _SEARCH_LIMIT):
             trial = dict(fixed, **{name: candidate})
-            if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d))
-                   for d in relevant):
+            if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d),
+                              (floors or {}).get(d, 2)) for d in relevant):
                 return candidate
     raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
 
 
 def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None] | None, strict: bool,
-               assume_divisible: bool = False, real_div: BinOp | None = None) -> bool:
+               assume_divisible: bool = False, real_div: BinOp | None = None, floor: int = 2) -> bool:
     try:
         n, d = eval_size(div.a, trial), eval_size(div.b, trial)
     except (KeyError, ZeroDivisionError):
@@ -162,14 +189,14 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
     q, r = n // d, n % d
     if original is None:
         wanted = (r == 0) if assume_divisible else (r != 0)
-        return q >= 2 and (wanted or not strict)
+        return q >= floor and (wanted or not strict)
     try:
         real = real_div or div
         n0, d0 = eval_size(real.a, original), eval_size(real.b, original)
     except (KeyError, ZeroDivisionError):
-        return q >= 2
+        return q >= floor
     q0, r0 = n0 // d0, n0 % d0
-    return q >= min(q0, 2) and (r == 0) == (r0 == 0)
+    return q >= min(q0, floor) and (r == 0) == (r0 == 0)
 
 
 def concrete_cost(kernel: Kernel, sizes: dict[str, int]) -> int:

@@ -72,4 +72,4 @@ def test_guarded_access_with_unbound_sizes_is_verified_with_a_partial_tile(write
     guarded = UNGUARDED.replace("                C[by", "                if by * block_M + i < M and bx * block_N + j < N:\n                    C[by")
     report = run_lift(write_kernel(guarded.format(call="")), frontend="text")
     assert report.verdict == "verified"
-    assert report.extra["reduced_sizes"]["M"] == 5
+    assert report.extra["reduced_sizes"]["M"] % 2 == 1  # a partial boundary tile (block_M is 2)

