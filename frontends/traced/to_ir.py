@@ -71,7 +71,13 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     reference_ops = list(reference.recording.ops)
     comparisons = []
     extra_rank_ops: list[list[Op]] = [[] for _ in ranks]
+    sliced = _read_only_in_slices(reference, ranks)
     for value in reference.values:
+        if value.kind == "gradient" and value.key in sliced:
+            sentence = (f"gradient of {value.key} is not compared: it was not created trainable and each rank "
+                        f"reads only a slice of it (a sharded weight passed whole)")
+            assumptions.append(sentence)
+            continue
         per_rank, regions = [], []
         reference_name = value.name
         if reference_name is None:
@@ -116,6 +122,21 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                          inputs=tuple(reference.recording.leaves), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
                          passes=reference.passes, source=source)
+
+
+_SLICING = {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.slice.Tensor",
+            "aten.narrow.default", "aten.select.int", "aten.unbind.int"}
+
+
+def _read_only_in_slices(reference: RunResult, ranks: list[RunResult]) -> set[str]:
+    """Inputs made trainable by the tool (not by the user) that every rank reads only through slices."""
+    candidates = {leaf.name for leaf in reference.leaves if leaf.kind == "input" and not leaf.requires_grad}
+    out = set()
+    for name in candidates:
+        uses = [op.kind for run in ranks for op in run.recording.ops if name in op.args]
+        if uses and all(kind in _SLICING for kind in uses):
+            out.add(name)
+    return out
 
 
 def _failure(problem: Problem, run: RunResult) -> TraceFailure:
