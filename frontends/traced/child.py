@@ -104,6 +104,9 @@ def trace(request: dict):
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "
                                           f"script or code that needs a real cluster", _user_line(error, path))
     except UserCodeError as error:
+        if "INTERNAL ASSERT FAILED" in str(error):  # torch's own assertion under the simulated group, not yours
+            return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})",
+                                error.line)
         return TraceFailure("input-error", str(error), error.line)
     except EntryError as error:
         return TraceFailure("input-error", str(error), None)
@@ -115,6 +118,9 @@ def trace(request: dict):
         line = _user_line(error, path)
         if line is None or _raised_by_us(error):
             raise
+        if "INTERNAL ASSERT FAILED" in str(error):
+            return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks "
+                                              f"({type(error).__name__})", line)
         return TraceFailure("input-error", f"{type(error).__name__}: {error}", line)
     return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
 
