@@ -5,6 +5,8 @@ Each test writes a small program, runs it in this process the way the child proc
 """
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 import textwrap
 
 import pytest
@@ -12,7 +14,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from frontends.traced import collectives  # noqa: E402
 from frontends.traced.child import trace  # noqa: E402
 from frontends.traced.to_ir import TraceFailure  # noqa: E402
 from verifier.traced_ir import TracedProgram  # noqa: E402
@@ -20,12 +21,25 @@ from verifier.traced_ir import TracedProgram  # noqa: E402
 HEADER = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
 
 
+_WORKER: list[concurrent.futures.ProcessPoolExecutor] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_worker():
+    yield
+    while _WORKER:
+        _WORKER.pop().shutdown()
+
+
 def record(tmp_path, body: str, world: int = 2, entry: str | None = None, shapes=None, layouts=None):
+    """Trace in a fresh process, as the CLI does: process-group state left behind by other tests in this
+    pytest process must not leak into the recording (one spawned worker serves the whole module)."""
     path = tmp_path / "model.py"
     path.write_text(HEADER + textwrap.dedent(body))
-    collectives.install_patches()
-    return trace({"path": str(path), "shown_as": "model.py", "entry": entry, "shapes": shapes or {},
-                  "layouts": layouts or {}, "world": world})
+    if not _WORKER:
+        _WORKER.append(concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")))
+    return _WORKER[0].submit(trace, {"path": str(path), "shown_as": "model.py", "entry": entry,
+                                     "shapes": shapes or {}, "layouts": layouts or {}, "world": world}).result()
 
 
 def line_of(tmp_path, fragment: str) -> int:
