@@ -105,9 +105,26 @@ def init_group(world: int, rank: int) -> None:
         from torch.testing._internal.distributed.fake_pg import FakeStore
 
         dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
+        _subgroups_stay_simulated()
+
+
+_REAL_NEW_GROUP = dist.distributed_c10d.new_group
+
+
+def _subgroups_stay_simulated() -> None:
+    """A simulated rank has no peers: a subgroup asking for a real backend (Megatron builds gloo groups
+    beside its NCCL ones) must stay on the fake group, or torch asserts on the fake store."""
+
+    def new_group(*args, **kwargs):
+        kwargs.pop("backend", None)
+        kwargs.pop("pg_options", None)
+        return _REAL_NEW_GROUP(*args, **kwargs)
+
+    dist.new_group = dist.distributed_c10d.new_group = new_group
 
 
 def teardown() -> None:
+    dist.new_group = dist.distributed_c10d.new_group = _REAL_NEW_GROUP
     megatron_state = sys.modules.get("megatron.core.parallel_state")
     if megatron_state is not None:
         with contextlib.suppress(Exception):
