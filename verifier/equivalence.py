@@ -59,11 +59,17 @@ def symbolic_inputs(program: Program) -> tuple[dict[str, np.ndarray], list, dict
 
 
 def random_inputs(program: Program, seed: int) -> dict[str, np.ndarray]:
+    return random_values(program.inputs, seed)
+
+
+def random_values(specs, seed: int, kind_of: Callable[[Any], str] = lambda spec: _kind(spec.dtype)
+                  ) -> dict[str, np.ndarray]:
+    """Seeded values for input specs: ints within their bounds, bools, otherwise standard normal reals."""
     rng = np.random.default_rng(seed)
     out = {}
-    for spec in program.inputs:
+    for spec in specs:
         shape = tuple(int(d) for d in spec.shape)
-        kind = _kind(spec.dtype)
+        kind = kind_of(spec)
         if kind == "int":
             low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (0, 4)
             out[spec.name] = rng.integers(low, high, size=shape)

@@ -33,6 +33,7 @@ import z3
 
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
+from .equivalence import random_values
 from .exp_identity import exp_normal_form, mentions_exp, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
@@ -172,22 +173,6 @@ def _kind(spec: TensorSpec) -> str:
     return "int" if dtype.startswith(("i", "u", "long")) else "float"
 
 
-def random_leaves(inputs: tuple[TensorSpec, ...], seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in inputs:
-        shape = tuple(int(d) for d in spec.shape)
-        kind = _kind(spec)
-        if kind == "int":
-            low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (0, 4)
-            out[spec.name] = rng.integers(low, high, size=shape)
-        elif kind == "bool":
-            out[spec.name] = rng.random(shape) < 0.5
-        else:
-            out[spec.name] = rng.standard_normal(shape)
-    return out
-
-
 @dataclass
 class _Runs:
     reference: dict[str, Any]
@@ -237,7 +222,7 @@ def _first_mismatch(program: TracedProgram, runs: _Runs) -> _Mismatch | None:
 
 def _screen(program: TracedProgram, report: Report):
     for seed in range(SCREENING_SEEDS):
-        leaves = random_leaves(program.inputs, seed)
+        leaves = random_values(program.inputs, seed, _kind)
         try:
             runs = _run_all(program, leaves, NumpyBackend())
             mismatch = _first_mismatch(program, runs)
@@ -520,7 +505,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
         elif status == "sat":
             candidates = [_model_leaves(program.inputs, {k: _model_value(model, v) for k, v in variables.items()})]
             candidates += [{k: np.round(v) if v.dtype.kind == "f" else v
-                            for k, v in random_leaves(program.inputs, seed).items()}
+                            for k, v in random_values(program.inputs, seed, _kind).items()}
                            for seed in range(100, 100 + CONFIRMATION_SEEDS)]
             found, inputs = _confirm(program, candidates)
             if found is not None:
