@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import inspect
 import math
 import os
@@ -314,7 +313,7 @@ def _execute(spec: Spec, rank: int, world: int, store, idx: int, ref_params: dic
     try:
         torch.set_default_dtype(torch.float64)
         torch.manual_seed(spec.seed)
-        module = _import_file(spec.path, name)
+        module = base._import_file(spec.path, name)
         ps = _megatron_state()
         kind = _entry_kind(module)
         if kind == "launch":
@@ -384,16 +383,6 @@ def _megatron_state():
     except ImportError:
         return None
     return parallel_state
-
-
-def _import_file(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _entry_kind(module) -> str:
