@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from .source import SourceFile, canonical, dotted
+from .source import SourceFile, library_name
 
 # Calls that ask about or set up the world without moving or transforming data.
 _NEUTRAL = {
@@ -23,17 +23,6 @@ _NEUTRAL = {
 _NEUTRAL_SUFFIXES = ("get_rank", "get_world_size", "get_local_rank", "get_coordinate", "size", "get_group",
                      "initialize_model_parallel", "destroy_model_parallel", "model_parallel_is_initialized")
 _WRAPPERS = ("DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "replicate")
-
-
-def _library_name(source: SourceFile, func: cst.BaseExpression) -> str | None:
-    text = dotted(func)
-    if text is None:
-        return None
-    head, _, rest = text.partition(".")
-    path = source.imports.get(head)
-    if path is None:
-        return None
-    return canonical(path + ("." + rest if rest else ""))
 
 
 def is_distributed_construct(name: str) -> bool:
@@ -48,7 +37,7 @@ def uncovered_constructs(source: SourceFile, executed_lines: set[int]) -> list[t
     """(line, reason) for each distributed call the interpreter never ran, in source order."""
     found: dict[int | None, str] = {}
     for call in m.findall(source.module, m.Call()):
-        name = _library_name(source, call.func)
+        name = library_name(source, call.func)
         if name is None or not is_distributed_construct(name):
             continue
         line = source.line(call)

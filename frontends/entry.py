@@ -23,7 +23,7 @@ from verifier.ir import Mesh
 
 from .sizes import to_sym
 from .library import Call
-from .source import SourceFile, canonical, dotted, uses_distributed
+from .source import SourceFile, dotted, library_name, uses_distributed
 from .values import DType, UnsupportedError, UserError
 
 DEFAULT_MESH = Mesh((("tp", 2),))
@@ -57,7 +57,7 @@ def parse_mesh(text: str) -> Mesh:
 def infer_mesh(source: SourceFile) -> Mesh | None:
     """The mesh the file builds for itself, if it says so with literal sizes."""
     for call in m.findall(source.module, m.Call()):
-        name = _called(source, call.func)
+        name = library_name(source, call.func)
         if name in ("dist.init_device_mesh", "dtensor.init_device_mesh"):
             sizes = _arg(call, 1, "mesh_shape")
             names = _arg(call, None, "mesh_dim_names")
@@ -76,17 +76,6 @@ def infer_mesh(source: SourceFile) -> Mesh | None:
             if tp:
                 return Mesh((("tp", tp[0]),))
     return None
-
-
-def _called(source: SourceFile, func: cst.BaseExpression) -> str | None:
-    name = dotted(func)
-    if name is None:
-        return None
-    head, _, rest = name.partition(".")
-    path = source.imports.get(head)
-    if path is None:
-        return None
-    return canonical(f"{path}.{rest}" if rest else path)
 
 
 def _arg(call: cst.Call, position: int | None, keyword: str) -> cst.BaseExpression | None:

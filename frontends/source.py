@@ -186,6 +186,18 @@ def canonical(path: str) -> str:
     return path
 
 
+def library_name(source: SourceFile, func: cst.BaseExpression) -> str | None:
+    """The canonical library path a called name refers to through the file's imports, if any."""
+    name = dotted(func)
+    if name is None:
+        return None
+    head, _, rest = name.partition(".")
+    path = source.imports.get(head)
+    if path is None:
+        return None
+    return canonical(f"{path}.{rest}" if rest else path)
+
+
 def uses_distributed(source: SourceFile, node: cst.CSTNode) -> bool:
     """Does ``node`` mention a distributed construct (through the file's imports)?"""
     for name in m.findall(node, m.Name()):
