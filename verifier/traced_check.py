@@ -70,7 +70,6 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     ops = len(program.reference) + sum(len(rank) for rank in program.ranks)
     report = Report(program.source, dict(program.mesh), ops=ops)
     report.extra["assumptions"] = list(program.assumptions)
-    report.extra["passes"] = list(program.passes)
     for assumption in program.assumptions:
         report.add(Diagnostic("assumption", NOTE, assumption))
     if "backward" not in program.passes:
@@ -81,7 +80,31 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
         pass
     finally:
         report.seconds = time.perf_counter() - started
+    report.extra["passes"] = _pass_states(program, report)
     return report
+
+
+def _pass_states(program: TracedProgram, report: Report) -> dict[str, str]:
+    """forward / backward / temporal -> "proven", "violated", "not proven" or "not recorded"."""
+    states = {}
+    for name in ("forward", "backward", "temporal"):
+        if name != "temporal" and name not in program.passes:
+            states[name] = "not recorded"
+        elif any(fact.startswith(f"{name}:") for fact in report.proven):
+            states[name] = "proven"
+        elif any(_violates(d, name) for d in report.diagnostics):
+            states[name] = "violated"
+        else:
+            states[name] = "not proven"
+    return states
+
+
+def _violates(diagnostic: Diagnostic, name: str) -> bool:
+    if diagnostic.severity != ERROR or diagnostic.check == "unsupported":
+        return False
+    if diagnostic.check != "equivalence":
+        return name == "temporal"
+    return diagnostic.message.startswith("gradient of") == (name == "backward")
 
 
 def _check(program: TracedProgram, report: Report, deadline: float, progress) -> None:
@@ -307,6 +330,9 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
     while op is not None and id(op) not in seen:
         seen.add(id(op))
         wrong = [name for name in op.args if name in producer and differs(name)]
+        if not wrong and op.attr("comparison_cut") and op.args and op.args[0] in producer:
+            op = producer[op.args[0]]   # the cut of the compared block is ours: look at what it cuts
+            continue
         if not wrong:
             return op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
@@ -318,6 +344,10 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
     if comparison.kind != "gradient":
         return ""
     leaf = comparison.label.split("gradient of ", 1)[-1].strip()
+    region = comparison.regions[rank]
+    if region is not None and len(set(comparison.regions)) > 1:
+        block = ", ".join(f"{start}:{stop}" for start, stop in region)
+        return f"; rank {rank}'s block [{block}] of the gradient of {leaf} compared (the rank reads only that block)"
     for op in program.ranks[rank]:
         if leaf in op.args and op.attr("layout_source") is not None:
             bounds = ", ".join(f"{k}={op.attrs[k]}" for k in ("dim", "start", "end") if k in op.attrs)

@@ -72,10 +72,19 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     comparisons = []
     extra_rank_ops: list[list[Op]] = [[] for _ in ranks]
     sliced = _read_only_in_slices(reference, ranks)
+    trainable_inputs = {leaf.name for leaf in reference.leaves if leaf.kind == "input" and leaf.requires_grad}
     for value in reference.values:
         if value.kind == "gradient" and value.key in sliced:
             sentence = (f"gradient of {value.key} is not compared: it was not created trainable and each rank "
                         f"reads only a slice of it (a sharded weight passed whole)")
+            assumptions.append(sentence)
+            continue
+        pieces = _input_gradient_pieces(value, ranks) if value.key in trainable_inputs else None
+        if pieces is not None:
+            comparisons.append(_piecewise_comparison(value, ranks, pieces, extra_rank_ops))
+            sentence = (f"{value.label}: each rank reads only its own disjoint block of {value.key} (through "
+                        f"slices), so its gradient is zero elsewhere; the rank blocks are compared, and together "
+                        f"they are the whole gradient")
             assumptions.append(sentence)
             continue
         per_rank, regions = [], []
@@ -136,6 +145,114 @@ def _read_only_in_slices(reference: RunResult, ranks: list[RunResult]) -> set[st
         uses = [op.kind for run in ranks for op in run.recording.ops if name in op.args]
         if uses and all(kind in _SLICING for kind in uses):
             out.add(name)
+    return out
+
+
+def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
+    """Per rank, the one block of an input the rank reads, when every rank reads the input only
+    through slicing ops and the blocks are disjoint and cover it; else None.
+
+    Such a rank's gradient is zero outside its block (autograd of a slice), so the sum of the
+    rank gradients (what a sequence-sharded input's gradient is) equals the reference exactly
+    when each rank's block does."""
+    if value.kind != "gradient" or value.name is None:
+        return None
+    shape = tuple(int(n) for n in value.shape)
+    blocks = []
+    for run in ranks:
+        theirs = next((v for v in run.values if v.key == value.key), None)
+        if theirs is None or tuple(theirs.shape) != shape:
+            return None
+        if any(leaf.name == value.key and leaf.local != leaf.name for leaf in run.leaves):
+            return None
+        read = _blocks_read(value.key, run.recording.ops, shape)
+        if read is None or len(read) != 1:
+            return None
+        blocks.append(read[0])
+    volume = lambda b: _product(stop - start for start, stop in b)
+    disjoint = all(any(a[d][1] <= b[d][0] or b[d][1] <= a[d][0] for d in range(len(shape)))
+                   for i, a in enumerate(blocks) for b in blocks[i + 1:])
+    if not disjoint or sum(volume(b) for b in blocks) != _product(shape):
+        return None
+    return blocks
+
+
+def _blocks_read(name: str, ops, shape) -> list | None:
+    """The distinct blocks of ``name`` the ops read, if they read it only through slicing ops."""
+    used = {arg for op in ops for arg in op.args}
+    blocks: list = []
+    for op in ops:
+        if name not in op.args:
+            continue
+        if op.args != (name,):
+            return None
+        regions = _slice_regions(op, shape)
+        if regions is None:
+            return None
+        for result, region in zip(op.results, regions):
+            if result in used and region not in blocks:
+                blocks.append(region)
+    return blocks or None
+
+
+def _slice_regions(op: Op, shape) -> list | None:
+    """The region of ``shape`` each result of a slicing op covers (None: not understood)."""
+    dim = op.attrs.get("dim", 0)
+    if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+        return None
+    dim %= len(shape)
+    size = shape[dim]
+
+    def box(start, stop):
+        return tuple((start, stop) if d == dim else (0, n) for d, n in enumerate(shape))
+
+    if op.kind == "aten.split.Tensor" and isinstance(op.attrs.get("split_size"), int) and op.attrs["split_size"] > 0:
+        step = op.attrs["split_size"]
+        return [box(start, min(start + step, size)) for start in range(0, size, step)]
+    if op.kind == "aten.split_with_sizes.default" and isinstance(op.attrs.get("split_sizes"), (list, tuple)):
+        starts = [0]
+        for n in op.attrs["split_sizes"]:
+            starts.append(starts[-1] + int(n))
+        return [box(a, b) for a, b in zip(starts, starts[1:])]
+    if op.kind == "aten.slice.Tensor" and op.attrs.get("step", 1) == 1:
+        start, end = op.attrs.get("start", 0), op.attrs.get("end", size)
+        if start is None or end is None or start < 0 or end < 0:
+            return None
+        return [box(min(start, size), min(end, size))]
+    if op.kind in ("aten.select.int", "aten.unbind.int"):
+        return None   # a dim removed: the block is recognised only for shape-keeping slices
+    return None
+
+
+def _piecewise_comparison(value, ranks: list[RunResult], blocks: list, extra_rank_ops) -> Comparison:
+    """Rank r's gradient cut to its block, against the reference gradient's block."""
+    reference_name = value.name
+    per_rank = []
+    for index, (run, block) in enumerate(zip(ranks, blocks)):
+        theirs = next(v for v in run.values if v.key == value.key)
+        name = f"piece_{_safe(value.key)}"
+        if theirs.name is None:
+            extra_rank_ops[index].append(Op((name,), "aten.zeros.default", (),
+                                            {"size": [stop - start for start, stop in block]}, value.span))
+        else:
+            current = theirs.name
+            cut = [(d, start, stop) for d, (start, stop) in enumerate(block) if (start, stop) != (0, value.shape[d])]
+            for d, start, stop in cut:
+                target = f"{name}#{d}"
+                extra_rank_ops[index].append(Op((target,), "aten.slice.Tensor", (current,),
+                                                {"dim": d, "start": start, "end": stop, "step": 1,
+                                                 "comparison_cut": True}, value.span))
+                current = target
+            extra_rank_ops[index].append(Op((name,), "aten.alias.default", (current,), {"comparison_cut": True},
+                                            value.span))
+        per_rank.append(name)
+    return Comparison(value.label, value.kind, reference_name, tuple(per_rank), tuple(blocks), value.span)
+
+
+def _product(numbers) -> int:
+    out = 1
+    for n in numbers:
+        out *= int(n)
     return out
 
 

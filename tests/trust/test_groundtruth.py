@@ -18,7 +18,7 @@ except ImportError:  # imported under another rootdir/import mode
 pytestmark = pytest.mark.torch
 
 CASES = Path(__file__).parent / "cases"
-# (case, world, expected status of the N-rank run against the 1-rank run)
+# (case, world, expected status of the N-rank run against the 1-rank run; p13: outputs and gradients)
 EXPECTED = [
     ("p03_broadcast_src_by_world_ok.py", 2, "match"),
     ("p03_broadcast_src_by_world_ok.py", 4, "match"),
@@ -32,6 +32,9 @@ EXPECTED = [
     ("p09_module_level_plan_outside_entry.py", 2, "match"),
     ("p11_return_in_rank_branch_ok.py", 2, "match"),
     ("p11_return_in_rank_branch_bug.py", 2, "mismatch"),
+    ("p13_sequence_sharded_input_grad_ok.py", 2, "match"),
+    ("p13_sequence_sharded_input_grad_ok.py", 4, "match"),
+    ("p13_sequence_sharded_input_grad_bug.py", 2, "mismatch"),
 ]
 
 
@@ -39,7 +42,8 @@ EXPECTED = [
 def outcomes():
     # runs that fail or hang leave the other ranks waiting: a short time limit keeps this fast
     # (the others keep a long one: a job after a restart also pays for starting the processes)
-    jobs = [gt.Job(gt.JobSpec(str(CASES / name), timeout=10.0 if status in ("error", "deadlock/timeout") else 30.0),
+    jobs = [gt.Job(gt.JobSpec(str(CASES / name), mode="grad" if name.startswith("p13") else "forward",
+                              timeout=10.0 if status in ("error", "deadlock/timeout") else 30.0),
                    world)
             for name, world, status in EXPECTED]
     return {(name, world): result for (name, world, _), result in zip(EXPECTED, gt.run_jobs(jobs))}
