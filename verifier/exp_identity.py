@@ -22,20 +22,25 @@ def _is_exp(term: z3.ExprRef) -> bool:
     return z3.is_app(term) and term.num_args() == 1 and term.decl().name() == EXP_NAME
 
 
-def mentions_exp(term: z3.ExprRef) -> bool:
-    """Whether an ``exp`` application occurs in ``term`` (shared subterms visited once)."""
+def mentions_exp(term: z3.ExprRef, exp_free: set[int] | None = None) -> bool:
+    """Whether an ``exp`` application occurs in ``term`` (shared subterms visited once).
+
+    ``exp_free``, kept by the caller across calls on terms that share subterms, collects the
+    ids of subterms known to hold no ``exp``; they are not walked again."""
     if not z3.is_expr(term):
         return False
+    known = exp_free if exp_free is not None else set()
     seen, stack = set(), [term]
     while stack:
         node = stack.pop()
         key = node.get_id()
-        if key in seen or not z3.is_app(node):
+        if key in seen or key in known or not z3.is_app(node):
             continue
         seen.add(key)
         if _is_exp(node):
             return True
         stack.extend(node.children())
+    known.update(seen)
     return False
 
 

@@ -408,6 +408,9 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
     return arrays, domain, variables
 
 
+_EXP_FREE: set[int] = set()  # ids of Z3 subterms without exp, for the terms of one proof attempt
+
+
 def _provably_equal(a: Any, b: Any) -> bool:
     if not isinstance(a, z3.ExprRef) and not isinstance(b, z3.ExprRef):
         return bool(a == b)
@@ -419,7 +422,7 @@ def _provably_equal(a: Any, b: Any) -> bool:
     difference = normal_form(a - b)
     if z3.is_rational_value(difference):
         return difference.numerator_as_long() == 0
-    if mentions_exp(difference):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
+    if mentions_exp(difference, _EXP_FREE):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
         difference = exp_normal_form(difference)
         if quotients_cancel(difference):
             return True
@@ -513,6 +516,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress) ->
 def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool):
     """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
+    _EXP_FREE.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     try:
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts)

@@ -399,12 +399,16 @@ def main(argv: Optional[List[str]] = None, *, arm_deadline: bool = True) -> None
         code = _end(lambda: _print_ending(TIMED_OUT, "limit", f"{_Session.file or 'input'}: ran out of memory; "
                                                               "nothing was verified", "error"), EXIT_TIMEOUT)
     except Exception as error:  # noqa: BLE001 - last line of defence for the user
-        if os.environ.get("VERIFY_AGENT_DEBUG"):
+        if deadlines.current().expired():  # the timeout fired inside a C callback (Z3) and came back wrapped
+            timeout = deadlines.CommandTimeout(deadlines.current().seconds or 0.0)
+            code = _end(lambda: _print_timeout(timeout), EXIT_TIMEOUT)
+        elif os.environ.get("VERIFY_AGENT_DEBUG"):
             raise
-        detail = " ".join(f"{error.__class__.__name__}: {error}".split())[:300]
-        code = _end(lambda: _print_ending(INTERNAL_ERROR, "internal", f"{detail} — {REPORT_BUG} "
-                                                                      "(VERIFY_AGENT_DEBUG=1 shows the traceback)",
-                                          "internal error"), EXIT_INTERNAL)
+        else:
+            detail = " ".join(f"{error.__class__.__name__}: {error}".split())[:300]
+            code = _end(lambda: _print_ending(INTERNAL_ERROR, "internal", f"{detail} — {REPORT_BUG} "
+                                                                          "(VERIFY_AGENT_DEBUG=1 shows the traceback)",
+                                              "internal error"), EXIT_INTERNAL)
     deadlines.stop()
     sys.stdout.flush()
     sys.exit(code)
