@@ -39,11 +39,6 @@ KNOWN_WRONG: dict[str, str] = {
                                          "is not taken as the entry ('no entry found')",
     "ddp_train_step.py": "input-error: DistributedDataParallel on the simulated process group fails "
                          "(c10d comm hook INTERNAL ASSERT result.isTensor())",
-    "dtensor_loss_parallel.py": "unsupported: aten.to.dtype (loss_parallel's cross entropy) is not modelled",
-    "vocab_parallel_cross_entropy_smoothing_local_size.py": "unsupported: aten.scatter.src (the gather's "
-                                                            "backward) is not modelled",
-    "vocab_parallel_cross_entropy_label_smoothing.py": "unsupported: aten.scatter.src (the gather's "
-                                                       "backward) is not modelled",
 }
 
 

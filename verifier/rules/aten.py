@@ -335,6 +335,24 @@ for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
     aten(f"aten.{_name}.Scalar", _compare(_name))
 
 aten("aten.where.self", lambda xp, args, attrs, ctx: [call("where", xp, args)])
+
+
+def _where_scalar(xp, args, attrs, ctx):
+    """``where(cond, self, scalar)`` / ``where(cond, scalar, other)``: the scalar in the tensor's kind."""
+    condition, tensor = args
+    value = attrs["other" if "other" in attrs else "self"]
+    kind = "float" if isinstance(value, float) else kind_of(xp, tensor)
+    tensor = to_kind(xp, tensor, kind)
+    if isinstance(value, float) and not math.isfinite(value):
+        scalar = np.full(np.shape(tensor), scalar_term(xp, value), dtype=object if xp.symbolic else np.float64)
+    else:
+        scalar = literal(xp, np.full(np.shape(tensor), value), kind)
+    pair = [tensor, scalar] if "other" in attrs else [scalar, tensor]
+    return [call("where", xp, [condition, *pair])]
+
+
+aten("aten.where.ScalarOther", _where_scalar)
+aten("aten.where.ScalarSelf", _where_scalar)
 aten("aten.logical_not.default", lambda xp, args, attrs, ctx: [call("logical_not", xp, args)])
 aten("aten.logical_and.default", lambda xp, args, attrs, ctx: [call("logical_and", xp, args)])
 aten("aten.logical_or.default", lambda xp, args, attrs, ctx: [call("logical_or", xp, args)])
@@ -352,6 +370,8 @@ def _bitwise(name: str) -> Evaluate:
 
 aten("aten.bitwise_and.Tensor", _bitwise("and"))
 aten("aten.bitwise_or.Tensor", _bitwise("or"))
+aten("aten.__and__.Tensor", _bitwise("and"))
+aten("aten.__or__.Tensor", _bitwise("or"))
 
 
 def _unsupported(reason: str):
@@ -594,3 +614,24 @@ for _kind in INPLACE:
         aten(f"aten.{_name}_.{_overload}", _in_self_dtype(_rule.evaluate))
 for _kind in ("new_empty_strided.default",):
     aten(f"aten.{_kind}", _empty)
+
+
+def _into_out(evaluate: Evaluate) -> Evaluate:
+    """``op(..., out=t)``: the functional op on the other arguments, in ``t``'s dtype (the
+    recorder passes ``out`` as the last tensor argument and names the written value as the result)."""
+    def with_out(xp, args, attrs, ctx):
+        if not args:
+            raise ShapeError("an out= op without its out tensor")
+        results = evaluate(xp, list(args[:-1]), attrs, ctx)
+        return [to_kind(xp, results[0], kind_of(xp, args[-1]))] + list(results[1:])
+    return with_out
+
+
+# ops whose ``.out`` overload has the functional overload's arguments plus ``out`` (checked
+# against torch's schemas in tests/traced/test_aten_rules.py)
+OUT_VARIANTS = ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "neg", "abs", "relu", "silu", "gelu", "add", "sub",
+                "mul", "div", "maximum", "minimum", "clamp", "mm", "bmm", "addmm", "cat", "stack", "zeros", "ones")
+for _name in OUT_VARIANTS:
+    _functional = REGISTRY.get(f"aten.{_name}.default") or REGISTRY.get(f"aten.{_name}.Tensor")
+    if _functional is not None and f"aten.{_name}.out" not in REGISTRY:
+        aten(f"aten.{_name}.out", _into_out(_functional.evaluate))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import REGISTRY, ShapeError, norm_dim
-from .aten import UNIT, AtenUnsupported, aten, call, dtype_kind, kind_of, literal, to_kind
+from .aten import UNIT, AtenUnsupported, aten, call, dtype_kind, kind_of, literal, scalar_term, to_kind
 
 
 def _array(xp, value):
@@ -27,6 +27,19 @@ def _view(key: str):
 for _name, _key in (("view.default", "size"), ("_unsafe_view.default", "size"), ("reshape.default", "shape"),
                     ("_reshape_alias.default", "size")):
     aten(f"aten.{_name}", _view(_key))
+def _flatten(xp, args, attrs, ctx):
+    shape = list(np.shape(args[0]))
+    if not shape:
+        return [call("reshape", xp, [args[0]], shape=[1])]
+    start = norm_dim(int(attrs.get("start_dim", 0)), len(shape))
+    end = norm_dim(int(attrs.get("end_dim", -1)), len(shape))
+    merged = int(np.prod(shape[start:end + 1]))
+    return [call("reshape", xp, [args[0]], shape=shape[:start] + [merged] + shape[end + 1:])]
+
+
+aten("aten.flatten.using_ints", _flatten)
+for _name in ("view_as.default", "reshape_as.default"):
+    aten(f"aten.{_name}", lambda xp, args, attrs, ctx: [call("reshape", xp, [args[0]], shape=list(np.shape(args[1])))])
 
 
 def _t(xp, args, attrs, ctx):
@@ -329,13 +342,18 @@ aten("aten.gather.default", _gather)
 
 
 def _index_tensor(xp, args, attrs, ctx):
-    """``self[idx]`` with one integer index tensor on the first dim (the common lookup)."""
-    if len(args) != 2 or attrs.get("indices_none"):  # x[:, idx] and x[i, j] index other dims too
-        raise AtenUnsupported("advanced indexing other than x[index_tensor]")
-    x, index = args
-    if kind_of(xp, index) == "bool":
+    """``self[idx]`` with one integer index tensor on the first dim (the common lookup), or
+    ``self[rows, cols]`` of a matrix with two (``logits[arange(n), target]``)."""
+    if attrs.get("indices_none") or len(args) not in (2, 3) or len(args) == 3 and np.ndim(args[0]) != 2:
+        raise AtenUnsupported("advanced indexing other than x[index_tensor] and matrix[rows, cols]")
+    x, *indices = args
+    if any(kind_of(xp, index) == "bool" for index in indices):
         raise AtenUnsupported("boolean-mask indexing has a data-dependent shape")
-    return [_array(xp, xp.take_rows(x, index))]
+    if len(indices) == 1:
+        return [_array(xp, xp.take_rows(x, indices[0]))]
+    rows, cols = np.broadcast_arrays(np.asarray(indices[0], dtype=object if xp.symbolic else None),
+                                     np.asarray(indices[1], dtype=object if xp.symbolic else None))
+    return [_array(xp, xp.pick(xp.take_rows(x, rows), cols))]
 
 
 aten("aten.index.Tensor", _index_tensor)
@@ -388,8 +406,10 @@ def _rows_written(xp, out, index, values, accumulate: bool):
 
 def _index_put(xp, args, attrs, ctx):
     """``x[mask] = v`` (a boolean mask over leading dims) or ``x[ids] = v`` (ids on dim 0)."""
+    if not attrs.get("indices_none") and len(args) == 4 and np.ndim(args[0]) == 2:
+        return [_cells_written(xp, *args, bool(attrs.get("accumulate", False)))]
     if attrs.get("indices_none") or len(args) != 3:
-        raise AtenUnsupported("index_put with more than one index tensor or an index on a later dim")
+        raise AtenUnsupported("index_put with more than two index tensors or an index on a later dim")
     x, index, values = args
     values = to_kind(xp, values, kind_of(xp, x))
     accumulate = bool(attrs.get("accumulate", False))
@@ -402,6 +422,24 @@ def _index_put(xp, args, attrs, ctx):
         written = x + target if accumulate else target
         return [_array(xp, xp.where(np.broadcast_to(mask, np.shape(x)), written, x))]
     return [_rows_written(xp, _array(xp, x), index, values, accumulate)]
+
+
+def _cells_written(xp, x, rows, cols, values, accumulate: bool):
+    """``matrix[rows, cols] = values`` (``+=`` with ``accumulate``), written in index order."""
+    if kind_of(xp, rows) == "bool" or kind_of(xp, cols) == "bool":
+        raise AtenUnsupported("index_put with boolean masks on two dims")
+    symbolic = object if xp.symbolic else None
+    rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=symbolic), np.asarray(cols, dtype=symbolic))
+    values = np.broadcast_to(np.asarray(to_kind(xp, values, kind_of(xp, x)), dtype=symbolic), rows.shape)
+    out = _array(xp, x)
+    row_ids = literal(xp, np.arange(out.shape[0])[:, None] * np.ones(out.shape, dtype=np.int64), "int")
+    col_ids = literal(xp, np.ones(out.shape, dtype=np.int64) * np.arange(out.shape[1])[None, :], "int")
+    for position in np.ndindex(*rows.shape):
+        hits = xp.logical("and", xp.compare("eq", row_ids, np.full(out.shape, rows[position], dtype=symbolic)),
+                          xp.compare("eq", col_ids, np.full(out.shape, cols[position], dtype=symbolic)))
+        value = np.full(out.shape, values[position], dtype=symbolic)
+        out = _array(xp, xp.where(hits, out + value if accumulate else value, out))
+    return out
 
 
 aten("aten.index_put.default", _index_put)
@@ -436,3 +474,27 @@ def _scatter_add(xp, args, attrs, ctx):
 
 
 aten("aten.scatter_add.default", _scatter_add)
+
+
+def _scatter(xp, args, attrs, ctx):
+    """out[..., index[..., k, ...], ...] = src[..., k, ...] (or ``value``) along ``dim``; a later
+    position wins when an index repeats, as torch's CPU kernel writes them in order."""
+    if attrs.get("reduce") is not None:
+        raise AtenUnsupported(f"scatter with reduce={attrs['reduce']!r}")
+    x, index = args[0], args[1]
+    dim = norm_dim(int(attrs["dim"]), np.ndim(x))
+    out = _array(xp, np.moveaxis(x, dim, -1))
+    picks = np.moveaxis(index, dim, -1)
+    values = np.moveaxis(args[2], dim, -1) if len(args) > 2 else None
+    size = out.shape[-1]
+    for position in np.ndindex(*np.shape(picks)):
+        row = position[:-1]
+        hits = xp.compare("eq", literal(xp, np.arange(size), "int"),
+                          np.full(size, picks[position], dtype=object if xp.symbolic else None))
+        new = values[position] if values is not None else scalar_term(xp, attrs["value"])
+        out[row] = _array(xp, xp.where(hits, np.full(size, new, dtype=object if xp.symbolic else None), out[row]))
+    return [to_kind(xp, _array(xp, np.moveaxis(out, -1, dim)), kind_of(xp, x))]
+
+
+aten("aten.scatter.src", _scatter)
+aten("aten.scatter.value", _scatter)
