@@ -187,6 +187,7 @@ class Recorder(TorchDispatchMode):
         self.reduce_op: str | None = None  # set by the torch.distributed wrappers (collectives.py)
         self._random_lines: dict[int | None, int] = {}
         self._constant_lines: dict[int | None, int] = {}
+        self._constants: set[str] = set()   # names holding a constant made outside the recording
         from . import collectives
 
         self._collectives = collectives
@@ -311,6 +312,7 @@ class Recorder(TorchDispatchMode):
                 names.append(name)
             if tensor.dim() == 0:
                 self.names.bind(tensor, names[0])
+                self._constants.add(names[0])
                 return names[0]
             stacked = self.names.fresh("c")
             if names:
@@ -321,6 +323,7 @@ class Recorder(TorchDispatchMode):
             shaped = self.names.fresh("c")
             self.emit("aten.view.default", [stacked], {"size": list(tensor.shape)}, [shaped], span)
             self.names.bind(tensor, shaped)
+            self._constants.add(shaped)
             return shaped
         count = self._constant_lines.get(span.line, 0)
         self._constant_lines[span.line] = count + 1
@@ -350,6 +353,10 @@ class Recorder(TorchDispatchMode):
                         "aten.item.default", "aten.allclose.default"):
                 return
         arg_names, attrs, written = self._arguments(func, args, kwargs, span)
+        if kind == "aten.as_strided.default" and not written and isinstance(out, torch.Tensor) \
+                and all(name in self._constants for name in arg_names):
+            self._constant(out, span)  # a storage-level view of a small constant (DTensor's mesh bookkeeping):
+            return                     # its values are recorded, not the storage arithmetic
         outputs = flat_tensors(out)
         if any(t is None for _, t in outputs):
             attrs["result_mask"] = [t is not None for _, t in outputs]

@@ -144,18 +144,44 @@ def import_fresh(path: str):
     return module
 
 
-def dtensor_region(tensor: Any) -> tuple[Region | None, str | None]:
+def dtensor_region(tensor: Any, placements: Any = None) -> tuple[Region | None, str | None]:
     """The region of the global tensor this rank's local piece holds, from its placements."""
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
     if not isinstance(tensor, DTensor):
         return None, None
-    if any(p.is_partial() for p in tensor.placements):
-        return None, f"placements {tensor.placements} hold partial sums"
-    local_shape, offset = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
-                                                                tensor.placements)
+    placements = tuple(tensor.placements if placements is None else placements)
+    if any(p.is_partial() for p in placements):
+        return None, f"placements {placements} hold partial sums"
+    local_shape, offset = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh, placements)
     return tuple((int(o), int(o) + int(s)) for o, s in zip(offset, local_shape)), None
+
+
+def summed_partials(recorder: Recorder, tensor: Any, name: str, span: Span) -> tuple[str, tuple | None, str | None]:
+    """A DTensor with ``Partial(sum)`` placements stands for the sum of the ranks' local values
+    over those mesh dims (what ``full_tensor()`` computes): that sum is recorded as an
+    ``all_reduce`` of the verifier's own after the user's ops.  (name, placements left, why not)."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    if not isinstance(tensor, DTensor) or not any(p.is_partial() for p in tensor.placements):
+        return name, None, None
+    placements = list(tensor.placements)
+    coordinate = tensor.device_mesh.get_coordinate()
+    for dim, placement in enumerate(placements):
+        if not placement.is_partial():
+            continue
+        if getattr(placement, "reduce_op", "sum") != "sum":
+            return name, None, f"placements {tensor.placements}: a partial {placement.reduce_op} is not modelled"
+        index = list(coordinate)
+        index[dim] = slice(None)
+        group = [int(rank) for rank in tensor.device_mesh.mesh[tuple(index)].reshape(-1).tolist()]
+        if len(group) > 1:
+            summed = recorder.names.fresh()
+            recorder.emit("all_reduce", [name], {"group": group, "op": "sum"}, [summed], span)
+            name = summed
+        placements[dim] = Replicate()
+    return name, tuple(placements), None
 
 
 def _local(tensor: Any) -> Any:
@@ -497,11 +523,17 @@ def _gradient_value(recorder: Recorder, leaf: Leaf, tensors, fn) -> Value:
     grad = None if tensor is None else tensor.grad
     if grad is None:
         return Value(f"gradient of {leaf.name}", "gradient", leaf.name, None, leaf.local_shape, leaf.region, span)
-    region, why = dtensor_region(grad)
+    local = _local(grad)
+    name, placements, why = summed_partials(recorder, grad, recorder.name_of(local, span), span)
+    if placements is not None:
+        recorder.recording.assumptions.append(
+            f"gradient of {leaf.name}: placements {grad.placements} hold partial sums; compared as their sum over "
+            f"the mesh (what full_tensor() gives), an all-reduce the verifier adds after your code")
+    if why is None:
+        region, why = dtensor_region(grad, placements)
     if why:
         recorder.problem(span, f"gradient of {leaf.name}: {why}")
-    local = _local(grad)
-    name = recorder.name_of(local, span)
+        region = None
     return Value(f"gradient of {leaf.name}", "gradient", leaf.name, name, tuple(local.shape),
                  region or leaf.region, span)
 
