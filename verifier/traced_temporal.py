@@ -25,6 +25,13 @@ from .temporal.findings import DEADLOCK, ORDER, P2P
 from .temporal.ranks import Group, RankSpace
 
 COLLECTIVE_KINDS = frozenset(COLLECTIVES)
+# ops that only make a view (metadata, no data read): their results are the operand's buffer,
+# so a view taken of a buffer an async op is still writing is not a read; reading the view is
+VIEW_KINDS = frozenset(f"aten.{kind}" for kind in (
+    "view.default", "_unsafe_view.default", "alias.default", "detach.default", "t.default", "transpose.int",
+    "permute.default", "slice.Tensor", "select.int", "expand.default", "unsqueeze.default", "squeeze.dim",
+    "squeeze.dims", "squeeze.default", "as_strided.default", "split.Tensor", "split_with_sizes.default",
+    "chunk.default", "unbind.int", "narrow.default", "view_as.default", "unflatten.int"))
 MESSAGE_KINDS = frozenset(P2P_OPS)
 
 
@@ -79,6 +86,11 @@ class _Timeline:
             self._message(index, op)
         elif op.kind == "wait":
             self._wait(index, op)
+        elif op.kind in VIEW_KINDS and op.args:
+            self.alias.update({result: self.root(op.args[0]) for result in op.results})
+        elif op.attr("write_back") and len(op.args) == 2:
+            # the recorder carrying a write into a view back to its base: the base now is that buffer
+            self.alias.update({result: self.root(op.args[1]) for result in op.results})
         else:
             self.events.append(Event(COMPUTE, op.span.line, op.kind, reads=tuple(self.root(a) for a in op.args),
                                      writes=op.results, origin=index, names=op.args))

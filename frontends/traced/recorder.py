@@ -252,7 +252,7 @@ class Recorder(TorchDispatchMode):
             scatter = SCALAR_WRITE_BACK.get(origin.kind)
             result = self.names.fresh()
             if scatter is not None:
-                self.emit(scatter, [base_name.name, new_name], dict(origin.attrs), [result], span)
+                self.emit(scatter, [base_name.name, new_name], {**origin.attrs, "write_back": True}, [result], span)
             elif origin.kind in ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
                                  "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
                                  "aten.squeeze.default", "aten.flatten.using_ints", "aten.unflatten.int"):

@@ -99,6 +99,7 @@ class UserCodeError(Exception):
 
 
 def init_group(world: int, rank: int) -> None:
+    map_cuda_to_cpu()
     if world == 1:
         dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     else:
@@ -109,6 +110,23 @@ def init_group(world: int, rank: int) -> None:
 
 
 _REAL_NEW_GROUP = dist.distributed_c10d.new_group
+
+
+def map_cuda_to_cpu() -> None:
+    """What training code asks of CUDA, answered on CPU (the child has no GPU):
+    ``init_device_mesh("cuda", ...)`` builds a CPU mesh, ``torch.cuda.set_device`` does nothing,
+    ``torch.cuda.current_device()`` is the CPU (Megatron and FSDP allocate buffers there)."""
+    import torch.distributed.device_mesh as device_mesh
+
+    real_mesh = getattr(device_mesh.init_device_mesh, "__wrapped__", device_mesh.init_device_mesh)
+
+    def init_device_mesh(device_type, *args, **kwargs):
+        return real_mesh("cpu" if str(device_type).startswith("cuda") else device_type, *args, **kwargs)
+
+    init_device_mesh.__wrapped__ = real_mesh
+    device_mesh.init_device_mesh = init_device_mesh
+    torch.cuda.set_device = lambda *args, **kwargs: None
+    torch.cuda.current_device = lambda: torch.device("cpu")
 
 
 def _subgroups_stay_simulated() -> None:
@@ -297,11 +315,12 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
 
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
         return getattr(module, "build")(mesh), {"tp": world}
-    if spec.kind == "module":
+    if spec.name != "example_module":
+        # as a launcher would: Megatron code expects parallel_state set up before it runs
         megatron_state = sys.modules.get("megatron.core.parallel_state")
-        if megatron_state is not None and spec.name != "example_module" \
-                and not megatron_state.model_parallel_is_initialized():
+        if megatron_state is not None and not megatron_state.model_parallel_is_initialized():
             megatron_state.initialize_model_parallel(tensor_model_parallel_size=world)
+    if spec.kind == "module":
         return construct_module(module, spec), {"tp": world}
     return getattr(module, spec.name), {"tp": world}
 

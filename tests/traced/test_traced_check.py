@@ -272,6 +272,35 @@ def test_async_result_read_before_its_wait_is_a_violation():
     assert any(d.check == "async" and d.line == 7 for d in report.diagnostics)
 
 
+def _view_of_pending(read_view_before_wait: bool) -> TracedProgram:
+    """A view (and the recorder's write-back into a base buffer) of an async result, made before
+    its wait: metadata only, as Megatron's sequence-parallel backward does with its gather buffer."""
+    inputs = (TensorSpec("x", (2, 2), "float32"), TensorSpec("buffer", (4,), "float32"))
+    reference = [op("y", "all_reduce", ["x"], 5, group=(0,), op="max"), op("z", "aten.mul.Scalar", ["y"], 7, other=2)]
+    ops = [op("y", "all_reduce", ["x"], 5, group=(0, 1), op="max", handle="work"),
+           op("flat", "aten.view.default", ["y"], 5, size=[4]),
+           op("kept", "aten.slice_scatter.default", ["buffer", "flat"], 5, dim=0, start=0, end=4, step=1,
+              write_back=True),
+           op("back", "aten.view.default", ["kept"], 6, size=[2, 2])]
+    use = op("z", "aten.mul.Scalar", ["back"], 7, other=2)
+    wait = Op((), "wait", (), {"handle": "work"}, Span(6, "model.py"))
+    ops += [use, wait] if read_view_before_wait else [wait, use]
+    return program(inputs, reference, [ops, ops], [Comparison("output 0", "output", "z", ("z", "z"),
+                                                              (whole(2, 2),) * 2)])
+
+
+def test_a_view_of_an_async_result_taken_before_its_wait_is_not_a_read():
+    report = check_traced(_view_of_pending(False))
+    assert not [d for d in report.diagnostics if d.check == "async"]
+    assert report.verdict == VERIFIED
+
+
+def test_reading_a_view_of_an_async_result_before_its_wait_is_a_violation():
+    report = check_traced(_view_of_pending(True))
+    assert report.verdict == VIOLATIONS
+    assert any(d.check == "async" and d.line == 7 for d in report.diagnostics)
+
+
 # --- integer semantics --------------------------------------------------------------------------------
 
 def _integer_positions(rank_rounding: str) -> TracedProgram:
