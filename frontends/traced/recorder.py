@@ -57,6 +57,11 @@ DATA_DEPENDENT = {
 ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
            "_c10d_functional._wrap_tensor_autograd.default"}
 SMALL_CONSTANT = 64          # elements: spelled out as scalar records
+# ops recorded as their values when every tensor they read is a small constant
+FOLDED_ON_CONSTANTS = frozenset({"aten.as_strided.default", "aten.nonzero.default"})
+CONSTANT_FACTORIES = frozenset({"aten.arange.default", "aten.arange.start", "aten.arange.start_step",
+                                "aten.zeros.default", "aten.ones.default", "aten.full.default",
+                                "aten.scalar_tensor.default"})
 SCALAR_WRITE_BACK = {        # view op -> how a write into the view reaches its base
     "aten.slice.Tensor": "aten.slice_scatter.default",
     "aten.select.int": "aten.select_scatter.default",
@@ -288,6 +293,10 @@ class Recorder(TorchDispatchMode):
         self.names.bind(tensor, name)
         return name
 
+    def _only_constants(self, args, kwargs) -> bool:
+        tensors = [t for t in [*args, *(kwargs or {}).values()] if isinstance(t, torch.Tensor)]
+        return bool(tensors) and all(self.names.current(t) in self._constants for t in tensors)
+
     def _python_scalar(self, value: bool | int | float, span: Span) -> str:
         dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
         name = self.names.fresh("c")
@@ -336,6 +345,8 @@ class Recorder(TorchDispatchMode):
 
     def record(self, func, args, kwargs, out, span: Span) -> None:
         kind = str(func)
+        if func.namespace == "profiler":  # record_function markers: no values
+            return
         if func.namespace in ("c10d", "_c10d_functional") and kind not in ALIASES:
             self._collectives.record(self, kind, func, args, kwargs, out, span)
             return
@@ -347,16 +358,19 @@ class Recorder(TorchDispatchMode):
                 if id(source) in self.views:
                     self.views[id(out)] = self.views[id(source)]
             return
+        if kind in FOLDED_ON_CONSTANTS and isinstance(out, torch.Tensor) and self._only_constants(args, kwargs):
+            self._constant(out, span)  # bookkeeping on small constants (DTensor / FSDP meshes): its values
+            return                     # are recorded, not the storage arithmetic or data-dependent shape
         if kind in DATA_DEPENDENT:
             self._data_dependent(kind, func, args, kwargs, span)
             if kind in ("aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.equal.default",
                         "aten.item.default", "aten.allclose.default"):
                 return
         arg_names, attrs, written = self._arguments(func, args, kwargs, span)
-        if kind == "aten.as_strided.default" and not written and isinstance(out, torch.Tensor) \
-                and all(name in self._constants for name in arg_names):
-            self._constant(out, span)  # a storage-level view of a small constant (DTensor's mesh bookkeeping):
-            return                     # its values are recorded, not the storage arithmetic
+        if kind == "aten.as_strided.default" and args and isinstance(args[0], torch.Tensor):
+            # as_strided addresses memory: the rule needs to know whether memory order is logical order
+            attrs["input_contiguous"] = bool(args[0].is_contiguous())
+            attrs["input_storage_offset"] = int(args[0].storage_offset())
         outputs = flat_tensors(out)
         if any(t is None for _, t in outputs):
             attrs["result_mask"] = [t is not None for _, t in outputs]
@@ -365,6 +379,9 @@ class Recorder(TorchDispatchMode):
             return
         results = [self.names.fresh() for _, tensor in outputs if tensor is not None]
         self.emit(kind, arg_names, attrs, results, span)
+        if all(name in self._constants for name in arg_names) and not kind.startswith("aten.empty") \
+                and (arg_names or kind in CONSTANT_FACTORIES):
+            self._constants.update(results)  # computed from constants only: a constant too
         result_iter = iter(results)
         for _, tensor in outputs:
             if tensor is None:

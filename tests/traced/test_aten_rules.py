@@ -338,6 +338,15 @@ CASES += [
     ("aten.flatten.using_ints", [f234], {"start_dim": 0, "end_dim": 1}),
     ("aten.flatten.using_ints", [f234], {"start_dim": 1, "end_dim": -1}),
     ("aten.flatten.using_ints", [f234], {}),
+    ("aten.mse_loss.default", [f23, f23], {"reduction": 1}),
+    ("aten.mse_loss.default", [f23, f23], {"reduction": 2}),
+    ("aten.mse_loss.default", [f23, f23], {"reduction": 0}),
+    ("aten.mse_loss_backward.default", [(F, ()), f23, f23], {"reduction": 1}),
+    ("aten.mse_loss_backward.default", [f23, f23, f23], {"reduction": 0}),
+    ("aten.as_strided.default", [f234], {"size": [3, 4], "stride": [4, 1], "storage_offset": 6,
+                                         "input_contiguous": True, "input_storage_offset": 0}),
+    ("aten.as_strided.default", [(F, (12,))], {"size": [2, 3], "stride": [1, 4], "storage_offset": None,
+                                               "input_contiguous": True, "input_storage_offset": 0}),
     ("aten.__and__.Tensor", [(B, (2, 3)), (B, (2, 3))], {}),
     ("aten.__or__.Tensor", [(B, (2, 3)), (B, (2, 3))], {}),
 ]
@@ -490,3 +499,10 @@ UNTESTED_BY_DESIGN = {
     "aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default", "aten.empty_strided.default",
     "aten.new_empty_strided.default",
 }
+
+
+def test_as_strided_of_a_tensor_not_in_memory_order_is_refused():
+    from verifier.rules.aten import AtenUnsupported
+    with pytest.raises(AtenUnsupported, match="memory order"):
+        evaluate("aten.as_strided.default", [np.ones((2, 3))], {"size": [3], "stride": [1], "storage_offset": 0,
+                                                               "input_contiguous": False})

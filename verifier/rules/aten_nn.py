@@ -277,3 +277,30 @@ def _sdpa_backward(xp, args, attrs, ctx):
 
 aten("aten._scaled_dot_product_flash_attention_for_cpu.default", _sdpa)
 aten("aten._scaled_dot_product_flash_attention_for_cpu_backward.default", _sdpa_backward)
+
+
+# --- mean squared error ---------------------------------------------------------------------------
+
+def _mse_loss(xp, args, attrs, ctx):
+    x, target = (as_float(xp, a) for a in args)
+    difference = _array(xp, np.asarray(x) - np.broadcast_to(target, np.shape(x)))
+    squares = _array(xp, difference * difference)
+    reduction = _REDUCTIONS.get(int(attrs.get("reduction", 1)))
+    if reduction == "none":
+        return [squares]
+    total = _array(xp, np.sum(squares))
+    return [total if reduction == "sum" else _array(xp, call("div", xp, [total, literal(xp, squares.size, "float")]))]
+
+
+def _mse_loss_backward(xp, args, attrs, ctx):
+    """d/dx of the loss: 2 (x - target) grad, divided by the element count for the mean."""
+    grad, x, target = (as_float(xp, a) for a in args)
+    difference = _array(xp, np.asarray(x) - np.broadcast_to(target, np.shape(x)))
+    scaled = _array(xp, difference * 2.0 * np.broadcast_to(grad, np.shape(x)))
+    if _REDUCTIONS.get(int(attrs.get("reduction", 1))) == "mean":
+        scaled = _array(xp, call("div", xp, [scaled, literal(xp, np.full(np.shape(x), difference.size), "float")]))
+    return [scaled]
+
+
+aten("aten.mse_loss.default", _mse_loss)
+aten("aten.mse_loss_backward.default", _mse_loss_backward)

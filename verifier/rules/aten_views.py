@@ -38,6 +38,26 @@ def _flatten(xp, args, attrs, ctx):
 
 
 aten("aten.flatten.using_ints", _flatten)
+
+
+def _as_strided(xp, args, attrs, ctx):
+    """A view addressing memory: element ``i`` is the input's memory at ``offset + sum(i_k * stride_k)``.
+    Modelled only for an input whose memory order is its logical order (the recorder says so)."""
+    if attrs.get("input_contiguous") is not True:
+        raise AtenUnsupported("as_strided of a tensor whose memory order is not its logical order")
+    flat = np.reshape(_array(xp, args[0]), (-1,))
+    base = int(attrs.get("input_storage_offset", 0))
+    offset = 0 if attrs.get("storage_offset") is None else int(attrs["storage_offset"]) - base
+    size, stride = [int(n) for n in attrs["size"]], [int(n) for n in attrs["stride"]]
+    index = np.full(size, offset, dtype=np.int64)
+    for dim, (n, step) in enumerate(zip(size, stride)):
+        index = index + np.arange(n).reshape([-1 if d == dim else 1 for d in range(len(size))]) * step
+    if index.size and (index.min() < 0 or index.max() >= flat.size):
+        raise AtenUnsupported("as_strided reaching outside the tensor it views")
+    return [_array(xp, flat[index])]
+
+
+aten("aten.as_strided.default", _as_strided)
 for _name in ("view_as.default", "reshape_as.default"):
     aten(f"aten.{_name}", lambda xp, args, attrs, ctx: [call("reshape", xp, [args[0]], shape=list(np.shape(args[1])))])
 
