@@ -66,6 +66,7 @@ SCALAR_WRITE_BACK = {        # view op -> how a write into the view reaches its 
     "aten.slice.Tensor": "aten.slice_scatter.default",
     "aten.select.int": "aten.select_scatter.default",
     "aten.diagonal.default": "aten.diagonal_scatter.default",
+    "aten.as_strided.default": "aten.as_strided_scatter.default",
 }
 
 
@@ -293,6 +294,13 @@ class Recorder(TorchDispatchMode):
         self.names.bind(tensor, name)
         return name
 
+    def _digest(self, tensor: Any) -> str:
+        paused, self.paused = self.paused, True   # our own reads of the values are not the user's ops
+        try:
+            return hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
+        finally:
+            self.paused = paused
+
     def _only_constants(self, args, kwargs) -> bool:
         tensors = [t for t in [*args, *(kwargs or {}).values()] if isinstance(t, torch.Tensor)]
         return bool(tensors) and all(self.names.current(t) in self._constants for t in tensors)
@@ -442,6 +450,9 @@ class Recorder(TorchDispatchMode):
             raise _Unrecordable(f"{kind} returns {len(tensors)} tensors; a random draw is expected to return one")
         tensor = tensors[0]
         self.bind_leaf(tensor, name, span)
+        # the draw is one leaf on every run only if it gave the same numbers (a seed that depends on
+        # the rank gives others): to_ir compares these digests
+        self.recording.fingerprints[name] = self._digest(tensor)
         if kind.startswith("aten.randint") and not tensor.is_floating_point():
             low, high = int(tensor.min()) if tensor.numel() else 0, int(tensor.max()) + 1 if tensor.numel() else 1
             self.recording.leaves[-1] = TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span,

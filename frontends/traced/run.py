@@ -107,6 +107,7 @@ def init_group(world: int, rank: int) -> None:
 
         dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
         _subgroups_stay_simulated()
+    _simulated_ddp(averaging_hook=world > 1)
 
 
 _REAL_NEW_GROUP = dist.distributed_c10d.new_group
@@ -127,6 +128,9 @@ def map_cuda_to_cpu() -> None:
     device_mesh.init_device_mesh = init_device_mesh
     torch.cuda.set_device = lambda *args, **kwargs: None
     torch.cuda.current_device = lambda: torch.device("cpu")
+    # ``model.to(torch.float64)`` / ``.cuda()`` make new Parameter objects over the converted values
+    # instead of swapping ``param.data`` (a swap bumps version counters without a recorded op)
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
 
 
 def _subgroups_stay_simulated() -> None:
@@ -141,7 +145,40 @@ def _subgroups_stay_simulated() -> None:
     dist.new_group = dist.distributed_c10d.new_group = new_group
 
 
+_REAL_DDP_INIT = torch.nn.parallel.DistributedDataParallel.__init__
+SIMULATED_DDP: list = []   # DDP modules made in the current run (their use is stated as an assumption)
+
+
+DDP_ASSUMPTION = ("DistributedDataParallel: the initial broadcast of rank 0's parameters is not simulated; every "
+                  "rank is taken to build the same parameters (random draws are checked to be equal)")
+
+
+def _simulated_ddp(averaging_hook: bool) -> None:
+    """DDP as the recorder can follow it: no initial broadcast of rank 0's parameters (a write
+    in C++ through buffers the recorder does not see; ``DDP_ASSUMPTION``), and on a simulated
+    rank, whose fake group gives the C++ reducer no result, a communication hook doing DDP's
+    default in Python: divide each gradient bucket by the group size, all-reduce it with a sum."""
+    def hook(group, bucket):
+        buffer = bucket.buffer()
+        buffer.div_(dist.get_world_size(group))
+        dist.all_reduce(buffer, group=group)
+        future = torch.futures.Future()
+        future.set_result(buffer)
+        return future
+
+    def init(self, *args, **kwargs):
+        kwargs["init_sync"] = False
+        _REAL_DDP_INIT(self, *args, **kwargs)
+        if averaging_hook:
+            self.register_comm_hook(self.process_group, hook)
+        SIMULATED_DDP.append(self)
+
+    torch.nn.parallel.DistributedDataParallel.__init__ = init
+
+
 def teardown() -> None:
+    torch.nn.parallel.DistributedDataParallel.__init__ = _REAL_DDP_INIT
+    SIMULATED_DDP.clear()
     dist.new_group = dist.distributed_c10d.new_group = _REAL_NEW_GROUP
     megatron_state = sys.modules.get("megatron.core.parallel_state")
     if megatron_state is not None:
@@ -278,6 +315,8 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
     recorder = Recorder(spans, simulated=world > 1)
     try:
         torch.manual_seed(request.seed)
+        if request.entry is None and is_launch_script(request.path):
+            return _run_launch_script(request, recorder, world, rank)
         try:
             module = import_fresh(request.path)
         except ImportError:
@@ -300,6 +339,94 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         return result
     finally:
         teardown()
+
+
+_ENTRY_FUNCTIONS = {"forward", "build", "example_inputs", "example_module"}
+_LAUNCH_CALLS = {"init_process_group", "init_device_mesh"}
+
+
+def is_launch_script(path: str) -> bool:
+    """A torchrun-style script: module-level code sets up the process group or reads the launcher's
+    environment (``RANK``, ``WORLD_SIZE``), and the file defines no entry function."""
+    import ast
+
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    if any(isinstance(node, ast.FunctionDef) and node.name in _ENTRY_FUNCTIONS for node in tree.body):
+        return False
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                if called in _LAUNCH_CALLS:
+                    return True
+            if isinstance(node, ast.Constant) and node.value in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+                return True
+    return False
+
+
+def _run_launch_script(request: RunRequest, recorder: Recorder, world: int, rank: int) -> RunResult:
+    """Run the script's module-level code as ``torchrun`` would on this rank; what it computes is
+    the state it leaves: every module-level ``nn.Module``'s parameters and their gradients."""
+    launcher = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    saved_env = {name: os.environ.get(name) for name in launcher}
+    saved_init, saved_destroy = dist.init_process_group, dist.destroy_process_group
+    os.environ.update(launcher)
+    dist.init_process_group = lambda *args, **kwargs: None      # the group is already set up
+    dist.destroy_process_group = lambda *args, **kwargs: None   # and is torn down by the runner
+    collectives.ACTIVE.append(recorder)
+    try:
+        with recorder:
+            try:
+                module = import_fresh(request.path)
+            except Exception as error:
+                if _ours(error):
+                    raise
+                raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
+    finally:
+        collectives.ACTIVE.remove(recorder)
+        dist.init_process_group, dist.destroy_process_group = saved_init, saved_destroy
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    values = _module_state(recorder, module)
+    if not values:
+        raise UserCodeError(None, "the launch script leaves no nn.Module at module level: nothing to compare")
+    passes = ("forward", "backward") if any(v.kind == "gradient" for v in values) else ("forward",)
+    assumptions = ["launch script: its module-level code was run as torchrun would on each rank; compared are "
+                   "the parameters of its module-level modules after the script, and their gradients"]
+    if SIMULATED_DDP:
+        assumptions.append(DDP_ASSUMPTION)
+    return RunResult(world, rank, recorder.recording, [], values, passes, assumptions, {"tp": world})
+
+
+def _module_state(recorder: Recorder, module) -> list[Value]:
+    span = Span(None, recorder.spans.shown_as)
+    values = []
+    for holder, obj in vars(module).items():
+        model = getattr(obj, "module", obj) if isinstance(obj, torch.nn.Module) else None
+        if not isinstance(model, torch.nn.Module) or not list(model.parameters()):
+            continue
+        for pname, param in model.named_parameters():
+            full = f"{holder}.{pname}"
+            for label, kind, tensor in ((f"parameter {full} after the script", "output", param),
+                                        (f"gradient of {full} after the script", "gradient", param.grad)):
+                if tensor is None:
+                    continue
+                region, why = dtensor_region(tensor)
+                if why:
+                    recorder.problem(span, f"{label}: {why}")
+                local = _local(tensor)
+                values.append(Value(label, kind, f"{kind}:{full}", recorder.name_of(local, span),
+                                    tuple(tensor.shape), region, span))
+    return values
 
 
 def _definition_line(fn: Any, module) -> int | None:
@@ -442,6 +569,8 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     if any(leaf.kind == "input" and not leaf.requires_grad for leaf in leaves) and custom:
         assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function: "
                            "their gradients are checked")
+    if SIMULATED_DDP:
+        assumptions.append(DDP_ASSUMPTION)
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)
 
 

@@ -49,8 +49,11 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                                                    f"no correspondence", spec.span.line)
             ours, theirs = run.recording.fingerprints.get(spec.name), reference.recording.fingerprints.get(spec.name)
             if ours != theirs:
-                return TraceFailure("unsupported", f"the constant tensor {spec.name} has different values on rank "
-                                                   f"{run.rank} and on one device", spec.span.line)
+                what = (f"the random draw {spec.name} gives other numbers on rank {run.rank} than on one device "
+                        f"(a seed that depends on the rank?): the runs do not compute from the same inputs"
+                        if spec.name.startswith("random_") else
+                        f"the constant tensor {spec.name} has different values on rank {run.rank} and on one device")
+                return TraceFailure("unsupported", what, spec.span.line)
         for leaf in run.leaves:
             if leaf.local == leaf.name:
                 continue

@@ -40,24 +40,41 @@ def _flatten(xp, args, attrs, ctx):
 aten("aten.flatten.using_ints", _flatten)
 
 
-def _as_strided(xp, args, attrs, ctx):
-    """A view addressing memory: element ``i`` is the input's memory at ``offset + sum(i_k * stride_k)``.
-    Modelled only for an input whose memory order is its logical order (the recorder says so)."""
+def _strided_positions(x, attrs) -> np.ndarray:
+    """For ``as_strided``: the flat position in ``x`` of each element of the view.  Modelled only
+    for an input whose memory order is its logical order (the recorder says so)."""
     if attrs.get("input_contiguous") is not True:
         raise AtenUnsupported("as_strided of a tensor whose memory order is not its logical order")
-    flat = np.reshape(_array(xp, args[0]), (-1,))
     base = int(attrs.get("input_storage_offset", 0))
     offset = 0 if attrs.get("storage_offset") is None else int(attrs["storage_offset"]) - base
     size, stride = [int(n) for n in attrs["size"]], [int(n) for n in attrs["stride"]]
     index = np.full(size, offset, dtype=np.int64)
     for dim, (n, step) in enumerate(zip(size, stride)):
         index = index + np.arange(n).reshape([-1 if d == dim else 1 for d in range(len(size))]) * step
-    if index.size and (index.min() < 0 or index.max() >= flat.size):
+    if index.size and (index.min() < 0 or index.max() >= np.size(x)):
         raise AtenUnsupported("as_strided reaching outside the tensor it views")
-    return [_array(xp, flat[index])]
+    return index
+
+
+def _as_strided(xp, args, attrs, ctx):
+    """A view addressing memory: element ``i`` is the input's memory at ``offset + sum(i_k * stride_k)``."""
+    index = _strided_positions(args[0], attrs)
+    return [_array(xp, np.reshape(_array(xp, args[0]), (-1,))[index])]
+
+
+def _as_strided_scatter(xp, args, attrs, ctx):
+    """``x`` with the elements an ``as_strided`` view of it addresses replaced by ``src``."""
+    x, src = args
+    index = _strided_positions(x, attrs)
+    if len(np.unique(index)) != index.size:
+        raise AtenUnsupported("as_strided_scatter through a view that addresses an element twice")
+    flat = np.reshape(_array(xp, x), (-1,)).copy()
+    flat[index.reshape(-1)] = np.reshape(to_kind(xp, src, kind_of(xp, x)), (-1,))
+    return [_array(xp, np.reshape(flat, np.shape(x)))]
 
 
 aten("aten.as_strided.default", _as_strided)
+aten("aten.as_strided_scatter.default", _as_strided_scatter)
 for _name in ("view_as.default", "reshape_as.default"):
     aten(f"aten.{_name}", lambda xp, args, attrs, ctx: [call("reshape", xp, [args[0]], shape=list(np.shape(args[1])))])
 
