@@ -246,7 +246,8 @@ def translate(
 
     When torch is installed and the file imports torch, the file's code is RUN on CPU (in a child
     process with a scrubbed environment and a time limit): once on one device and once per
-    simulated rank, every op recorded.  --no-exec reads the source without running it."""
+    simulated rank, every op recorded.  A torchrun-style launch script (module-level code, no
+    entry function) runs whole on every rank.  --no-exec reads the source without running it."""
     from .pipeline import TranslateOptions, translate_and_verify
 
     begin(format, file, timeout)
