@@ -341,6 +341,11 @@ CASES += [
     ("aten.as_strided_scatter.default", [(F, (12,)), (F, (2, 3))], {"size": [2, 3], "stride": [1, 4],
                                                                      "storage_offset": 1, "input_contiguous": True,
                                                                      "input_storage_offset": 0}),
+    ("aten.chunk.default", [f234], {"chunks": 2, "dim": 2}),
+    ("aten.chunk.default", [(F, (7, 3))], {"chunks": 3, "dim": 0}),
+    ("aten.chunk.default", [(F, (5, 3))], {"chunks": 4, "dim": 0}),
+    ("aten._safe_softmax.default", [f23], {"dim": -1}),
+    ("aten._safe_softmax.default", [f234], {"dim": 1}),
     ("aten.mse_loss.default", [f23, f23], {"reduction": 1}),
     ("aten.mse_loss.default", [f23, f23], {"reduction": 2}),
     ("aten.mse_loss.default", [f23, f23], {"reduction": 0}),
@@ -509,3 +514,10 @@ def test_as_strided_of_a_tensor_not_in_memory_order_is_refused():
     with pytest.raises(AtenUnsupported, match="memory order"):
         evaluate("aten.as_strided.default", [np.ones((2, 3))], {"size": [3], "stride": [1], "storage_offset": 0,
                                                                "input_contiguous": False})
+
+
+def test_safe_softmax_gives_zero_for_a_row_that_is_entirely_minus_infinity():
+    x = np.array([[0.5, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]])
+    (ours,) = evaluate("aten._safe_softmax.default", [x], {"dim": -1})
+    want = torch.ops.aten._safe_softmax.default(torch.tensor(x), -1).numpy()
+    assert np.allclose(ours, want) and not np.any(ours[1])

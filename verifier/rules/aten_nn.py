@@ -134,7 +134,21 @@ def _log_softmax_backward(xp, args, attrs, ctx):
     return [_array(xp, grad - call("exp", xp, [output]) * total)]
 
 
+def _safe_softmax(xp, args, attrs, ctx):
+    """softmax, with 0 for a row that is entirely -inf (attention with every key masked).  In Z3
+    -inf is a named unknown (``scalar_term``), so there the rule is softmax's: the two agree on
+    every row with a finite entry, and the NumPy re-check sees the zero rows."""
+    x = as_float(xp, args[0])
+    dim = int(attrs.get("dim", -1))
+    probabilities = call("softmax", xp, [x], dim=dim)
+    if xp.symbolic:
+        return [probabilities]
+    masked = np.all(np.isneginf(np.asarray(x, dtype=float)), axis=dim, keepdims=True)
+    return [np.where(masked, 0.0, probabilities)]
+
+
 aten("aten._softmax.default", _softmax("softmax"))
+aten("aten._safe_softmax.default", _safe_softmax)
 aten("aten._log_softmax.default", _softmax("log_softmax"))
 aten("aten._softmax_backward_data.default", _softmax_backward)
 aten("aten._log_softmax_backward_data.default", _log_softmax_backward)

@@ -206,6 +206,20 @@ for _name in ("split.Tensor", "split_with_sizes.default"):
     aten(f"aten.{_name}", _split)
 
 
+def _chunk(xp, args, attrs, ctx):
+    """``chunk(n)``: pieces of ``ceil(size / n)`` (the last smaller), so sometimes fewer than n."""
+    x = args[0]
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    chunks = int(attrs["chunks"])
+    if chunks <= 0:
+        raise ShapeError(f"chunk expects a positive number of chunks, got {chunks}")
+    step = max(1, -(-np.shape(x)[dim] // chunks))
+    return _split(xp, [x], {"dim": dim, "split_size": step}, ctx)
+
+
+aten("aten.chunk.default", _chunk)
+
+
 def _unbind(xp, args, attrs, ctx):
     x = args[0]
     dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
