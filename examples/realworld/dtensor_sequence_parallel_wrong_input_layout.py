@@ -7,7 +7,10 @@ each rank holds the contribution of its own tokens, and the global gradient is t
 tensor (`use_local_output=True`) and the projection declares that input Replicate, so each
 rank projects only its own tokens and calls them the whole sequence.
 
-violations (line 37: the projection is told its input is replicated, but it is a local sequence shard)
+Bug at line 41: the projection is told its input is replicated, but it is a local sequence
+shard.
+
+violations
 """
 import torch
 import torch.nn as nn

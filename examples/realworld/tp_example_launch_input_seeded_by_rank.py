@@ -5,7 +5,10 @@ parallelise a toy MLP with ColwiseParallel/RowwiseParallel, and run a few optimi
 with an input seeded by rank: the tensor-parallel ranks disagree on the batch.  Run with
 `torchrun --nproc-per-node 2 tp_example_launch.py`.
 
-violations (line 43: each rank draws a different input, but tensor parallelism needs the same one on every rank)
+Bug at line 46: each rank draws a different input, but tensor parallelism needs the same
+one on every rank.
+
+violations
 """
 import os
 
