@@ -11,7 +11,7 @@ Expected: verified
 """
 import torch
 import torch.nn.functional as F
-from megatron.core import ModelParallelConfig
+from megatron.core import ModelParallelConfig, parallel_state
 from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 from megatron.core.tensor_parallel.mappings import (gather_from_sequence_parallel_region,
                                                     scatter_to_sequence_parallel_region)
@@ -22,7 +22,10 @@ SEQ, BATCH, HIDDEN, FFN = 8, 2, 16, 32
 class SequenceParallelMLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        config = ModelParallelConfig(use_cpu_initialization=True, sequence_parallel=True)
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+        # as Megatron's own arguments do: sequence parallelism only with tensor parallelism
+        config = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True,
+                                     sequence_parallel=tp > 1)
         init = torch.nn.init.xavier_normal_
         self.norm = torch.nn.LayerNorm(HIDDEN)
         for p in self.norm.parameters():
