@@ -101,6 +101,13 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if theirs is None:
                 return TraceFailure("unsupported", f"rank {run.rank} does not produce {value.label}", value.span.line)
             region = theirs.region
+            if region is None and value.kind == "output" and tuple(theirs.shape) != tuple(value.shape):
+                # a plain tensor returned by a rank is the value itself: a piece of it is not the
+                # single-device result (a DTensor output says which piece it is, through its placements)
+                return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} "
+                                                 f"but {tuple(value.shape)} on one device: the rank returns a piece "
+                                                 f"of the value, not the value (is a gather missing?)",
+                                    value.span.line)
             if region is None:
                 region = _infer_region(value.shape, theirs.shape, run.rank, world)
                 if region is None and _cannot_be_a_piece(value.shape, theirs.shape):
@@ -111,11 +118,6 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                     return TraceFailure("unsupported", f"{value.label}: rank {run.rank} holds shape "
                                                        f"{theirs.shape} of shape {value.shape}; which piece it is "
                                                        f"cannot be told", value.span.line)
-                if region != tuple((0, n) for n in value.shape) and value.kind == "output":
-                    sentence = (f"{value.label}: each rank returns the contiguous chunk of the dim that shrank "
-                                f"by the world size")
-                    if sentence not in assumptions:
-                        assumptions.append(sentence)
             name = theirs.name
             if name is None:
                 name = f"zeros_{_safe(value.key)}"

@@ -176,9 +176,9 @@ def test_many_obligations_end_within_the_budget_as_unsupported_timeout():
     program = parse_program(text.replace("dim S=3, V=6, H=2", "dim S=48, V=16, H=4"))
     lines: list[str] = []
     started = time.monotonic()
-    report = check_program(program, budget_s=3.0, progress=lines.append)
+    report = check_program(program, budget_s=0.5, progress=lines.append)  # far less than the proof needs
     elapsed = time.monotonic() - started
-    assert elapsed < 3.0 + 2.0
+    assert elapsed < 0.5 + 2.0
     assert report.verdict == "unsupported"
     assert "timeout" in errors(report)[0].message
 
