@@ -27,6 +27,7 @@ re-states what an op computes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .ir import Op, Span, TensorSpec
 
@@ -54,3 +55,6 @@ class TracedProgram:
     assumptions: tuple[str, ...] = ()
     passes: tuple[str, ...] = ("forward",)   # "forward", "backward": what the recording covers
     source: str | None = None
+    # inputs the code drew at random with numbers of its own on some rank (a seed that depends on
+    # the rank): concrete checks use the numbers each run drew; the proof still covers all values
+    pinned: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)

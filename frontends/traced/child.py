@@ -78,7 +78,8 @@ def _runs_only_in_parallel(run_request, request: dict, error: BaseException):
                                       f"single-device run to compare with")
 
 
-_SHAPE_WORDS = ("shape", "size", "dimension")
+# errors about shapes, and indexes past the pieces a split made (fewer chunks than ranks)
+_SHAPE_WORDS = ("shape", "size", "dimension", "index out of range")
 
 
 def _shape_error(error: BaseException) -> bool:
@@ -144,20 +145,36 @@ def trace(request: dict):
     return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
 
 
+def _guarded_trace(request: dict):
+    try:
+        return trace(request)
+    except Exception as error:  # a bug of ours: the parent reports it as an internal error
+        from .to_ir import TraceFailure
+
+        return TraceFailure("internal", "".join(traceback.format_exception(error))[-4000:], None)
+
+
 def main(argv: list[str]) -> int:
+    """Writes RESULT (the run on ``world`` ranks) first, then RESULT.<n> for every further world
+    size asked for, so a time limit reached during those still leaves the main result."""
+    from verifier.traced_ir import TracedProgram
+
     request_path, result_path = argv
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
     sys.path.insert(0, os.path.dirname(os.path.abspath(request["path"])))
-    try:
-        result = trace(request)
-    except Exception as error:  # a bug of ours: the parent reports it as an internal error
-        from .to_ir import TraceFailure
-
-        result = TraceFailure("internal", "".join(traceback.format_exception(error))[-4000:], None)
-    with open(result_path, "wb") as handle:
-        pickle.dump(result, handle)
+    result = _guarded_trace(request)
+    _write(result_path, result)
+    if isinstance(result, TracedProgram):
+        for world in request.get("also_worlds", []):
+            _write(f"{result_path}.{world}", _guarded_trace({**request, "world": world}))
     return 0
+
+
+def _write(path: str, result) -> None:
+    with open(path + ".part", "wb") as handle:
+        pickle.dump(result, handle)
+    os.replace(path + ".part", path)
 
 
 def _bootstrap() -> None:

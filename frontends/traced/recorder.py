@@ -92,6 +92,7 @@ class Recording:
     ops: list[Op] = field(default_factory=list)
     leaves: list[TensorSpec] = field(default_factory=list)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    drawn: dict[str, Any] = field(default_factory=dict)      # random draw -> the numbers drawn (NumPy)
     problems: list[Problem] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 
@@ -301,6 +302,13 @@ class Recorder(TorchDispatchMode):
         finally:
             self.paused = paused
 
+    def _numbers(self, tensor: Any) -> Any:
+        paused, self.paused = self.paused, True
+        try:
+            return tensor.detach().contiguous().cpu().numpy().copy()
+        finally:
+            self.paused = paused
+
     def _only_constants(self, args, kwargs) -> bool:
         tensors = [t for t in [*args, *(kwargs or {}).values()] if isinstance(t, torch.Tensor)]
         return bool(tensors) and all(self.names.current(t) in self._constants for t in tensors)
@@ -453,6 +461,7 @@ class Recorder(TorchDispatchMode):
         # the draw is one leaf on every run only if it gave the same numbers (a seed that depends on
         # the rank gives others): to_ir compares these digests
         self.recording.fingerprints[name] = self._digest(tensor)
+        self.recording.drawn[name] = self._numbers(tensor)
         if kind.startswith("aten.randint") and not tensor.is_floating_point():
             low, high = int(tensor.min()) if tensor.numel() else 0, int(tensor.max()) + 1 if tensor.numel() else 1
             self.recording.leaves[-1] = TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span,

@@ -262,6 +262,12 @@ def _modules_of(obj: Any) -> list[tuple[str, torch.nn.Module]]:
     return found[:1]
 
 
+# Functions written in the user's file, and Megatron's tensor-parallel mappings and layers, exist
+# to shape gradients (an all-reduce of the input gradient in backward): their inputs' gradients
+# are what they are for.  Library Functions such as DTensor's do not count.
+GRADIENT_SHAPING_MODULES = ("_verify_agent_traced_", "megatron.core.tensor_parallel")
+
+
 def _uses_custom_function(outputs: list[Any]) -> bool:
     seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while stack:
@@ -271,8 +277,8 @@ def _uses_custom_function(outputs: list[Any]) -> bool:
         seen.add(id(node))
         function = getattr(type(node), "_forward_cls", None)
         if isinstance(node, torch.autograd.function.BackwardCFunction) and function is not None \
-                and str(getattr(function, "__module__", "")).startswith("_verify_agent_traced_"):
-            return True  # a Function written in the user's file (library ones such as DTensor's do not count)
+                and str(getattr(function, "__module__", "")).startswith(GRADIENT_SHAPING_MODULES):
+            return True
         stack.extend(next_node for next_node, _ in node.next_functions)
     return False
 
@@ -567,8 +573,8 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     finally:
         collectives.ACTIVE.remove(recorder)
     if any(leaf.kind == "input" and not leaf.requires_grad for leaf in leaves) and custom:
-        assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function: "
-                           "their gradients are checked")
+        assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function "
+                           "(its own or Megatron's tensor-parallel ones): their gradients are checked")
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)

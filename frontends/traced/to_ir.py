@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from verifier.ir import Op, Span
+from typing import Any
+
+from verifier.ir import Op, Span, TensorSpec
 from verifier.traced_ir import Comparison, TracedProgram
 
 from .correspondence import LayoutError, layout_of
@@ -38,8 +40,11 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     assumptions: list[str] = []
     rank_ops: list[tuple[Op, ...]] = []
     regions_by_leaf: dict[str, list] = {}
+    own_draws: list[TensorSpec] = []            # draws that gave a rank other numbers than one device
+    pinned: dict[str, Any] = {}
     for run in ranks:
         prefix: list[Op] = []
+        renamed: dict[str, str] = {}
         for spec in run.recording.leaves:
             known = inputs.get(spec.name)
             if known is None or tuple(known.shape) != tuple(spec.shape):
@@ -49,11 +54,20 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                                                    f"no correspondence", spec.span.line)
             ours, theirs = run.recording.fingerprints.get(spec.name), reference.recording.fingerprints.get(spec.name)
             if ours != theirs:
-                what = (f"the random draw {spec.name} gives other numbers on rank {run.rank} than on one device "
-                        f"(a seed that depends on the rank?): the runs do not compute from the same inputs"
-                        if spec.name.startswith("random_") else
-                        f"the constant tensor {spec.name} has different values on rank {run.rank} and on one device")
-                return TraceFailure("unsupported", what, spec.span.line)
+                if spec.name in run.recording.drawn and spec.name in reference.recording.drawn:
+                    own = f"{spec.name}@rank{run.rank}"
+                    renamed[spec.name] = own
+                    own_draws.append(replace(spec, name=own))
+                    pinned[spec.name] = reference.recording.drawn[spec.name]
+                    pinned[own] = run.recording.drawn[spec.name]
+                    sentence = (f"the random draw at line {spec.span.line} gives other numbers on rank {run.rank} "
+                                f"than on one device (a seed that depends on the rank?): the rank computes from "
+                                f"data of its own; values are compared with the numbers each run really drew")
+                    if sentence not in assumptions:
+                        assumptions.append(sentence)
+                    continue
+                return TraceFailure("unsupported", f"the constant tensor {spec.name} has different values on rank "
+                                                   f"{run.rank} and on one device", spec.span.line)
         for leaf in run.leaves:
             if leaf.local == leaf.name:
                 continue
@@ -70,7 +84,7 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if layout.sentence and layout.sentence not in assumptions:
                 assumptions.append(layout.sentence)
             prefix.extend(_piece_ops(leaf, layout.region, layout.source))
-        rank_ops.append(tuple(prefix) + tuple(run.recording.ops))
+        rank_ops.append(tuple(prefix) + tuple(_renamed(op, renamed) for op in run.recording.ops))
     reference_ops = list(reference.recording.ops)
     comparisons = []
     extra_rank_ops: list[list[Op]] = [[] for _ in ranks]
@@ -133,9 +147,15 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if sentence not in assumptions:
                 assumptions.append(sentence)
     return TracedProgram(world=world, mesh=dict(ranks[0].mesh) if ranks else {"tp": 1},
-                         inputs=tuple(reference.recording.leaves), reference=tuple(reference_ops),
+                         inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
-                         passes=reference.passes, source=source)
+                         passes=reference.passes, source=source, pinned=pinned)
+
+
+def _renamed(op: Op, names: dict[str, str]) -> Op:
+    if not names or not any(arg in names for arg in op.args):
+        return op
+    return replace(op, args=tuple(names.get(arg, arg) for arg in op.args))
 
 
 _SLICING = {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.slice.Tensor",

@@ -39,8 +39,6 @@ DEFAULT_SAMPLE = {
 }
 # driver -> why the tool's verdict differs from the ground truth (observed; reported upstream)
 KNOWN_WRONG: dict[str, str] = {
-    "tp_example_launch_input_seeded_by_rank.py": "unsupported: the ranks draw different random inputs (rank-dependent "
-                                                 "seed), so the runs are not one program on one input",
     "fsdp2_train_step.py": "unsupported: FSDP2's fsdp.chunk_cat (reduce-scatter input packing) is not modelled",
     "picotron_vocab_parallel_embedding.py": "unsupported: the Z3 terms of the masked embedding lookup do not "
                                             "normalise within the time budget",
