@@ -335,6 +335,15 @@ class Z3Backend:
                     out[index + (i, j)] = _sum_of_products(row, column)
         return out
 
+    def sum_rows(self, array) -> np.ndarray:
+        """The sum over the first dim, as one n-ary term per entry."""
+        array = self._reals(np.asarray(array, dtype=object))
+        out = np.empty(array.shape[1:], dtype=object)
+        for index in np.ndindex(*array.shape[1:]):
+            terms = list(array[(slice(None),) + index])
+            out[index] = z3.Sum(*terms) if len(terms) > 1 else terms[0]
+        return out
+
     def _reals(self, array: np.ndarray) -> np.ndarray:
         """Make every entry a Real term; checked once per array since ints are rare here."""
         flat = array.reshape(-1)

@@ -46,6 +46,7 @@ MAX_LEAF_ELEMENTS = 20_000
 SCREENING_SEEDS = 3
 CONFIRMATION_SEEDS = 6
 SOLVER_BATCH = 64  # disequalities per solver call
+CUT_PROOF_CAP_S = 20.0   # solver time for one collective's cut (the rest stays for the obligations)
 SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
 
 
@@ -537,7 +538,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     _EXP_FREE.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     try:
-        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts)
+        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline)
     except RunError as error:
         _engine_error(report, error)
     obligations = _obligations(program, runs, deadline)
@@ -580,6 +581,16 @@ def _cuttable(array: np.ndarray) -> bool:
     return len({t.get_id() for t in flat if isinstance(t, z3.ExprRef)}) == flat.size
 
 
+# ops whose results are non-linear terms: identical on both sides, they are still cut, so what
+# later differs (a mask, a sum over ranks) is compared over plain variables the solver handles
+NON_LINEAR_KINDS = frozenset({
+    "aten.native_layer_norm.default", "aten.native_layer_norm_backward.default", "aten._softmax.default",
+    "aten._softmax_backward_data.default", "aten._log_softmax.default", "aten._log_softmax_backward_data.default",
+    "aten.rsqrt.default", "aten.exp.default", "aten.log.default", "aten.gelu.default", "aten.gelu_backward.default",
+    "aten.silu.default", "aten.silu_backward.default", "aten.tanh.default", "aten.sigmoid.default",
+})
+
+
 class _Cuts:
     """Cut points of the symbolic runs.
 
@@ -590,8 +601,8 @@ class _Cuts:
     so normal forms stay cheap.  A difference found after a cut is re-checked with NumPy, and
     an unconfirmed one is retried without cuts."""
 
-    def __init__(self, program: TracedProgram, reference, ranks) -> None:
-        self.program, self.reference, self.ranks = program, reference, ranks
+    def __init__(self, program: TracedProgram, reference, ranks, equal: "_EqualUnder") -> None:
+        self.program, self.reference, self.ranks, self.equal = program, reference, ranks, equal
         self.pairs = [paired_positions(program.reference, ops) for ops in program.ranks]
         self.original: dict[str, np.ndarray] = {}
         self.fresh: dict[str, np.ndarray] = {}
@@ -600,6 +611,8 @@ class _Cuts:
 
     def __call__(self, rank: int, position: int, collective: bool) -> None:
         partner = self.pairs[rank].get(position)
+        if partner is None and collective and self._cut_by_consumer(rank, position):
+            return
         if partner is None or not self.reference.advance_to(partner):
             self._by_terms(rank, position)
             return
@@ -612,14 +625,16 @@ class _Cuts:
             if want is None:
                 want = np.asarray(reference_env[reference_name], dtype=object)
             got = np.asarray(env[name], dtype=object)
-            block = _block_of(got, want, collective)
+            block = _block_of(got, want, collective, self.equal)
             if block is None:
                 self._by_terms(rank, position)
                 continue
             cut = self.fresh.get(reference_name)
             if cut is None:
-                if not untouched or not _cuttable(want) or (got.shape == want.shape and not collective):
-                    continue  # identical work on both sides needs no cut
+                heavy = reference_op.kind in NON_LINEAR_KINDS
+                if not untouched or not _cuttable(want) or (got.shape == want.shape and not collective
+                                                             and not heavy):
+                    continue  # identical linear work on both sides needs no cut
                 cut = self._fresh(reference_name, want.shape)
                 self.original[reference_name] = want
                 reference_env[reference_name] = cut
@@ -628,6 +643,38 @@ class _Cuts:
                     if isinstance(term, z3.ExprRef):
                         self.where.setdefault(term.get_id(), (reference_name, index))
             env[name] = cut[block]
+
+    def _cut_by_consumer(self, rank: int, position: int) -> bool:
+        """A collective with no single-device counterpart (the reference skips it: ``if world == 1``)
+        whose result the rank's next paired op reads: its counterpart is the value the reference's
+        paired op reads at the same place; cut there, before the reference reads it."""
+        ops = self.program.ranks[rank]
+        results = ops[position].results
+        for later in range(position + 1, len(ops)):
+            places = [i for i, arg in enumerate(ops[later].args) if arg in results]
+            if not places:
+                continue
+            consumer = self.pairs[rank].get(later)
+            reference_args = self.program.reference[consumer].args if consumer is not None else ()
+            if consumer is None or places[0] >= len(reference_args) or self.reference.ranks[0].pc > consumer \
+                    or (consumer > 0 and not self.reference.advance_to(consumer - 1)):
+                return False
+            name, reference_name = ops[later].args[places[0]], reference_args[places[0]]
+            env, reference_env = self.ranks.ranks[rank].env, self.reference.ranks[0].env
+            want = self.original.get(reference_name)
+            if want is None:
+                want = np.asarray(reference_env[reference_name], dtype=object)
+            block = _block_of(np.asarray(env[name], dtype=object), want, True, self.equal)
+            cut = self.fresh.get(reference_name)
+            if block is None or (cut is None and not _cuttable(want)):
+                return False
+            if cut is None:
+                cut = self._fresh(reference_name, want.shape)
+                self.original[reference_name] = want
+                reference_env[reference_name] = cut
+            env[name] = cut[block]
+            return True
+        return False
 
     def _by_terms(self, rank: int, position: int) -> None:
         """A value with no counterpart op (a block received from a neighbour, the second pass of
@@ -660,9 +707,9 @@ class _Cuts:
         return array
 
 
-def _block_of(got: np.ndarray, want: np.ndarray, prove: bool) -> tuple | None:
+def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnder | None" = None) -> tuple | None:
     """The index of the block of ``want`` that ``got`` equals: by identical terms, or (``prove``,
-    for collective results) by normal form when the shapes agree."""
+    for collective results) by normal form, else by the solver, when the shapes agree."""
     if got.ndim != want.ndim or not got.size:
         return None
     if got.shape == want.shape:
@@ -670,7 +717,10 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool) -> tuple | None:
         if all(same_term(x, y) if isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) else False
                for x, y in zip(got.reshape(-1), want.reshape(-1))):
             return whole
-        if prove and all(_provably_equal(x, y) for x, y in zip(got.reshape(-1), want.reshape(-1))):
+        if not prove:
+            return None
+        open_pairs = [(x, y) for x, y in zip(got.reshape(-1), want.reshape(-1)) if not _provably_equal(x, y)]
+        if not open_pairs or (equal is not None and equal(open_pairs)):
             return whole
         return None
     if any(g > w or w % g for g, w in zip(got.shape, want.shape)):
@@ -685,11 +735,39 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool) -> tuple | None:
     return None
 
 
-def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool) -> _Runs:
+class _EqualUnder:
+    """Element-wise equality of a collective's result with its single-device counterpart, proven by
+    the solver under the inputs' domain (a masked vocabulary lookup summed over ranks equals the
+    plain lookup only case by case over the token ids, which normal forms do not split).  Each
+    value gets a share of the budget; a value it cannot prove is simply not cut."""
+
+    def __init__(self, domain: list, deadline: float) -> None:
+        self.domain, self.deadline = domain, deadline
+
+    def __call__(self, pairs: list) -> bool:
+        budget = min(CUT_PROOF_CAP_S, (self.deadline - time.perf_counter()) / 4)
+        if budget <= 0.05 or any(z3.is_bool(as_term(x)) != z3.is_bool(as_term(y)) for x, y in pairs):
+            return False
+        stop = time.perf_counter() + budget
+        for start in range(0, len(pairs), SOLVER_BATCH):
+            remaining = stop - time.perf_counter()
+            if remaining <= 0:
+                return False
+            solver = z3.Solver()
+            solver.set("timeout", max(1, int(remaining * 1000)))
+            solver.add(*self.domain)
+            solver.add(z3.Or(*[as_term(x) != as_term(y) for x, y in pairs[start:start + SOLVER_BATCH]]))
+            if solver.check() != z3.unsat:
+                return False
+        return True
+
+
+def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool,
+                  domain: list = (), deadline: float = float("inf")) -> _Runs:
     cache = new_cache()
     reference = runner((program.reference,), leaves, xp, cache)
     ranks = runner(program.ranks, leaves, xp, cache)
-    cutter = _Cuts(program, reference, ranks)
+    cutter = _Cuts(program, reference, ranks, _EqualUnder(list(domain), deadline))
     if cuts:
         ranks.on_result = cutter
     rank_envs = ranks.run()

@@ -3,7 +3,8 @@
 The solver's work grows with tensor sizes; the code's meaning usually does not.  Every
 module-level UPPER_CASE integer >= 2 gets a smaller value: a multiple of ``2 * world`` (so
 ``SEQ // world`` stays >= 2), distinct constants stay distinct and equal ones stay equal, a
-constant that divided another still divides it, and no value grows.  A run at the smaller sizes
+constant that divided another still divides it, one that was the product of two others stays
+their product, and no value grows.  A run at the smaller sizes
 that fails or cannot be related falls back to the file's own sizes; the sizes used are stated.
 """
 from __future__ import annotations
@@ -33,7 +34,23 @@ def reduced_sizes(constants: dict[str, int], world: int) -> dict[str, int]:
         chosen = candidate if candidate < value else value
         new_of_value[value] = chosen
         previous = chosen
+    _keep_products(new_of_value)
     return {name: new_of_value[value] for name, value in constants.items() if new_of_value[value] != value}
+
+
+def _keep_products(new_of_value: dict[int, int]) -> None:
+    """A constant that is the product of two others (``VOCAB = BATCH * SEQ``, a table viewed as a
+    batch) stays the product of their new values when that is smaller and no other's value."""
+    values = sorted(new_of_value)
+    for value in values:
+        for a in values:
+            b = value // a if a > 1 and value % a == 0 else None
+            if b is None or b not in new_of_value or a > b or value in (a, b):
+                continue
+            product = new_of_value[a] * new_of_value[b]
+            if product < value and product not in (new_of_value[v] for v in values if v != value):
+                new_of_value[value] = product
+                break
 
 
 def apply_sizes(module: Any, sizes: dict[str, int]) -> None:

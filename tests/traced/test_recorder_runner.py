@@ -48,6 +48,13 @@ def test_reduced_sizes_stay_distinct_divisible_and_at_least_two_per_rank():
     assert all(sizes[k] <= original[k] for k in original)
 
 
+def test_reduced_sizes_keep_a_product_of_two_constants_a_product():
+    original = {"VOCAB": 56, "HIDDEN": 16, "BATCH": 7, "SEQ": 8}   # randperm(VOCAB).view(BATCH, SEQ)
+    sizes = {**original, **reduced_sizes(original, 2)}
+    assert sizes["VOCAB"] == sizes["BATCH"] * sizes["SEQ"] < 56
+    assert len(set(sizes.values())) == 4
+
+
 @pytest.mark.torch
 def test_translate_names_the_users_line_when_the_code_raises(tmp_path):
     pytest.importorskip("torch")

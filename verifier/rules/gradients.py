@@ -147,6 +147,11 @@ def _embedding_grad_evaluate(xp, args, attrs, ctx):
     rows = np.shape(weight)[0]
     flat_ids = np.reshape(ids, (-1,))
     flat_grad = np.reshape(grad, (-1, np.shape(grad)[-1]))
+    if xp.symbolic:  # sum_t If(id_t == r, grad_t, 0): linear terms (a one-hot product is not)
+        hits = np.asarray(xp.compare("eq", np.reshape(flat_ids, (-1, 1, 1)), np.arange(rows).reshape(1, -1, 1)))
+        picked = np.asarray(xp.where(hits, np.asarray(flat_grad, dtype=object)[:, None, :],
+                                     xp.zeros((len(flat_ids), rows, np.shape(grad)[-1]))), dtype=object)
+        return [xp.sum_rows(picked)]
     onehot = xp.where(xp.compare("eq", np.reshape(flat_ids, (-1, 1)), np.arange(rows).reshape(1, -1)),
                       xp.full((len(flat_ids), rows), 1.0), xp.zeros((len(flat_ids), rows)))
     return [xp.matmul(np.swapaxes(np.asarray(onehot, dtype=object if xp.symbolic else float), 0, 1), flat_grad)]
