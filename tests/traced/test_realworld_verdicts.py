@@ -40,8 +40,6 @@ DEFAULT_SAMPLE = {
 # driver -> why the tool's verdict differs from the ground truth (observed; reported upstream)
 KNOWN_WRONG: dict[str, str] = {
     "fsdp2_train_step.py": "unsupported: FSDP2's fsdp.chunk_cat (reduce-scatter input packing) is not modelled",
-    "picotron_vocab_parallel_embedding.py": "unsupported: the Z3 terms of the masked embedding lookup do not "
-                                            "normalise within the time budget",
     "megatron_vocab_parallel_lm_loss.py": "unsupported: the solver gives up within the time budget",
 }
 
