@@ -46,7 +46,9 @@ MAX_LEAF_ELEMENTS = 20_000
 SCREENING_SEEDS = 3
 CONFIRMATION_SEEDS = 6
 SOLVER_BATCH = 64  # disequalities per solver call
-CUT_PROOF_CAP_S = 20.0   # solver time for one collective's cut (the rest stays for the obligations)
+CUT_PROOF_CAP_S = 30.0    # solver time for one collective's cut
+CUT_PROOFS_CAP_S = 45.0   # and for all of them (the rest stays for the obligations)
+CUT_PROBE_PAIRS, CUT_PROBE_S = 8, 1.0   # the first elements of a cut must be proven this fast
 SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
 
 
@@ -742,21 +744,33 @@ class _EqualUnder:
     value gets a share of the budget; a value it cannot prove is simply not cut."""
 
     def __init__(self, domain: list, deadline: float) -> None:
-        self.domain, self.deadline = domain, deadline
+        self.domain, self.deadline, self.spent = domain, deadline, 0.0
 
     def __call__(self, pairs: list) -> bool:
-        budget = min(CUT_PROOF_CAP_S, (self.deadline - time.perf_counter()) / 4)
+        started = time.perf_counter()
+        try:
+            return self._prove(pairs)
+        finally:
+            self.spent += time.perf_counter() - started
+
+    def _prove(self, pairs: list) -> bool:
+        """A small first batch on a short budget (a collective whose result differs, or is too hard,
+        costs little), then the rest."""
+        budget = min(CUT_PROOF_CAP_S, CUT_PROOFS_CAP_S - self.spent, (self.deadline - time.perf_counter()) / 4)
         if budget <= 0.05 or any(z3.is_bool(as_term(x)) != z3.is_bool(as_term(y)) for x, y in pairs):
             return False
         stop = time.perf_counter() + budget
-        for start in range(0, len(pairs), SOLVER_BATCH):
-            remaining = stop - time.perf_counter()
+        first = min(len(pairs), CUT_PROBE_PAIRS)
+        batches = [(0, first, min(budget, CUT_PROBE_S))] + \
+            [(i, min(i + SOLVER_BATCH, len(pairs)), None) for i in range(first, len(pairs), SOLVER_BATCH)]
+        for start, end, cap in batches:
+            remaining = stop - time.perf_counter() if cap is None else cap
             if remaining <= 0:
                 return False
             solver = z3.Solver()
             solver.set("timeout", max(1, int(remaining * 1000)))
             solver.add(*self.domain)
-            solver.add(z3.Or(*[as_term(x) != as_term(y) for x, y in pairs[start:start + SOLVER_BATCH]]))
+            solver.add(z3.Or(*[as_term(x) != as_term(y) for x, y in pairs[start:end]]))
             if solver.check() != z3.unsat:
                 return False
         return True
