@@ -40,7 +40,7 @@ from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
 from .traced_ir import Comparison, TracedProgram
 from .traced_run import RunError, new_cache, run, runnable, runner
-from .traced_temporal import MalformedRecording, analyse
+from .traced_temporal import MalformedRecording, MessageToSelf, analyse
 
 MAX_LEAF_ELEMENTS = 20_000
 SCREENING_SEEDS = 3
@@ -190,6 +190,9 @@ def _well_formed(program: TracedProgram, report: Report) -> tuple[str, Op] | Non
     try:
         from .traced_temporal import timelines
         timelines(program.ranks, dict(program.mesh))
+    except MessageToSelf as problem:
+        report.add(Diagnostic("p2p", ERROR, str(problem), problem.op.span.line))
+        raise _Stop
     except MalformedRecording as problem:
         _stop(report, f"malformed recording: {problem}", problem.op.span.line if problem.op else None)
     if unmodelled is None:

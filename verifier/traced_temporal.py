@@ -41,6 +41,11 @@ class MalformedRecording(Exception):
         super().__init__(message)
 
 
+class MessageToSelf(MalformedRecording):
+    """A rank sends to or receives from itself: torch.distributed refuses it (a ValueError), so it
+    is the user's bug, not a recording problem."""
+
+
 @dataclass(frozen=True)
 class TemporalOutcome:
     diagnostics: list[Diagnostic]
@@ -123,7 +128,11 @@ class _Timeline:
     def _message(self, index: int, op: Op) -> None:
         kind, is_async = P2P_OPS[op.kind]
         peer = op.attr("peer")
-        if not isinstance(peer, int) or not 0 <= peer < self.world or peer == self.rank:
+        if peer == self.rank:
+            raise MessageToSelf(op, f"{op.kind} on rank {self.rank} has itself as its peer: torch.distributed "
+                                    f"refuses it (ValueError: the peer rank should not be the rank of the current "
+                                    f"process)")
+        if not isinstance(peer, int) or not 0 <= peer < self.world:
             raise MalformedRecording(op, f"{op.kind} on rank {self.rank} has peer={peer!r}")
         handle = op.attr("handle")
         if handle is not None:

@@ -78,8 +78,10 @@ def _runs_only_in_parallel(run_request, request: dict, error: BaseException):
                                       f"single-device run to compare with")
 
 
-# errors about shapes, and indexes past the pieces a split made (fewer chunks than ranks)
-_SHAPE_WORDS = ("shape", "size", "dimension", "index out of range")
+# errors about shapes, indexes past the pieces a split made (fewer chunks than ranks), and
+# torch.distributed's refusal of a message to the sending rank itself (ranks are exact)
+_SHAPE_WORDS = ("shape", "size", "dimension", "index out of range",
+                "rank should not be the same as the rank of the current process")
 
 
 def _shape_error(error: BaseException) -> bool:
@@ -118,7 +120,7 @@ def trace(request: dict):
                 if not _shape_error(error):
                     raise
                 return TraceFailure("violation", f"rank {rank} of {request['world']} raises where the single-device "
-                                                 f"run does not: {error} (shapes are exact on simulated ranks)",
+                                                 f"run does not: {error} (shapes and ranks are exact on simulated ranks)",
                                     error.line)
     except ModuleLevelError as error:
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "

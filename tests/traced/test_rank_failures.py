@@ -58,3 +58,35 @@ def test_another_exception_of_a_rank_is_an_input_error_naming_its_line(tmp_path)
     """)
     assert code == 2, body
     assert "rank 1 refuses" in json.dumps(body)
+
+
+def test_a_blocking_send_to_the_rank_itself_is_a_violation_at_its_line(tmp_path):
+    # torch.distributed refuses it with a ValueError (gloo: the same on 2 and 4 real ranks)
+    code, body = translate(tmp_path, """
+        def forward(x, w):
+            y = x @ w
+            if dist.get_world_size() > 1 and dist.get_rank() == 0:
+                dist.send(y, dst=0)
+            return y
+    """)
+    assert code == 1, body
+    (error,) = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert error["line"] == 13 and "should not be the same as the rank" in error["message"]
+
+
+def test_a_batched_message_to_the_rank_itself_is_a_p2p_violation(tmp_path):
+    code, body = translate(tmp_path, """
+        def forward(x, w):
+            y = (x @ w).contiguous()
+            rank, world = dist.get_rank(), dist.get_world_size()
+            if world > 1:
+                buffer = torch.empty_like(y)
+                ops = [dist.P2POp(dist.isend, y, rank), dist.P2POp(dist.irecv, buffer, rank)]  # peer: itself
+                for request in dist.batch_isend_irecv(ops):
+                    request.wait()
+            return y
+    """)
+    assert code == 1, body
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert errors and errors[0]["check"] == "p2p" and errors[0]["line"] == 16, errors  # where the batch is issued
+    assert "itself as its peer" in errors[0]["message"]
