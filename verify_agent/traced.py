@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
-from verifier.report import ERROR, NOTE, Diagnostic, Report
+from verifier.report import ERROR, NOTE, VIOLATIONS, Diagnostic, Report
 
 Progress = Optional[Callable[[str], None]]
 FRONTEND_NOTE = "traced (ran your code on CPU)"
@@ -99,7 +99,7 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
     # the checker stops itself short of the command's deadline, so a long proof ends as
     # "inconclusive" with what was proven so far instead of the bare --timeout message
     report = check_traced(outcome, timeout_s=max(5.0, remaining * 0.9 - 2.0), progress=progress)
-    if SCALED_WORLD in options.also_worlds and report.verdict != "violations":
+    if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout - (time.perf_counter() - started) - 2.0)
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress)
     report.extra["frontend"] = FRONTEND_NOTE
