@@ -177,11 +177,12 @@ class Runner:
             values = self.cache.entries[key]
         else:
             with np.errstate(all="ignore"):
-                values = select_results(op, list(rule.evaluate(self.xp, args, op.attrs, UNIT)))
+                values = list(rule.evaluate(self.xp, args, op.attrs, UNIT))
             if key is not None:
                 self.cache.entries[key] = values
                 self.cache.entries[key + ("keepalive",)] = args  # ids stay unique while cached
-        for name, value in zip(op.results, values):
+        # every op selects its own results: two ops with one key may name different outputs
+        for name, value in zip(op.results, select_results(op, values)):
             self.ranks[index].env[name] = value
 
     def _collective(self, index: int, op: Op) -> bool:

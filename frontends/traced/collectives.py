@@ -346,7 +346,7 @@ def on_wait(work: Any) -> None:
 # --- patches installed once in the child process --------------------------------------------
 
 _REDUCE_OP_POSITION = {"all_reduce": 1, "reduce": 2, "reduce_scatter": 2, "reduce_scatter_tensor": 2,
-                       "all_reduce_coalesced": 1, "_reduce_scatter_base": 2}
+                       "all_reduce_coalesced": 1, "_reduce_scatter_base": 2, "reduce_scatter_single": 2}
 
 
 def reduce_op_name(op: Any) -> str:

@@ -393,13 +393,20 @@ class Recorder(TorchDispatchMode):
         if kind in RANDOM_FACTORIES:
             self._random(kind, outputs, written, span)
             return
+        # arguments the op writes without returning them (``out=`` of a custom op) are results too,
+        # after the returned ones: the rule must give their new values (an op whose rule does not
+        # is an engine error, never a silently stale value)
+        unreturned = [t for t in written if not any(t is o for _, o in outputs)]
+        if unreturned:
+            attrs["written_results"] = len(unreturned)
         results = [self.names.fresh() for _, tensor in outputs if tensor is not None]
-        self.emit(kind, arg_names, attrs, results, span)
+        extra = [self.names.fresh() for _ in unreturned]
+        self.emit(kind, arg_names, attrs, results + extra, span)
         if all(name in self._constants for name in arg_names) and not kind.startswith("aten.empty") \
                 and (arg_names or kind in CONSTANT_FACTORIES):
             self._constants.update(results)  # computed from constants only: a constant too
         result_iter = iter(results)
-        for _, tensor in outputs:
+        for position, tensor in outputs:
             if tensor is None:
                 continue
             name = next(result_iter)
@@ -408,14 +415,12 @@ class Recorder(TorchDispatchMode):
             else:
                 self.names.bind(tensor, name)
                 if func.is_view and args and isinstance(args[0], torch.Tensor):
-                    self.views[id(tensor)] = ViewOrigin(args[0], kind, {k: v for k, v in attrs.items()
-                                                                        if k != "result_mask"})
-        for tensor in written:  # written arguments the op does not return
-            if not any(tensor is t for _, t in outputs) and self.names.current(tensor) is None:
-                name = self.names.fresh()
-                self.problem(span, f"{kind} writes an argument it does not return; the recorder cannot name the "
-                                   f"new value")
-                self.names.bind(tensor, name)
+                    view_attrs = {k: v for k, v in attrs.items() if k != "result_mask"}
+                    if len(outputs) > 1:  # a piece of split / unbind: re-deriving it must pick this piece
+                        view_attrs["result_mask"] = [i == position for i in range(len(outputs))]
+                    self.views[id(tensor)] = ViewOrigin(args[0], kind, view_attrs)
+        for tensor, name in zip(unreturned, extra):
+            self.written(tensor, name, span, pending=True)
 
     def _arguments(self, func, args, kwargs, span: Span) -> tuple[list[str], dict, list[Any]]:
         names: list[str] = []
@@ -439,6 +444,8 @@ class Recorder(TorchDispatchMode):
                 for item in items:
                     if item is not None:
                         names.append(self.name_of(item, span))
+                        if alias is not None and alias.is_write:
+                            written.append(item)
                 lengths[argument.name] = len(items) - len(missing)
                 if missing:
                     attrs[f"{argument.name}_none"] = missing

@@ -212,6 +212,7 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.select_scatter.default", [f234, (F, (2, 4))], {"dim": 1, "index": 1}),
     ("aten.cat.default", [f23, (F, (1, 3))], {"dim": 0, "list_lengths": [2]}),
     ("aten.stack.default", [f23, f23], {"dim": 1, "list_lengths": [2]}),
+    ("aten._chunk_cat.default", [(F, (2, 4, 3)), (F, (2, 6))], {"dim": 1, "num_chunks": 2, "list_lengths": [2]}),
     ("aten.split.Tensor", [(F, (5, 2))], {"split_size": 2}),
     ("aten.split_with_sizes.default", [(F, (2, 5))], {"split_sizes": [1, 4], "dim": 1}),
     ("aten.unbind.int", [f23], {"dim": 1}),
@@ -521,3 +522,30 @@ def test_safe_softmax_gives_zero_for_a_row_that_is_entirely_minus_infinity():
     (ours,) = evaluate("aten._safe_softmax.default", [x], {"dim": -1})
     want = torch.ops.aten._safe_softmax.default(torch.tensor(x), -1).numpy()
     assert np.allclose(ours, want) and not np.any(ours[1])
+
+
+def test_fsdp2_packing_ops_match_torch():
+    """FSDP2's own ops (all-gather copy-in, split copy-out, chunk_cat for the reduce-scatter),
+    against their CPU kernels; the written ``out`` arguments are the rules' results."""
+    pytest.importorskip("torch.distributed.fsdp._fully_shard._fsdp_collectives")
+    rng = np.random.default_rng(3)
+    weight, bias = rng.standard_normal((3, 4)), rng.standard_normal(2)
+    output = torch.zeros(28, dtype=torch.float64)
+    piece, whole = torch.ops.fsdp.all_gather_copy_in([torch.tensor(weight.reshape(-1)), torch.tensor(bias)], output,
+                                                    [12, 2], 14, 1)
+    ours = evaluate("fsdp.all_gather_copy_in.default", [weight.reshape(-1), bias, np.zeros(28)],
+                    {"inp_split_sizes": [12, 2], "all_gather_input_numel": 14, "rank": 1})
+    assert np.allclose(ours[0], piece.numpy()) and np.allclose(ours[1], whole.numpy())
+
+    gathered = rng.standard_normal((2, 14))
+    outs = [torch.empty(2, 12, dtype=torch.float64), torch.empty(2, 2, dtype=torch.float64)]
+    torch.ops.fsdp.split_with_sizes_copy(torch.tensor(gathered), [12, 2], dim=1, out=outs)
+    ours = evaluate("fsdp.split_with_sizes_copy.default", [gathered, np.zeros((2, 12)), np.zeros((2, 2))],
+                    {"all_gather_input_split_sizes": [12, 2], "dim": 1})
+    assert all(np.allclose(a, b.numpy()) for a, b in zip(ours, outs))
+
+    grads = [rng.standard_normal((4, 3)), rng.standard_normal(4)]
+    out = torch.empty(2, 8, dtype=torch.float64)
+    torch.ops.fsdp.chunk_cat([torch.tensor(g) for g in grads], 0, 2, out=out)
+    (ours,) = evaluate("fsdp.chunk_cat.default", [*grads, np.zeros((2, 8))], {"dim": 0, "num_chunks": 2})
+    assert np.allclose(ours, out.numpy())

@@ -372,3 +372,28 @@ def test_four_ranks_record_four_op_lists_with_the_whole_group(tmp_path):
     assert program.world == 4 and len(program.ranks) == 4
     assert all(next(op for op in ops if op.kind == "all_reduce").attrs["group"] == (0, 1, 2, 3)
                for ops in program.ranks)
+
+
+def test_a_stale_piece_of_a_split_is_re_derived_as_that_piece(tmp_path):
+    """A base changed in place after a split: reading the second piece again re-derives it, and the
+    replay must take the second piece (an engine cache shared between identical split ops once
+    handed back the first)."""
+    import numpy as np
+
+    from verifier.backends import NumpyBackend
+    from verifier.traced_check import _run_all
+
+    program = record(tmp_path, """
+    def example_inputs():
+        return (torch.randn(4, 3),)
+
+    def forward(x):
+        buffer = x.detach().clone()
+        first, second = buffer.split(2)
+        buffer.mul_(2)
+        return second + first.sum()
+    """, world=1)
+    x = np.arange(12.0).reshape(4, 3)
+    runs = _run_all(program, {"x": x}, NumpyBackend())
+    (output,) = [c for c in program.comparisons if c.kind == "output"]
+    assert np.allclose(runs.reference[output.reference], x[2:] * 2 + (x[:2] * 2).sum())

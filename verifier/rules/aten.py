@@ -635,3 +635,5 @@ for _name in OUT_VARIANTS:
     _functional = REGISTRY.get(f"aten.{_name}.default") or REGISTRY.get(f"aten.{_name}.Tensor")
     if _functional is not None and f"aten.{_name}.out" not in REGISTRY:
         aten(f"aten.{_name}.out", _into_out(_functional.evaluate))
+# FSDP2's packing of gradients for its reduce-scatter: ``torch._chunk_cat(tensors, dim, n, out=out)``
+aten("fsdp.chunk_cat.default", _into_out(REGISTRY["aten._chunk_cat.default"].evaluate))

@@ -243,8 +243,61 @@ def _stack(xp, args, attrs, ctx):
     return _cat(xp, [np.expand_dims(a, dim) for a in args], {"dim": dim}, ctx)
 
 
+def _chunk_cat(xp, args, attrs, ctx):
+    """``torch._chunk_cat``: each tensor viewed as ``shape[:dim] + (num_chunks, rest)`` (its ``dim``
+    and everything after it split into ``num_chunks`` rows), then concatenated along ``dim + 1``."""
+    chunks = int(attrs["num_chunks"])
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(args[0]))
+    rows = []
+    for tensor in args:
+        shape = [int(n) for n in np.shape(tensor)]
+        if shape[dim] % chunks:
+            raise AtenUnsupported(f"_chunk_cat of a dim of {shape[dim]} into {chunks} chunks (padding)")
+        rows.append(call("reshape", xp, [tensor], shape=shape[:dim] + [chunks, int(np.prod(shape[dim:])) // chunks]))
+    return _cat(xp, rows, {"dim": dim + 1}, ctx)
+
+
+def _split_with_sizes_copy(xp, args, attrs, ctx):
+    """``split_with_sizes_copy(x, sizes, dim, out=[...])``: the pieces, the new values of ``out``."""
+    x, outs = args[0], args[1:]
+    sizes = [int(n) for n in attrs["all_gather_input_split_sizes" if "all_gather_input_split_sizes" in attrs
+                                    else "split_sizes"]]
+    dim = norm_dim(int(attrs.get("dim", 0)), np.ndim(x))
+    if len(sizes) != len(outs) or sum(sizes) != np.shape(x)[dim]:
+        raise ShapeError(f"split_with_sizes_copy of {np.shape(x)[dim]} into {sizes} for {len(outs)} outputs")
+    bounds = np.cumsum([0] + sizes)
+    pieces = [_array(xp, x)[tuple(slice(int(a), int(b)) if d == dim else slice(None) for d in range(np.ndim(x)))]
+              for a, b in zip(bounds[:-1], bounds[1:])]
+    for piece, out in zip(pieces, outs):
+        if np.shape(piece) != np.shape(out):
+            raise ShapeError(f"split_with_sizes_copy: a piece of shape {np.shape(piece)} into out {np.shape(out)}")
+    return [to_kind(xp, piece, kind_of(xp, out)) for piece, out in zip(pieces, outs)]
+
+
+def _all_gather_copy_in(xp, args, attrs, ctx):
+    """FSDP2's ``all_gather_copy_in(inputs, output, sizes, numel, rank)``: the inputs, flattened and
+    concatenated, written into ``output[numel * rank : numel * (rank + 1)]``; returns that slice and
+    the whole output."""
+    inputs, output = args[:-1], args[-1]
+    numel, rank = int(attrs["all_gather_input_numel"]), int(attrs["rank"])
+    sizes = [int(n) for n in attrs["inp_split_sizes"]]
+    flat = [call("reshape", xp, [x], shape=[int(np.prod(np.shape(x)))]) for x in inputs]
+    if [int(np.shape(f)[0]) for f in flat] != sizes or sum(sizes) != numel or np.ndim(output) != 1 \
+            or numel * (rank + 1) > np.shape(output)[0]:
+        raise ShapeError(f"all_gather_copy_in: inputs of {[np.shape(x) for x in inputs]} for sizes {sizes} into "
+                         f"{np.shape(output)} at rank {rank}")
+    piece = to_kind(xp, _cat(xp, flat, {"dim": 0}, ctx)[0], kind_of(xp, output))
+    whole = _array(xp, output)
+    start = numel * rank
+    new = _cat(xp, [whole[:start], piece, whole[start + numel:]], {"dim": 0}, ctx)[0]
+    return [piece, new]
+
+
 aten("aten.cat.default", _cat)
 aten("aten.stack.default", _stack)
+aten("aten._chunk_cat.default", _chunk_cat)
+aten("fsdp.split_with_sizes_copy.default", _split_with_sizes_copy)
+aten("fsdp.all_gather_copy_in.default", _all_gather_copy_in)
 
 
 # --- reductions ----------------------------------------------------------------------------------
