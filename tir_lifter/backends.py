@@ -160,6 +160,6 @@ class Z3Backend:
         self._finite(*args)
         if fn == "abs":
             return z3.If(args[0] >= 0, args[0], -args[0])
-        if fn not in self._functions:
-            self._functions[fn] = z3.Function(fn, z3.RealSort(), z3.RealSort())
+        if fn not in self._functions:  # the verifier's name for a unary function: a traced reference's exp is ours
+            self._functions[fn] = z3.Function(f"{fn}_1_0", z3.RealSort(), z3.RealSort())
         return self._functions[fn](args[0])

@@ -9,7 +9,12 @@ The file runs as ``__main__`` with ``sys.argv = [file]`` (argparse defaults appl
 * torch tensors asked for on ``cuda`` are made on the ``meta`` device (shapes only: the
   file's own big reference computations cost nothing), benchmarks return a fixed time;
 * the run stops at the first error or after ``budget`` seconds; what was recorded until
-  then is kept (a reference check failing on meta tensors is the usual end).
+  then is kept (a reference check failing on meta tensors is the usual end);
+* the file's own checks name each kernel's reference: the tensors a kernel is launched
+  with (:class:`Launch`), calls of the file's functions with tensor arguments, and the
+  callable given to ``profiler.assert_allclose`` are recorded (:class:`ReferenceCall`),
+  so ``reference.py`` can pair them by tensor identity and re-run the reference at the
+  reduced sizes with the call site's other arguments.
 """
 from __future__ import annotations
 
@@ -38,11 +43,43 @@ class Instance:
     factory: Any = None  # a plain Python function of the file that returned the PrimFunc
 
 
+@dataclass(frozen=True)
+class Launch:
+    """``instance`` launched with ``args`` (positional, the kernel's parameters without its
+    ``out_idx`` outputs) or, for an eager kernel, ``named`` tensors by parameter name."""
+
+    instance: Instance
+    args: tuple = ()
+    out_idx: tuple[int, ...] | None = None
+    named: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReferenceCall:
+    """The file called ``func`` with ``arguments`` (name -> value, tensors included), or
+    handed it to ``profiler.assert_allclose`` of ``instance`` (``via == "profiler"``: TileLang
+    calls it with the kernel's inputs in order; ``partial`` keywords are in ``arguments``)."""
+
+    func: Any
+    arguments: tuple[tuple[str, Any], ...]
+    via: str = "call"
+    instance: Instance | None = None
+    line: int | None = None
+    out_idx: tuple[int, ...] | None = None
+
+
 @dataclass
 class Capture:
     instances: list[Instance] = field(default_factory=list)
     namespace: dict[str, Any] = field(default_factory=dict)
     stopped_by: str = ""
+    launches: list[Launch] = field(default_factory=list)
+    references: list[ReferenceCall] = field(default_factory=list)
+    wrappers: set[int] = field(default_factory=set)  # references[i] launched or built a kernel: not a reference
+    active: list[int] = field(default_factory=list)  # references whose call is running
+
+    def kernel_used(self) -> None:
+        self.wrappers.update(self.active)
 
 
 _FAKE_GPU = type("FakeGpuProperties", (), dict(
@@ -65,21 +102,75 @@ def _def_line(func: Any, path: str) -> int | None:
 
 
 class _StubProfiler:
+    def __init__(self, capture: Capture | None = None, instances: tuple[Instance, ...] = (),
+                 out_idx: tuple[int, ...] | None = None):
+        self._capture, self._instances, self._out_idx = capture, instances, out_idx
+
     def do_bench(self, *args: Any, **kwargs: Any) -> float:
         return 1.0
+
+    def assert_allclose(self, reference_program: Any = None, *args: Any, **kwargs: Any) -> None:
+        if self._capture is not None and callable(reference_program):
+            for instance in self._instances:
+                self._capture.references.append(_profiler_reference(reference_program, instance, self._out_idx))
+
+    manual_assert_close = assert_allclose
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: None
 
 
-class _StubKernel:
-    """What a recorded compile hands back: launches return None, benchmarks a fixed time."""
+def _profiler_reference(func: Any, instance: Instance, out_idx: tuple[int, ...] | None) -> ReferenceCall:
+    import functools
+    bound: dict[str, Any] = {}
+    while isinstance(func, functools.partial):
+        if func.args:  # positional arguments bound in front of the kernel's inputs: not modelled
+            break
+        bound = {**func.keywords, **bound}
+        func = func.func
+    line = getattr(getattr(func, "__code__", None), "co_firstlineno", None)
+    return ReferenceCall(func, tuple(bound.items()), "profiler", instance, line, out_idx)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        return None
+
+class _StubKernel:
+    """What a recorded compile hands back: launches are recorded and return None,
+    benchmarks a fixed time."""
+
+    def __init__(self, capture: Capture | None = None, instances: tuple[Instance, ...] = (),
+                 out_idx: tuple[int, ...] | None = None, primfunc: Any = None):
+        self._capture, self._instances, self._out_idx, self._primfunc = capture, instances, out_idx, primfunc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._capture is not None:
+            self._capture.kernel_used()
+            if not kwargs:
+                for instance in self._instances:
+                    self._capture.launches.append(Launch(instance, tuple(args), self._out_idx))
+        return self._outputs()
+
+    def _outputs(self) -> Any:
+        """The kernel's ``out_idx`` outputs as meta tensors, so the file's run goes on to its checks."""
+        if not self._out_idx or not self._instances:
+            return None
+        try:
+            func = self._primfunc
+            if func is None:
+                instance = self._instances[0]
+                if instance.primfunc is not None:
+                    func = instance.primfunc
+                elif instance.jit is not None:
+                    func = instance.jit.get_tir(*instance.args, **dict(instance.kwargs))
+            if func is None:
+                return None
+            self._primfunc = func
+            params = list(func.params)
+            outputs = [_meta_tensor(func.buffer_map[params[i % len(params)]]) for i in self._out_idx]
+        except Exception:  # noqa: BLE001 - the run goes on without outputs
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def get_profiler(self, *args: Any, **kwargs: Any) -> _StubProfiler:
-        return _StubProfiler()
+        return _StubProfiler(self._capture, self._instances, self._out_idx)
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         return ""
@@ -96,13 +187,17 @@ def run_file(path: str, budget: float) -> Capture:
 
     capture = Capture()
     seen: set[str] = set()
-    produced: list[Any] = []  # PrimFuncs returned by recorded factory calls
+    produced_instances: list[tuple[Any, Instance]] = []  # PrimFuncs returned by recorded factory calls
 
-    def record(instance: Instance) -> None:
+    known: dict[str, Instance] = {}
+
+    def record(instance: Instance) -> Instance:
         key = f"{instance.name}|{instance.args!r}|{instance.kwargs!r}|{id(instance.primfunc)}"
         if key not in seen:
             seen.add(key)
             capture.instances.append(instance)
+            known[key] = instance
+        return known[key]
 
     def jit_instance(jit: Any, args: tuple, kwargs: dict, origin: str) -> Instance:
         func = getattr(jit.func, "orig_func", jit.func)
@@ -110,25 +205,47 @@ def run_file(path: str, budget: float) -> Capture:
                         tuple(sorted(kwargs.items())), None, origin)
 
     def jit_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return jit_launch(self, args, kwargs, compiling=False)
+
+    def jit_compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return jit_launch(self, args, kwargs, compiling=True)
+
+    def jit_launch(self: Any, args: tuple, kwargs: dict, compiling: bool) -> Any:
         kwargs.pop("__return_compile_arguments", None)
         kwargs.update(kwargs.pop("__tune_params", {}))
-        record(jit_instance(self, args, kwargs, "call"))
+        capture.kernel_used()
+        instance = record(jit_instance(self, args, kwargs, "call"))
         try:
-            eager = self._infer_jit_mode(*args, **kwargs) == "eager"
+            eager = not compiling and self._infer_jit_mode(*args, **kwargs) == "eager"
         except Exception:  # noqa: BLE001 - undecidable: treat as lazy (a kernel object)
             eager = False
-        return _eager_outputs(self, args, kwargs) if eager else _StubKernel()
+        if compiling and getattr(self, "out_idx", None) is None and "T.empty" in (getattr(self, "func_source", "") or ""):
+            # an eager kernel compiled: its outputs are its T.empty buffers
+            return _StubKernel(capture, (instance,), _eager_out_idx(self, args, kwargs))
+        if eager:
+            try:
+                named = self.signature.bind_partial(*args, **kwargs).arguments
+                tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
+                capture.launches.append(Launch(instance, (), None, tensors))
+            except TypeError:
+                pass
+            return _eager_outputs(self, args, kwargs)
+        return _StubKernel(capture, (instance,), _out_idx(getattr(self, "out_idx", None)))
 
     def tilelang_compile(func: Any, *args: Any, **kwargs: Any) -> Any:
-        if any(func is made for made in produced):  # its factory call is recorded already
-            return _StubKernel()
+        capture.kernel_used()
+        out_idx = _out_idx(kwargs.get("out_idx", args[0] if args else None))
+        for made, instance in produced_instances:
+            if func is made:  # its factory call is recorded already
+                return _StubKernel(capture, (instance,), out_idx, func)
         name = getattr(func, "__name__", None) or str(getattr(func, "attrs", {}).get("global_symbol", "kernel")
                                                        if getattr(func, "attrs", None) else "kernel")
-        record(Instance(name, None, None, (), (), func, "tilelang.compile"))
-        return _StubKernel()
+        instance = record(Instance(name, None, None, (), (), func, "tilelang.compile"))
+        return _StubKernel(capture, (instance,), out_idx, func)
 
     def autotune_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("__return_kernel", None)
+        capture.kernel_used()
         configs = self.configs
         if callable(configs):
             try:
@@ -137,13 +254,14 @@ def run_file(path: str, budget: float) -> Capture:
                 configs = configs(**{k: v for k, v in bound.items() if k in params})
             except Exception:  # a config generator that needs a GPU: no configs known
                 configs = []
+        made = []
         for index, config in enumerate(list(configs or [])):
             merged = dict(kwargs)
             merged.update(dict(config))
-            record(jit_instance(self.jit_impl, args, merged, f"autotune config {index}"))
-        return _StubKernel()
+            made.append(record(jit_instance(self.jit_impl, args, merged, f"autotune config {index}")))
+        return _StubKernel(capture, tuple(made), _out_idx(getattr(self.jit_impl, "out_idx", None)))
 
-    patches: list[tuple[Any, str, Any]] = [(JITImpl, "__call__", jit_call), (JITImpl, "compile", jit_call),
+    patches: list[tuple[Any, str, Any]] = [(JITImpl, "__call__", jit_call), (JITImpl, "compile", jit_compile),
                                            (tilelang, "compile", tilelang_compile)]
     try:
         from tilelang.autotuner.tuner import AutoTuneImpl
@@ -188,6 +306,7 @@ def run_file(path: str, budget: float) -> Capture:
 
     from tvm import tirx
     calls: dict[int, dict[str, Any]] = {}
+    active: dict[int, int] = {}  # frame -> index of its ReferenceCall
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         # plain factories of the file (``def matmul(M, ...): ... return main``): record the
@@ -196,14 +315,25 @@ def run_file(path: str, budget: float) -> Capture:
         if code.co_filename != path:
             return
         if event == "call":
-            calls[id(frame)] = {n: frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount]}
+            args = {n: frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount]}
+            calls[id(frame)] = args
+            if len(capture.references) < 200 and any(_is_tensor(v) for v in args.values()) and \
+                    all(_plain_argument(v) for v in args.values()):
+                func = _function_of(frame)
+                if func is not None:
+                    active[id(frame)] = len(capture.references)
+                    capture.active.append(len(capture.references))
+                    capture.references.append(ReferenceCall(func, tuple(args.items()), "call", None,
+                                                            code.co_firstlineno))
         elif event == "return":
+            if id(frame) in active:
+                capture.active.remove(active.pop(id(frame)))
             args = calls.pop(id(frame), None)
             func = frame.f_globals.get(code.co_name)
             if isinstance(arg, tirx.PrimFunc) and args is not None and getattr(func, "__code__", None) is code:
-                produced.append(arg)
-                record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())), None,
-                                "call", func))
+                instance = record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())),
+                                           None, "call", func))
+                produced_instances.append((arg, instance))
 
     # the budget is CPU seconds (SIGPROF), so a loaded machine does not cut the run short
     old_handler = signal.signal(signal.SIGPROF, on_alarm)
@@ -237,6 +367,58 @@ def run_file(path: str, budget: float) -> Capture:
             setattr(owner, name, value)
     capture.namespace = namespace
     return capture
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+    return isinstance(value, torch.Tensor)
+
+
+def _plain_argument(value: Any) -> bool:
+    """Arguments a reference can be re-run with: tensors and plain Python values."""
+    import torch
+    return value is None or isinstance(value, (torch.Tensor, bool, int, float, str, torch.dtype))
+
+
+def _function_of(frame: Any) -> Any:
+    """The function object running in ``frame`` (module level, or found through the GC for a
+    nested one); None when there is no single one."""
+    import gc
+    code = frame.f_code
+    func = frame.f_globals.get(code.co_name)
+    if getattr(func, "__code__", None) is code:
+        return func
+    found = [f for f in gc.get_referrers(code) if inspect.isfunction(f) and f.__code__ is code]
+    return found[0] if len(found) == 1 else None
+
+
+def _out_idx(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return (value,)
+    try:
+        return tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _meta_tensor(buffer: Any) -> Any:
+    import torch
+    dtype = getattr(torch, str(buffer.dtype).replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
+                    torch.float32)
+    return torch.empty([int(d) for d in buffer.shape], dtype=dtype, device="meta")
+
+
+def _eager_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
+    """Positions of an eager kernel's ``T.empty`` outputs (parameters not in its signature)."""
+    try:
+        func = jit.get_tir(*args, **kwargs)
+        names = [func.buffer_map[p].name if p in func.buffer_map else "" for p in func.params]
+    except Exception:  # noqa: BLE001
+        return None
+    out = tuple(i for i, n in enumerate(names) if n and n not in jit.signature.parameters)
+    return out or None
 
 
 def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> Any:

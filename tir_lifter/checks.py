@@ -114,10 +114,16 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
             shapes = ", ".join(f"{n}{list(tensors[n].shape)}" for n in spec.inputs)
             return [Diagnostic("spec", ERROR, f"kernel does not compute {spec.text}: at the kernel's shapes ({shapes}) "
                                f"the spec is a {exc} {where}", kernel.line)], []
+        if getattr(spec, "traced", False):
+            return [Diagnostic("unsupported", ERROR, f"reference {spec.origin}: {exc}", kernel.line)], []
         return [Diagnostic("unsupported", ERROR, f"spec '{spec.text}' uses {exc}, which is not modelled", kernel.line)], []
     diffs, cells = [], []
     for name in spec.outputs:
         got, want = trace.outputs[name], expected[name]
+        if got.shape != want.shape and getattr(spec, "traced", False):
+            return [Diagnostic("unsupported", ERROR, f"the reference re-run at the reduced sizes gives {name} the "
+                               f"shape {list(want.shape)}, the kernel {list(got.shape)}: the reference does not "
+                               f"follow the kernel's sizes {where}", kernel.line)], []
         if got.shape != want.shape:
             return [Diagnostic("spec", ERROR, f"kernel writes {name} of shape {list(got.shape)} but the spec "
                                f"'{spec.text}' gives shape {list(want.shape)} {where}", kernel.line)], []

@@ -20,7 +20,7 @@ from typing import Any
 
 from verifier.report import ERROR, NOTE, Diagnostic, Report
 
-from .capture import Instance, run_file
+from .capture import Capture, Instance, run_file
 from .errors import LiftInputError, Unsupported
 from .infer import infer_spec
 from .instantiate import Elaborated, elaborate_instance
@@ -88,7 +88,7 @@ def run_request(request: dict[str, Any]) -> Report:
     try:
         for name, group in by_kernel.items():
             try:
-                _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture.namespace)
+                _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture)
             except _OutOfBudget:
                 report.add(Diagnostic("unsupported", ERROR, f"{name}: not (fully) checked: the file's checking "
                                       f"budget of {budget:.0f} CPU s is spent", group[0].line))
@@ -110,7 +110,7 @@ def _references(source: str) -> dict[str, ast.FunctionDef]:
 
 
 def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.FunctionDef], specs: dict[str, str],
-                  path: str, report: Report, kernel_count: int, namespace: dict[str, Any]) -> None:
+                  path: str, report: Report, kernel_count: int, capture: Capture) -> None:
     from .lift import check_lifted
     from .tvm_frontend import from_primfunc
 
@@ -146,7 +146,7 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             continue
         done.add(key)
         checked.append(instance.origin)
-        spec = _spec_for(name, elaborated, references, specs, path, kernel_count, sub)
+        spec = _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group)
         if spec is False:
             _merge(report, sub, name)
             continue
@@ -155,7 +155,8 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             # the real tiling case of each division is unknown: check the partial-tile case
             kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
         try:
-            check_lifted(kernel, spec, sub, dict(elaborated.divisions))
+            taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
+            check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken)
         except Unsupported as exc:
             sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
         if not paired and any(d.check == "out-of-bounds" for d in sub.diagnostics):
@@ -183,9 +184,11 @@ def _merge(report: Report, sub: Report, name: str) -> None:
 
 
 def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.FunctionDef], specs: dict[str, str],
-              path: str, kernel_count: int, report: Report) -> Spec | None | bool:
-    """The kernel's own spec: ``--spec NAME=...``, its reference function, or its tile
-    ops; ``False`` (after an unsupported diagnostic) when none can be associated."""
+              path: str, kernel_count: int, report: Report, capture: Capture | None = None,
+              group: list[Instance] | None = None) -> Spec | None | bool:
+    """The kernel's own spec: ``--spec NAME=...``, the reference the file calls with the
+    kernel's inputs (re-run by torch), its reference function by name, or its tile ops;
+    ``False`` (after an unsupported diagnostic) when none can be associated."""
     from .checks import written_buffers
     kernel = elaborated.kernel
     names = [b.name for b in kernel.params]
@@ -198,6 +201,12 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         except LiftInputError as exc:
             report.add(Diagnostic("unsupported", ERROR, f"spec: {exc.message}", kernel.line))
             return False
+    traced_reason = ""
+    if capture is not None and group:
+        from .reference import find_reference
+        traced, traced_reason = find_reference(group, names, written, capture, path)
+        if traced is not None:
+            return traced
     reference = _associate(name, references, kernel_count)
     if reference is not None:
         params = [a.arg for a in reference.args.args]

@@ -172,18 +172,21 @@ def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: st
     return None
 
 
-def check_lifted(kernel: Kernel, spec: Spec | None, report: Report, real_divisions: dict | None = None) -> None:
-    """Check a kernel lifted from a PrimFunc TileLang built (tile sizes already reduced)."""
+def check_lifted(kernel: Kernel, spec: Spec | None, report: Report, real_divisions: dict | None = None,
+                 taken: dict[int, int] | None = None) -> None:
+    """Check a kernel lifted from a PrimFunc TileLang built (tile sizes already reduced;
+    ``taken``: their reduced -> real values, kept apart from the sizes chosen here)."""
     report.ops = count_ops(kernel)
-    _check(kernel, lambda sizes: kernel, spec, report, (), {}, real_divisions)
+    _check(kernel, lambda sizes: kernel, spec, report, (), {}, real_divisions, taken)
 
 
 def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, report: Report,
-           mesh_dims: tuple[tuple[str, int], ...], placements: dict, real_divisions: dict | None = None) -> None:
+           mesh_dims: tuple[tuple[str, int], ...], placements: dict, real_divisions: dict | None = None,
+           taken: dict[int, int] | None = None) -> None:
     """``kernel`` is the source reading (sizes symbolic); ``build(sizes)`` gives the kernel
     to run at those sizes (the same one, or TileLang's PrimFunc built at them)."""
     unbound = [name for name, value in kernel.sizes if value is None]
-    reduction = plan(kernel, real_divisions=real_divisions)
+    reduction = plan(kernel, real_divisions=real_divisions, taken=taken)
     if concrete_cost(kernel, reduction.sizes) > _MAX_COST:
         if not reduction.sizes:
             raise Unsupported(kernel.line, "the kernel has only literal sizes, too large to check and with no named "
@@ -193,7 +196,7 @@ def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, r
     result = check_kernel(build(reduction.sizes), spec, reduction)
     out_of_bounds = [d for d in result.diagnostics if d.check == "out-of-bounds"]
     if unbound and out_of_bounds:
-        divisible = plan(kernel, assume_divisible=True, real_divisions=real_divisions)
+        divisible = plan(kernel, assume_divisible=True, real_divisions=real_divisions, taken=taken)
         retry = check_kernel(build(divisible.sizes), spec, divisible)
         if not any(d.check == "out-of-bounds" for d in retry.diagnostics):
             for diag in out_of_bounds:

@@ -93,12 +93,15 @@ def division_list(kernel: Kernel) -> list[BinOp]:
 
 
 def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: bool = False,
-         real_divisions: dict[BinOp, BinOp] | None = None) -> Reduction:
+         real_divisions: dict[BinOp, BinOp] | None = None, taken: dict[int, int] | None = None) -> Reduction:
     """Reduced sizes for ``kernel``.  ``local`` pins some symbols.  ``assume_divisible``
     instantiates sizes the file leaves unbound as exact multiples of their tiles (used
     when the kernel has unguarded accesses and the file never says the sizes).
     ``real_divisions`` maps a division of a kernel elaborated at reduced tile sizes to the
-    same division at the real tile sizes: its case is the one to keep."""
+    same division at the real tile sizes: its case is the one to keep.  ``taken`` maps
+    reduced values already in the kernel (tile sizes TileLang built it with) to their real
+    values: a size whose real value differs gets a different reduced value, so ``x / blk_m``
+    written where ``x / N`` is meant cannot pass by the two being reduced alike."""
     original = kernel.size_values
     exprs = kernel_exprs(kernel)
     loop_vars = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)} | \
@@ -114,12 +117,19 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     counts = {e.name for e in extents if isinstance(e, Var)} & used - tiles - problem
 
     sizes: dict[str, int] = dict(local or {})
+    values: dict[int, int | None] = dict(taken or {})  # reduced value -> real value it stands for
     # distinct tile sizes (2, 4, 8, ... in the order of their real values): with equal reduced
     # tiles, ``k * block_N`` written where ``block_K`` is meant would go unnoticed
     order = sorted(tiles, key=lambda n: (original.get(n) or 0, n))
-    for rank, name in enumerate(order):
+    power = 2
+    for name in order:
         value = original.get(name)
-        sizes.setdefault(name, 2 ** (rank + 1) if value is None or value >= 2 ** (rank + 1) else value)
+        while power in values and (value is None or values[power] != value):
+            power *= 2
+        chosen = power if value is None or value >= power else value
+        sizes.setdefault(name, chosen)
+        values.setdefault(sizes[name], value)
+        power *= 2
     for name in sorted(counts):
         sizes.setdefault(name, _small(original.get(name), 2))
     divisions = _divisions(exprs)
@@ -131,8 +141,10 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
             floors.setdefault(node, 2 + rank)
     searched = [n for n in sorted(problem) + sorted(used - tiles - problem - counts) if n not in sizes]
     for name in searched:
+        avoid = {v for v, real in values.items() if real is None or real != original.get(name)}
         sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible, real_divisions or {},
-                              floors)
+                              floors, avoid)
+        values.setdefault(sizes[name], original.get(name))
     _equal_sizes_stay_equal(searched, sizes, original, divisions, assume_divisible, real_divisions or {}, floors)
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
 
@@ -162,15 +174,20 @@ def _small(value: int | None, cap: int) -> int:
 
 def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], divisions: list[BinOp],
             kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp],
-            floors: dict[BinOp, int] | None = None) -> int:
+            floors: dict[BinOp, int] | None = None, avoid: set[int] | None = None) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
                 and symbols_of(d) <= set(fixed) | {name}]
     known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
+    avoid = avoid or set()
     if not relevant:
         value = original.get(name)
-        return 3 if value is None else min(value, 3)
-    for strict in (True, False):
+        if value is not None and value <= 3:
+            return value
+        return next(c for c in range(3, _SEARCH_LIMIT) if c not in avoid)
+    for strict, skip in ((True, avoid), (True, set()), (False, set())):
         for candidate in range(1, _SEARCH_LIMIT):
+            if candidate in skip:
+                continue
             trial = dict(fixed, **{name: candidate})
             if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d),
                               (floors or {}).get(d, 2)) for d in relevant):

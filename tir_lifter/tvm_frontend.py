@@ -101,6 +101,11 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp"}
 
 
+# ``T.use_swizzle``: blocks are renumbered by a bijection of the grid; every block still runs
+# once, and the checks never depend on the order blocks run in
+_HARMLESS_ATTRS = {"threadblock_swizzle_pattern"}
+
+
 def _op_name(call: Any) -> str:
     op = call.op
     return getattr(op, "name", str(op))
@@ -110,11 +115,22 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     from tvm import tirx
     from tvm.tirx import stmt_functor
     unknown: list[str] = []
+    harmless: dict[str, int] = {}  # calls inside attributes that do not change what is computed
 
     def visit(node: Any) -> None:
-        if isinstance(node, tirx.Call) and _op_name(node) not in _TILE_CALLS and _op_name(node) not in unknown:
-            unknown.append(_op_name(node))
+        if isinstance(node, tirx.AttrStmt) and str(node.attr_key) in _HARMLESS_ATTRS:
+            def inner(sub: Any) -> None:
+                if isinstance(sub, tirx.Call):
+                    harmless[_op_name(sub)] = harmless.get(_op_name(sub), 0) + 1
+            stmt_functor.post_order_visit(tirx.Evaluate(node.value), inner)
     stmt_functor.post_order_visit(func.body, visit)
+    counts: dict[str, int] = {}
+
+    def count(node: Any) -> None:
+        if isinstance(node, tirx.Call):
+            counts[_op_name(node)] = counts.get(_op_name(node), 0) + 1
+    stmt_functor.post_order_visit(func.body, count)
+    unknown = [name for name in counts if name not in _TILE_CALLS and counts[name] > harmless.get(name, 0)]
     if unknown:
         raise Unsupported(None, f"TileLang intrinsic {unknown[0]} is not modelled")
     walker = _Walker()

@@ -35,9 +35,13 @@ MUTANTS = {
     "swapped_blocks.py": _mutate("eager_gemm_bt.py", "T.copy(acc, C[by * block_M, bx * block_N])",
                                  "T.copy(acc, C[bx * block_M, by * block_N])"),
     "unassociated.py": _mutate("multi_kernel.py", "def ref_copy_transpose(A):", "def ref_other(A):"),
+    # the row length and the row tile are both reduced: they must not be reduced to one value
+    "tile_for_size.py": _mutate("eager_rms_rows.py", "total[i] / N + eps", "total[i] / blk_m + eps"),
+    "wrong_scale.py": _mutate("profiler_scaled_gemm.py", "acc[i, j] * alpha", "acc[i, j] * alpha * alpha"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
-             "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py"]
+             "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
+             "eager_rms_rows.py"]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +93,7 @@ def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports
 @pytest.mark.parametrize("name,check", [
     ("mix_up.py", "spec"), ("no_clear.py", "uninitialized-read"), ("floor_grid.py", "coverage"),
     ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
+    ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -97,6 +102,17 @@ def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, nam
     if check is not None:
         assert any(d.check == check for d in errors), [d.check for d in errors]
     assert any(d.counterexample is not None and d.counterexample.confirmed for d in errors)
+
+
+def test_the_reference_the_file_calls_is_re_run_with_its_call_site_arguments(reports):
+    proven = " ".join(reports["eager_rms_rows.py"].proven)
+    assert "ref_rms_rows(A, n_cols=40, eps=1e-06)" in proven and "re-run by torch" in proven
+    assert "n_cols given the reduced size" in proven
+
+
+def test_the_reference_given_to_the_profiler_keeps_its_partial_arguments(reports):
+    proven = " ".join(reports["profiler_scaled_gemm.py"].proven)
+    assert "alpha=0.5, transpose_b=True" in proven and "via profiler.assert_allclose" in proven
 
 
 def test_a_kernel_whose_reference_cannot_be_associated_is_unsupported_not_checked_against_another(reports):

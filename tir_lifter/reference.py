@@ -1,0 +1,238 @@
+"""A kernel's spec from the file's own reference, as the file itself calls it.
+
+The run (``capture.py``) records each kernel launch with its tensors and every call of the
+file's functions with tensor arguments (and the callable given to ``profiler.assert_allclose``).
+A call whose tensors are all inputs of one launch of the kernel is that kernel's reference,
+its other arguments bound as the call site gave them (``ref_program(Q, K, V, is_causal)``,
+``partial(ref_program, is_causal=True)``).  No text translation: the reference is re-run
+by torch on CPU at the reduced shapes under the tracing frontend's dispatcher recorder, and
+its ``aten`` ops are evaluated by the verifier's op registry over the same values the
+kernel's run reads (Z3 terms for the proof, floats for counterexamples), so control flow,
+``einsum``, masks and dtype casts in the reference are whatever torch did.
+
+An integer argument that equals a real size of one of the kernel's tensors is given the
+reduced size of that dimension; one that matches dimensions reduced differently cannot be
+re-run and the reference is refused (the kernel then has no traced spec).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .capture import Capture, Instance, Launch, ReferenceCall
+from .spec import SpecError
+
+_REFERENCE = re.compile(r"(?i)(^ref|reference|torch|naive|_ref$|_ref_|^ref_)")
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    tensor: str | None = None  # kernel parameter bound to it
+    value: Any = None
+
+
+@dataclass
+class TracedSpec:
+    """A spec evaluated by re-running ``func``; duck-types :class:`spec.Spec` for the checks."""
+
+    text: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    origin: str
+    func: Any = None
+    arguments: tuple[Argument, ...] = ()
+    real_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    dtypes: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+    statements: tuple = ()
+    traced: bool = True
+    _cache: dict = field(default_factory=dict)
+
+    def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
+        shapes = {name: tuple(np.shape(tensors[name])) for name in self.inputs}
+        key = tuple(sorted(shapes.items()))
+        if key not in self._cache:
+            self._cache[key] = self._record(shapes)
+        ops, out_names = self._cache[key]
+        return _run_ops(ops, out_names, self.outputs, {n: tensors[n] for n in self.inputs}, backend)
+
+    def _record(self, shapes: dict[str, tuple[int, ...]]) -> tuple[tuple, list[str]]:
+        import torch
+
+        from frontends.traced.recorder import Recorder
+        from frontends.traced.spans import SpanFinder
+        from verifier.ir import Span
+        kwargs: dict[str, Any] = {}
+        spans = SpanFinder(self.path, self.path)
+        recorder = Recorder(spans, simulated=False)
+        generator = torch.Generator().manual_seed(0)
+        for arg in self.arguments:
+            if arg.tensor is None:
+                kwargs[arg.name] = self._reduced_value(arg, shapes)
+                continue
+            dtype = self.dtypes.get(arg.tensor, torch.float32)
+            shape = shapes[arg.tensor]
+            if dtype.is_floating_point:
+                tensor = torch.randn(shape, generator=generator).to(dtype)
+            else:
+                raise SpecError(f"reference argument {arg.name} is a {dtype} tensor (only float inputs are re-run)")
+            recorder.bind_leaf(tensor, arg.tensor, Span(None, self.path))
+            kwargs[arg.name] = tensor
+        try:
+            with torch.no_grad(), recorder:
+                result = self.func(**kwargs)
+                flat = list(result) if isinstance(result, (tuple, list)) else [result]
+                if len(flat) != len(self.outputs) or not all(isinstance(t, torch.Tensor) for t in flat):
+                    raise SpecError(f"the reference returned {len(flat)} value(s) for the kernel's "
+                                    f"{len(self.outputs)} output(s) {', '.join(self.outputs)}")
+                names = [recorder.name_of(t, spans.span()) for t in flat]
+        except SpecError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's reference failed at the reduced sizes
+            raise SpecError(f"re-running the reference at the reduced sizes failed ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
+        if recorder.recording.problems:
+            raise SpecError(f"the reference cannot be traced: {recorder.recording.problems[0].message}")
+        return tuple(recorder.recording.ops), names
+
+    def _reduced_value(self, arg: Argument, shapes: dict[str, tuple[int, ...]]) -> Any:
+        value = arg.value
+        if not isinstance(value, int) or isinstance(value, bool):
+            return value
+        reduced = {shapes[name][axis] for name, real in self.real_shapes.items() if name in shapes
+                   for axis, size in enumerate(real) if size == value and axis < len(shapes[name])}
+        if len(reduced) > 1:
+            raise SpecError(f"reference argument {arg.name}={value} is a size of dimensions reduced to different "
+                            f"sizes ({', '.join(map(str, sorted(reduced)))})")
+        return reduced.pop() if reduced else value
+
+
+def _run_ops(ops: tuple, out_names: list[str], outputs: tuple[str, ...], leaves: dict[str, np.ndarray],
+             backend: Any) -> dict[str, np.ndarray]:
+    from verifier.backends import NumpyBackend
+    from verifier.backends import Z3Backend as VerifierZ3
+    from verifier.traced_run import RunError, run
+    symbolic = getattr(backend, "name", "") == "z3"
+    xp = VerifierZ3() if symbolic else NumpyBackend()
+    values = {n: (np.asarray(v, dtype=object) if symbolic else np.asarray(v, dtype=float)) for n, v in leaves.items()}
+    try:
+        env = run((ops,), values, xp)[0]
+    except RunError as exc:
+        raise SpecError(f"the reference's op is not modelled ({exc})") from None
+    out: dict[str, np.ndarray] = {}
+    for target, name in zip(outputs, out_names):
+        value = env[name]
+        out[target] = np.asarray(value, dtype=object) if symbolic else np.asarray(value, dtype=float).astype(object)
+    return out
+
+
+def launch_tensors(launch: Launch, params: list[str]) -> dict[str, Any]:
+    """Kernel parameter -> the tensor the launch passed for it."""
+    import torch
+    if launch.named:
+        return {k: v for k, v in launch.named if k in params}
+    out = {i % len(params) for i in (launch.out_idx or ())} if params else set()
+    passed = [p for i, p in enumerate(params) if i not in out]
+    if len(passed) != len(launch.args):
+        return {}
+    return {p: t for p, t in zip(passed, launch.args) if isinstance(t, torch.Tensor)}
+
+
+def find_reference(instances: list[Instance], params: list[str], written: list[str], capture: Capture,
+                   path: str) -> tuple[TracedSpec | None, str]:
+    """The traced spec of a kernel (launched as one of ``instances``), or None and why not."""
+    import torch
+    inputs = [p for p in params if p not in written]
+    candidates: list[tuple[tuple, ReferenceCall, dict[str, Any], tuple[str, ...]]] = []
+    kernel_names = {i.name for i in capture.instances}
+    for ref in capture.references:
+        if ref.via == "profiler" and ref.instance in instances:
+            out_idx = ref.out_idx or _instance_out_idx(ref.instance, capture)
+            if out_idx is None:
+                continue
+            outs = {i % len(params) for i in out_idx}
+            passed = [p for i, p in enumerate(params) if i not in outs]
+            outputs = tuple(params[i] for i in sorted(outs))
+            if any(o not in written for o in outputs):
+                continue
+            code = getattr(ref.func, "__code__", None)
+            names = list(code.co_varnames[:code.co_argcount]) if code is not None else []
+            bound = dict(ref.arguments)
+            free = [n for n in names if n not in bound]
+            if len(free) < len(passed):
+                continue
+            binding = {n: ("tensor", p) for n, p in zip(free, passed)}
+            binding.update({n: ("value", v) for n, v in bound.items()})
+            candidates.append(((False, False, False), ref, binding, outputs))
+    for launch in capture.launches:
+        if launch.instance not in instances:
+            continue
+        tensors = launch_tensors(launch, params)
+        by_id = {id(t): p for p, t in tensors.items() if p in inputs}
+        for number, ref in enumerate(capture.references):
+            if ref.via != "call" or number in capture.wrappers:
+                continue
+            args = dict(ref.arguments)
+            arg_tensors = {n: v for n, v in args.items() if isinstance(v, torch.Tensor)}
+            if not arg_tensors or any(id(v) not in by_id for v in arg_tensors.values()):
+                continue
+            func_name = getattr(ref.func, "__name__", "")
+            if func_name in kernel_names:  # the kernel's own function, run by TileLang's elaboration
+                continue
+            binding = {n: ("tensor", by_id[id(v)]) if isinstance(v, torch.Tensor) else ("value", v)
+                       for n, v in args.items()}
+            # rank: reads every input of the kernel, is named after it, is named like a reference
+            rank = (len({id(v) for v in arg_tensors.values()}) < len(by_id),
+                    instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
+            candidates.append((rank, ref, binding, tuple(written)))
+    if not candidates:
+        return None, "no reference call found"
+    candidates.sort(key=lambda c: c[0])
+    best = candidates[0][0]
+    distinct = {id(c[1].func) for c in candidates if c[0] == best}
+    if len(distinct) > 1:
+        names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
+        return None, f"several functions are called with the kernel's inputs ({', '.join(names)})"
+    _, ref, binding, outputs = candidates[0]
+    real_shapes, dtypes = {}, {}
+    for launch in capture.launches:
+        if launch.instance in instances:
+            for p, t in launch_tensors(launch, params).items():
+                real_shapes.setdefault(p, tuple(int(d) for d in t.shape))
+                dtypes.setdefault(p, t.dtype)
+    arguments = tuple(Argument(n, kind_value[1] if kind_value[0] == "tensor" else None,
+                               None if kind_value[0] == "tensor" else kind_value[1])
+                      for n, kind_value in binding.items())
+    used = tuple(dict.fromkeys(a.tensor for a in arguments if a.tensor))
+    name = getattr(ref.func, "__name__", "reference")
+    shown = ", ".join(a.tensor or f"{a.name}={a.value!r}" for a in arguments)
+    line = f" (line {ref.line})" if ref.line else ""
+    via = " via profiler.assert_allclose" if ref.via == "profiler" else ""
+    sizes = [a.name for a in arguments if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)
+             and any(a.value in shape for shape in real_shapes.values())]
+    if sizes:
+        via += f"; {', '.join(sizes)} given the reduced size of the dimension it equals"
+    spec = TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
+                      origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
+                      arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
+    return spec, ""
+
+
+def _instance_out_idx(instance: Instance, capture: Capture) -> tuple[int, ...] | None:
+    for launch in capture.launches:
+        if launch.instance is instance and launch.out_idx is not None:
+            return launch.out_idx
+    value = getattr(instance.jit, "out_idx", None) if instance.jit is not None else None
+    if value is None:
+        return None
+    return (value,) if isinstance(value, int) else tuple(int(v) for v in value)
+
+
+def is_traced(spec: Any) -> bool:
+    return bool(getattr(spec, "traced", False))
+
+
