@@ -151,15 +151,15 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             _merge(report, sub, name)
             continue
         kernel, paired = elaborated.kernel, bool(elaborated.divisions)
-        if not paired and kernel.sizes:
+        if not paired and kernel.sizes and not elaborated.dynamic:
             # the real tiling case of each division is unknown: check the partial-tile case
             kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
         try:
             taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
-            check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken)
+            check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)
         except Unsupported as exc:
             sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
-        if not paired and any(d.check == "out-of-bounds" for d in sub.diagnostics):
+        if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
             sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
                                "whether the real sizes are could not be read from the kernel", instance.line))
         if elaborated.tiles or elaborated.fixed:

@@ -43,6 +43,7 @@ class Elaborated:
     divisions: tuple[tuple[BinOp, BinOp], ...]
     tiles: tuple[tuple[str, int, int], ...]  # name, real value, reduced value
     fixed: tuple[tuple[str, int, int], ...]  # problem sizes TileLang needs as ints: real, reduced
+    dynamic: tuple[str, ...] = ()  # sizes the kernel takes at run time (T.dynamic / T.symbolic)
 
     def describe(self) -> str:
         parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed]
@@ -141,7 +142,8 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
         raise Unsupported(instance.line, f"the real value of size {missing[0]} is not known (no tensor or argument "
                           "gives it)")
     real_values.update(const_values)
-    sizes = tuple((n, real_values.get(n)) for n in chosen)
+    dynamic = _dynamic_sizes(kernel, chosen)
+    sizes = tuple((n, real_values.get(n)) for n in chosen) + tuple((n, None) for n in dynamic)
     kernel = Kernel(kernel.name, kernel.params, kernel.allocs, kernel.grid, kernel.body, sizes, kernel.threads,
                     instance.line, instance.line, kernel.source)
     divisions: tuple[tuple[BinOp, BinOp], ...] = ()
@@ -154,7 +156,17 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
         except Unsupported:
             divisions = ()
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
-                      tuple((n, problem[n], concrete[n]) for n in concrete))
+                      tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic))
+
+
+def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:
+    """Symbols TileLang kept in the PrimFunc although no argument was made symbolic by us:
+    sizes the kernel reads at run time (``T.dynamic("m")``, ``T.symbolic``)."""
+    from .program import Loop, walk_stmts
+    from .sizes import kernel_exprs, symbols_of
+    bound = {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)} | {a.var for a in kernel.grid}
+    used = set().union(*(symbols_of(e) for e in kernel_exprs(kernel)))
+    return sorted(used - bound - set(chosen))
 
 
 def _declared_consts(instance: Instance) -> list[str]:

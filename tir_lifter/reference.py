@@ -150,7 +150,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     candidates: list[tuple[tuple, ReferenceCall, dict[str, Any], tuple[str, ...]]] = []
     kernel_names = {i.name for i in capture.instances}
     for ref in capture.references:
-        if ref.via == "profiler" and ref.instance in instances:
+        if ref.via == "profiler" and _among(ref.instance, instances):
             out_idx = ref.out_idx or _instance_out_idx(ref.instance, capture)
             if out_idx is None:
                 continue
@@ -169,7 +169,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             binding.update({n: ("value", v) for n, v in bound.items()})
             candidates.append(((False, False, False), ref, binding, outputs))
     for launch in capture.launches:
-        if launch.instance not in instances:
+        if not _among(launch.instance, instances):
             continue
         tensors = launch_tensors(launch, params)
         by_id = {id(t): p for p, t in tensors.items() if p in inputs}
@@ -200,7 +200,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     _, ref, binding, outputs = candidates[0]
     real_shapes, dtypes = {}, {}
     for launch in capture.launches:
-        if launch.instance in instances:
+        if _among(launch.instance, instances):
             for p, t in launch_tensors(launch, params).items():
                 real_shapes.setdefault(p, tuple(int(d) for d in t.shape))
                 dtypes.setdefault(p, t.dtype)
@@ -220,6 +220,11 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
                       origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
     return spec, ""
+
+
+def _among(instance: Instance | None, instances: list[Instance]) -> bool:
+    """By identity: instances hold tensors, whose ``==`` is element-wise."""
+    return any(instance is other for other in instances)
 
 
 def _instance_out_idx(instance: Instance, capture: Capture) -> tuple[int, ...] | None:

@@ -204,11 +204,13 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
     if d <= 0:
         return False
     q, r = n // d, n % d
+    real = real_div or div
+    if original is not None and any(original.get(name, 0) is None for name in symbols_of(real)):
+        original = None  # a size with no real value (unbound, or given at run time): any case may come
     if original is None:
         wanted = (r == 0) if assume_divisible else (r != 0)
         return q >= floor and (wanted or not strict)
     try:
-        real = real_div or div
         n0, d0 = eval_size(real.a, original), eval_size(real.b, original)
     except (KeyError, ZeroDivisionError):
         return q >= floor

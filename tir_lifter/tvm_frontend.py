@@ -134,6 +134,9 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     if unknown:
         raise Unsupported(None, f"TileLang intrinsic {unknown[0]} is not modelled")
     walker = _Walker()
+    for p in func.params:
+        if p in func.buffer_map:
+            walker.size_names(func.buffer_map[p])
     params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
     body = walker.stmt(func.body)
     body, allocs = _fold_reduce_staging(body, walker.allocs)
@@ -182,6 +185,35 @@ class _Walker:
         self.threads: int | None = None
         self.lets: dict[str, Expr] = {}
         self.thread_vars: set[str] = set()
+        self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
+        self._owners: dict[str, int] = {}
+
+    def var_name(self, var: Any) -> str:
+        """A loop variable ``k`` and a run-time size ``T.dynamic("k")`` are two variables with
+        one name in TIR: a variable named like a size (met first, in the tensors' shapes)
+        but not that size gets a suffix.  Loop variables may share names (their scopes nest)."""
+        handle = var.__chandle__()
+        if handle in self._names:
+            return self._names[handle]
+        owner = self._owners.get(var.name)
+        if owner is None or owner == handle:
+            return var.name
+        name, number = f"{var.name}_{1}", 1
+        while name in self._owners:
+            number += 1
+            name = f"{var.name}_{number}"
+        self._names[handle] = name
+        return name
+
+    def size_names(self, buf: Any) -> None:
+        """Register the variables in a global tensor's shape: they are the kernel's sizes."""
+        from tvm import tirx
+        from tvm.tirx import stmt_functor
+        for dim in buf.shape:
+            def visit(node: Any) -> None:
+                if isinstance(node, tirx.Var) and node.name not in self._owners:
+                    self._owners[node.name] = node.__chandle__()
+            stmt_functor.post_order_visit(tirx.Evaluate(dim), visit)
 
     def buffer(self, buf: Any, scope: str | None = None) -> Buffer:
         text = buf.scope()
@@ -219,7 +251,7 @@ class _Walker:
         return tuple(out)
 
     def _s_For(self, node: Any) -> tuple[Stmt, ...]:
-        var = node.loop_var.name
+        var = self.var_name(node.loop_var)
         start = self.expr(node.min)
         if start != Const(0):  # for v in range(lo, hi): a counter from 0 and v = counter + lo
             if node.thread_binding is not None:
@@ -243,9 +275,9 @@ class _Walker:
     def _s_Bind(self, node: Any) -> tuple[Stmt, ...]:
         from tvm import tirx
         if isinstance(node.value, tirx.Call) and _op_name(node.value) == "tl.launch_thread_idx":
-            self.thread_vars.add(node.var.name)
+            self.thread_vars.add(self.var_name(node.var))
         else:
-            self.lets[node.var.name] = self.expr(node.value)
+            self.lets[self.var_name(node.var)] = self.expr(node.value)
         return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
 
     _s_LetStmt = _s_Bind
@@ -309,9 +341,10 @@ class _Walker:
         if kind == "FloatImm":
             return Const(float(node.value))
         if kind in ("Var", "SizeVar"):
-            if node.name in self.thread_vars:
+            name = self.var_name(node)
+            if name in self.thread_vars:
                 raise Unsupported(None, f"per-thread index {node.name} is not modelled")
-            return self.lets.get(node.name, Var(node.name))
+            return self.lets.get(name, Var(name))
         binary = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Div": "/", "Mod": "%",
                   "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",
                   "And": "and", "Or": "or"}

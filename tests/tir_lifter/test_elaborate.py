@@ -38,10 +38,13 @@ MUTANTS = {
     # the row length and the row tile are both reduced: they must not be reduced to one value
     "tile_for_size.py": _mutate("eager_rms_rows.py", "total[i] / N + eps", "total[i] / blk_m + eps"),
     "wrong_scale.py": _mutate("profiler_scaled_gemm.py", "acc[i, j] * alpha", "acc[i, j] * alpha * alpha"),
+    # the call's sizes (128 x 64) are multiples of the tiles; run-time sizes need not be
+    "dynamic_no_guard.py": _mutate("dynamic_axpy.py", "if row < M and col < N:", "if True:"),
+    "dynamic_floor_grid.py": _mutate("dynamic_axpy.py", "T.Kernel(T.ceildiv(N, block_N)", "T.Kernel(N // block_N"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
-             "eager_rms_rows.py"]
+             "eager_rms_rows.py", "dynamic_axpy.py"]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +96,8 @@ def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports
 @pytest.mark.parametrize("name,check", [
     ("mix_up.py", "spec"), ("no_clear.py", "uninitialized-read"), ("floor_grid.py", "coverage"),
     ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
-    ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"),
+    ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"), ("dynamic_no_guard.py", "out-of-bounds"),
+    ("dynamic_floor_grid.py", "coverage"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -113,6 +117,12 @@ def test_the_reference_the_file_calls_is_re_run_with_its_call_site_arguments(rep
 def test_the_reference_given_to_the_profiler_keeps_its_partial_arguments(reports):
     proven = " ".join(reports["profiler_scaled_gemm.py"].proven)
     assert "alpha=0.5, transpose_b=True" in proven and "via profiler.assert_allclose" in proven
+
+
+def test_run_time_sizes_are_checked_with_a_partial_last_tile_and_with_exact_multiples(reports):
+    proven = reports["dynamic_axpy.py"].proven
+    assert any("run-time sizes m, n: a partial last tile" in p and "computes" in p for p in proven)
+    assert any("run-time sizes m, n: exact multiples of their tiles" in p and "computes" in p for p in proven)
 
 
 def test_a_kernel_whose_reference_cannot_be_associated_is_unsupported_not_checked_against_another(reports):
