@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
            "causal_tril.py", "factory_splitk_relu.py",
-           "eager_gemm_bt.py", "causal_row_sum.py"]
+           "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def _swap(text: str, a: str, b: str) -> str:
     return re.sub(rf"\b({a}|{b})\b", lambda m: b if m.group(1) == a else a, text)
 
 
-def _line_mutations(line: str) -> list[tuple[str, str]]:
+def _line_mutations(line: str, tiles: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(operator, mutated line) for one source line of a kernel body."""
     out: list[tuple[str, str]] = []
     code = line.split("#")[0]
@@ -59,6 +59,9 @@ def _line_mutations(line: str) -> list[tuple[str, str]]:
     for a, b in (("block_K", "block_N"), ("block_K", "block_M"), ("block_M", "block_N")):
         if indexing and re.search(rf"\b{a}\b", code):
             out.append(("tile-size mix-up", re.sub(rf"\b{a}\b", b, line, count=1)))
+    value_code = re.sub(r"\[[^\]]*\]", "", code)  # outside indices: a size used as a value
+    if tiles and "=" in value_code and re.search(r"/ [MN]\b", value_code):
+        out.append(("tile size for a size", re.sub(r"/ ([MN])\b", f"/ {tiles[0]}", line, count=1)))
     if "T.Kernel(" in code and "T.ceildiv(" in code:
         out.append(("floor grid", re.sub(r"T\.ceildiv\(([^,]+), ([^)]+)\)", r"\1 // \2", line, count=1)))
     if re.search(r"for \w+ in T\.(Pipelined|serial)\(T\.ceildiv\(", code):
@@ -85,7 +88,9 @@ def _line_mutations(line: str) -> list[tuple[str, str]]:
 
 
 def mutants(kernel_path: Path) -> list[Mutant]:
-    lines = kernel_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    text = kernel_path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    tiles = tuple(dict.fromkeys(re.findall(r"\b(block_[A-Za-z]\w*|blk_\w+)\b", text)))
     inside = False
     found: list[Mutant] = []
     for number, line in enumerate(lines, 1):
@@ -95,23 +100,28 @@ def mutants(kernel_path: Path) -> list[Mutant]:
             inside = inside and line.startswith(" ")
         if not inside and "T.Kernel(" not in line:
             continue
-        for operator, text in _line_mutations(line):
-            source = "".join(lines[:number - 1] + [text] + lines[number:])
+        for operator, mutated in _line_mutations(line, tiles):
+            source = "".join(lines[:number - 1] + [mutated] + lines[number:])
             found.append(Mutant(kernel_path.name, operator, number, source))
     return found
 
 
 def ground_truth_child(paths: list[str]) -> None:
     """In a child: build each file's kernels at their real sizes, run them concretely on
-    random inputs, compare with the file's reference run by torch (float64)."""
+    random inputs, compare with the file's reference run by torch (float64) with the call
+    site's arguments.  Run-time sizes (``T.dynamic``) are also run one past the call's size
+    (a partial last tile): the compiled kernel must serve every size."""
     import numpy as np
-    import torch
 
     from tir_lifter.backends import FloatBackend
     from tir_lifter.capture import run_file
+    from tir_lifter.checks import written_buffers
     from tir_lifter.counterexample import random_inputs
     from tir_lifter.elaborate import _associate, _references
     from tir_lifter.interpreter import Machine
+    from tir_lifter.program import Var
+    from tir_lifter.reference import find_reference, launch_tensors
+    from tir_lifter.spec import evaluate, spec_from_reference
     from tir_lifter.tvm_frontend import from_primfunc
     results = {}
     for path in paths:
@@ -124,20 +134,31 @@ def ground_truth_child(paths: list[str]) -> None:
                 kwargs = dict(instance.kwargs)
                 func = instance.factory(**kwargs) if instance.factory else instance.jit.get_tir(*instance.args, **kwargs)
                 kernel = from_primfunc(func, instance.name, path)
-                ref = _associate(instance.name, refs, len(names))
-                reference = capture.namespace[ref.name]
-                inputs = random_inputs(kernel, {}, seed=7)
-                trace = Machine(kernel, {}, FloatBackend(), {k: v.astype(object) for k, v in inputs.items()}).run()
-                written = [b.name for b in kernel.params if b.name in trace.outputs and
-                           (trace.writers[b.name] >= 0).any()]
-                read = [b.name for b in kernel.params if b.name not in written]
-                expected = reference(*[torch.tensor(inputs[n], dtype=torch.float64) for n in read])
-                expected = expected if isinstance(expected, (tuple, list)) else [expected]
-                for name, want in zip(written, expected):
-                    got = np.asarray(trace.outputs[name], dtype=float)
-                    if got.shape != tuple(want.shape) or not np.allclose(got, want.numpy(), rtol=1e-6, atol=1e-6) \
-                            or (trace.writers[name] < 0).any() or trace.faults or trace.conflicts:
-                        wrong = True
+                params = [b.name for b in kernel.params]
+                written = list(written_buffers(kernel))
+                spec, _ = find_reference([instance], params, written, capture, path)
+                if spec is None:
+                    ref = _associate(instance.name, refs, len(names))
+                    spec = spec_from_reference(ref, [n for n in params if n not in written], written, path)
+                sizes: dict[str, int] = {}
+                for launch in capture.launches:
+                    if launch.instance is instance:
+                        for name, tensor in launch_tensors(launch, params).items():
+                            for dim, real in zip(kernel.buffer(name).shape, tensor.shape):
+                                if isinstance(dim, Var):
+                                    sizes.setdefault(dim.name, int(real))
+                variants = [sizes] + ([{k: v + 1 for k, v in sizes.items()}] if sizes else [])
+                for variant in variants:
+                    inputs = random_inputs(kernel, variant, seed=7)
+                    trace = Machine(kernel, variant, FloatBackend(), {k: v.astype(object) for k, v in inputs.items()}
+                                    ).run()
+                    expected = evaluate(spec, {n: inputs[n].astype(object) for n in spec.inputs}, FloatBackend())
+                    for name in spec.outputs:
+                        got = np.asarray(trace.outputs[name], dtype=float)
+                        want = np.asarray(expected[name], dtype=float)
+                        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-6, atol=1e-6) \
+                                or (trace.writers[name] < 0).any() or trace.faults or trace.conflicts:
+                            wrong = True
             results[path] = "wrong" if wrong else "right"
         except Exception as exc:  # noqa: BLE001 - ground truth unknown for this mutant
             results[path] = f"unknown ({type(exc).__name__}: {str(exc)[:80]})"
@@ -158,6 +179,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--ground-truth", nargs="*")
     parser.add_argument("--seconds", type=float, default=3600.0, help="wall time for the lifter's verdicts")
+    parser.add_argument("--jobs", type=int, default=1, help="elaboration children checking the mutants")
     args = parser.parse_args()
     if args.ground_truth is not None:
         ground_truth_child(args.ground_truth)
@@ -171,11 +193,11 @@ def main() -> None:
             path = Path(tmp) / f"m{index:03d}_{mutant.kernel}"
             path.write_text(mutant.source, encoding="utf-8")
             paths.append(str(path))
-        half = (len(paths) + 1) // 2  # two children: the tool's verdicts on each half
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        size = (len(paths) + args.jobs - 1) // args.jobs  # one child per job: the tool's verdicts on its share
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             parts = list(pool.map(lambda chunk: run_batch(chunk, timeout=args.seconds),
-                                  [paths[:half], paths[half:]]))
-        by_path = {b["file"]: b for b in parts[0] + parts[1]}
+                                  [paths[i:i + size] for i in range(0, len(paths), size)]))
+        by_path = {b["file"]: b for part in parts for b in part}
         bodies = [by_path[os.path.abspath(p)] for p in paths]
         cut = [p for p, b in zip(paths, bodies) if b.get("internal_error") == "batch child died or overran"]
         paths_checked = [p for p in paths if p not in cut]

@@ -98,7 +98,10 @@ def lift_module(path: str, kernel: str | None = None, sizes: dict[str, int] | No
 _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce", "tl.tileop.atomicadd",
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
-               "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp"}
+               "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
+               "tl.no_set_max_nreg"}
+# calls evaluated for their effect on the hardware only (register budgets): no statement of the program
+_NO_OPS = {"tl.no_set_max_nreg"}
 
 
 # ``T.use_swizzle``: blocks are renumbered by a bijection of the grid; every block still runs
@@ -321,6 +324,8 @@ class _Walker:
             return (TileOp("reduce", (self.region(args[0]), self.region(args[1])), attrs),)
         if name == "tl.tileop.atomicadd":
             return (TileOp("atomic_add", (self.region(args[0]), self.region(args[1]))),)
+        if name in _NO_OPS:
+            return ()
         if name == "tl.atomic_add_elem_op":
             target = args[0].args[0]
             return (Store(target.buffer.name, tuple(self.expr(i) for i in target.indices), self.expr(args[1]), True),)
