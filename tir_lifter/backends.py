@@ -9,6 +9,7 @@ Encoding choices (DESIGN.md, "what verified means"): arithmetic is exact over th
 (floating-point rounding and dtype casts are not modelled); ``max``/``min`` are exact
 (``If``); transcendental functions are uninterpreted functions of exactly the values they
 read, so a proof with them holds for every interpretation, including the real one.
+Infinities are constants of the kernel (reduction identities, masks), decided concretely.
 """
 from __future__ import annotations
 
@@ -107,20 +108,55 @@ class Z3Backend:
         if any(isinstance(v, (NegInf, PosInf)) for v in values):
             raise InfinityArithmetic()
 
+    # -inf enters a kernel as a constant (``T.fill(m, -T.infinity)``, a mask written with
+    # ``T.if_then_else`` on index conditions), never from the symbolic inputs, which are finite
+    # reals: so these rules decide every case concretely, and what they cannot decide
+    # (``-inf + inf``, ``-inf`` times a symbolic value) stays unsupported.
+    @staticmethod
+    def _is_inf(value: Any) -> bool:
+        return isinstance(value, (NegInf, PosInf))
+
+    @staticmethod
+    def _sign(value: Any) -> int | None:
+        if isinstance(value, (int, float)):
+            return (value > 0) - (value < 0)
+        term = z3.simplify(value) if z3.is_expr(value) else None
+        if term is not None and z3.is_rational_value(term):
+            number = term.as_fraction()
+            return (number > 0) - (number < 0)
+        return None
+
     def add(self, a: Any, b: Any) -> Any:
-        self._finite(a, b)
+        if self._is_inf(a) or self._is_inf(b):
+            if self._is_inf(a) and self._is_inf(b) and type(a) is not type(b):
+                raise InfinityArithmetic()
+            return a if self._is_inf(a) else b
         return a + b
 
     def sub(self, a: Any, b: Any) -> Any:
-        self._finite(a, b)
+        if self._is_inf(a) or self._is_inf(b):
+            return self.add(a, self.neg(b))
         return a - b
 
     def mul(self, a: Any, b: Any) -> Any:
-        self._finite(a, b)
+        if self._is_inf(a) or self._is_inf(b):
+            inf, other = (a, b) if self._is_inf(a) else (b, a)
+            sign = 1 if isinstance(other, PosInf) else -1 if isinstance(other, NegInf) else self._sign(other)
+            if not sign:  # 0 * inf, or a symbolic factor whose sign is unknown
+                raise InfinityArithmetic()
+            return inf if sign > 0 else self.neg(inf)
         return a * b
 
     def div(self, a: Any, b: Any) -> Any:
-        self._finite(a, b)
+        if self._is_inf(b):
+            if self._is_inf(a):
+                raise InfinityArithmetic()
+            return z3.RealVal(0)
+        if self._is_inf(a):
+            sign = self._sign(b)
+            if not sign:
+                raise InfinityArithmetic()
+            return a if sign > 0 else self.neg(a)
         return a / b
 
     def neg(self, a: Any) -> Any:
@@ -145,7 +181,12 @@ class Z3Backend:
         return z3.If(a <= b, a, b)
 
     def compare(self, op: str, a: Any, b: Any) -> Any:
-        self._finite(a, b)
+        if self._is_inf(a) or self._is_inf(b):  # an infinity against a finite value: known
+            rank = {NegInf: -1, PosInf: 1}
+            ra, rb = rank.get(type(a), 0), rank.get(type(b), 0)
+            if ra == rb:
+                raise InfinityArithmetic()
+            return {"<": ra < rb, "<=": ra < rb, ">": ra > rb, ">=": ra > rb, "==": False, "!=": True}[op]
         return {"<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
                 "==": lambda: a == b, "!=": lambda: a != b}[op]()
 
@@ -153,10 +194,15 @@ class Z3Backend:
         return z3.And(a, b) if op == "and" else z3.Or(a, b)
 
     def select(self, cond: Any, a: Any, b: Any) -> Any:
+        decided = cond if isinstance(cond, bool) else z3.simplify(cond) if z3.is_expr(cond) else None
+        if decided is not None and (decided is True or decided is False or z3.is_true(decided) or z3.is_false(decided)):
+            return a if decided is True or (decided is not False and z3.is_true(decided)) else b
         self._finite(a, b)
         return z3.If(cond, a, b)
 
     def call(self, fn: str, args: list[Any]) -> Any:
+        if fn in ("exp", "exp2") and len(args) == 1 and isinstance(args[0], NegInf):
+            return z3.RealVal(0)
         self._finite(*args)
         if fn == "abs":
             return z3.If(args[0] >= 0, args[0], -args[0])

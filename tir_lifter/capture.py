@@ -7,7 +7,8 @@ The file runs as ``__main__`` with ``sys.argv = [file]`` (argparse defaults appl
   autotuned kernels record their arguments (an :class:`Instance`) instead of compiling,
   and hand back a stand-in kernel whose launches return nothing;
 * torch tensors asked for on ``cuda`` are made on the ``meta`` device (shapes only: the
-  file's own big reference computations cost nothing), benchmarks return a fixed time;
+  file's own big reference computations cost nothing) unless they are small (offsets,
+  indices: made on the CPU, so ``.item()`` works), benchmarks return a fixed time;
 * the run stops at the first error or after ``budget`` seconds; what was recorded until
   then is kept (a reference check failing on meta tensors is the usual end);
 * the file's own checks name each kernel's reference: the tensors a kernel is launched
@@ -439,28 +440,56 @@ def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> Any:
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _device_arg(value: Any) -> Any:
-    text = str(value)
-    return "meta" if text.startswith("cuda") or text.isdigit() else value
-
-
 class _MetaDevice:
-    """A torch function mode that makes ``cuda`` tensors on ``meta`` (shapes, no data)."""
+    """A torch function mode for tensors asked for on ``cuda``: large ones are made on ``meta``
+    (shapes, no data: the file's big reference computations cost nothing), small ones
+    (at most ``SMALL`` elements: sequence offsets, indices, scales) on the CPU with real
+    values, so ``.item()`` and data-dependent sizes work.  An op mixing the two runs on meta."""
+
+    SMALL = 1 << 16
 
     def __enter__(self) -> "_MetaDevice":
         import torch
         from torch.overrides import TorchFunctionMode
+        from torch.utils._pytree import tree_flatten, tree_map
+        small = self.SMALL
+
+        def on_cuda(device: Any) -> bool:
+            text = str(device)
+            return text.startswith("cuda") or text.isdigit()
+
+        def to_meta(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() > 0:
+                return value.to("meta")
+            return value
 
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
                 kwargs = dict(kwargs or {})
-                if "device" in kwargs and kwargs["device"] is not None:
-                    kwargs["device"] = _device_arg(kwargs["device"])
                 name = getattr(func, "__name__", "")
                 if name == "cuda":
-                    return args[0].to("meta")
-                if name == "to" and len(args) > 1 and isinstance(args[1], (str, torch.device)):
-                    args = (args[0], _device_arg(args[1])) + tuple(args[2:])
+                    return args[0] if _is_small(args[0], small) else args[0].to("meta")
+                if name == "to":
+                    device = args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device, int)) \
+                        else kwargs.get("device")
+                    if device is not None and on_cuda(device):
+                        target = "cpu" if _is_small(args[0], small) else "meta"
+                        if len(args) > 1 and isinstance(args[1], (str, torch.device, int)):
+                            args = (args[0], target) + tuple(args[2:])
+                        else:
+                            kwargs["device"] = target
+                        return func(*args, **kwargs)
+                if kwargs.get("device") is not None and on_cuda(kwargs["device"]):
+                    kwargs["device"] = "meta"
+                    out = func(*args, **kwargs)
+                    if isinstance(out, torch.Tensor) and out.numel() <= small:
+                        kwargs["device"] = "cpu"
+                        return func(*args, **kwargs)
+                    return out
+                tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                if any(t.device.type == "meta" for t in tensors) and \
+                        any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
+                    args, kwargs = tree_map(to_meta, (args, kwargs))
                 return func(*args, **kwargs)
 
         self._mode = Mode()
@@ -469,3 +498,8 @@ class _MetaDevice:
 
     def __exit__(self, *exc: Any) -> None:
         self._mode.__exit__(*exc)
+
+
+def _is_small(value: Any, limit: int) -> bool:
+    import torch
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.numel() <= limit

@@ -142,8 +142,12 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
         scope = " on every element written by exactly one block" if any(excluded.values()) else ""
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"]
     if status == z3.unknown:
-        return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
-                           f"({solver.reason_unknown()})", kernel.line)], []
+        # undecided: random inputs may still show a difference (a concrete run is evidence enough)
+        witness = find_concrete_mismatch(kernel, spec, reduction.sizes, cells)
+        if witness is None:
+            return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
+                               f"({solver.reason_unknown()}); random inputs show no difference", kernel.line)], []
+        return [_spec_violation(kernel, spec, witness, where)], []
     model = solver.model()
     bad = [cell for cell, diff in zip(cells, diffs) if z3.is_true(model.eval(diff, model_completion=True))]
     inputs = _model_inputs(kernel, model, tensors)
@@ -153,11 +157,14 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     if witness is None:
         return [Diagnostic("unsupported", ERROR, f"Z3 found a difference from '{spec.text}' that concrete evaluation "
                            "does not reproduce (uninterpreted function); cannot conclude", kernel.line)], []
+    return [_spec_violation(kernel, spec, witness, where)], []
+
+
+def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str) -> Diagnostic:
     name, index = witness.cell
-    line = witness.line or kernel.line
     message = (f"kernel does not compute {spec.text}: {name}{list(index)} is {fmt(witness.got)} but the spec gives "
                f"{fmt(witness.want)} {where}")
-    return [Diagnostic("spec", ERROR, message, line, witness.counterexample)], []
+    return Diagnostic("spec", ERROR, message, witness.line or kernel.line, witness.counterexample)
 
 
 def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
