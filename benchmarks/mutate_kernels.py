@@ -1,6 +1,6 @@
 """Mutation campaign over the bundled TileLang kernels: no wrong kernel may be ``verified``.
 
-    python benchmarks/mutate_kernels.py [--limit N] [--json out.json]
+    python benchmarks/mutate_kernels.py [--limit N] [--kernel FILE.py] [--json out.json]
 
 Each kernel of ``examples/kernels/`` written in TileLang's styles is mutated line by line
 with the bugs people make in tiled kernels: swapped block indices, tile-size mix-ups,
@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
            "causal_tril.py", "factory_splitk_relu.py",
-           "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py"]
+           "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py",
+           "flash_attention_causal.py"]
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,14 @@ def _swap(text: str, a: str, b: str) -> str:
     return re.sub(rf"\b({a}|{b})\b", lambda m: b if m.group(1) == a else a, text)
 
 
-def _line_mutations(line: str, tiles: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+def _line_mutations(line: str, tiles: tuple[str, ...] = (), blocks: tuple[str, str] = ("bx", "by")
+                    ) -> list[tuple[str, str]]:
     """(operator, mutated line) for one source line of a kernel body."""
     out: list[tuple[str, str]] = []
     code = line.split("#")[0]
     indexing = ("T.copy(" in code or "[" in code) and "T.Kernel" not in code and "alloc" not in code
-    if indexing and re.search(r"\bbx\b", code) and re.search(r"\bby\b", code):
-        out.append(("swapped block indices", _swap(line, "bx", "by")))
+    if indexing and all(re.search(rf"\b{b}\b", code) for b in blocks):
+        out.append(("swapped block indices", _swap(line, *blocks)))
     for a, b in (("block_K", "block_N"), ("block_K", "block_M"), ("block_M", "block_N")):
         if indexing and re.search(rf"\b{a}\b", code):
             out.append(("tile-size mix-up", re.sub(rf"\b{a}\b", b, line, count=1)))
@@ -82,6 +84,10 @@ def _line_mutations(line: str, tiles: tuple[str, ...] = ()) -> list[tuple[str, s
         plain = re.sub(r"T\.atomic_add\((\w+\[[^\]]+\]), (.+)\)\s*$", r"\1 = \2", line.rstrip()) + "\n"
         if plain != line:
             out.append(("plain store in split-K", plain))
+    if re.match(r"\s*\w+\[[^\]]*\] \*= \w+\[", code):
+        out.append(("dropped rescale", re.sub(r"\*= \w+\[[^\]]*\]", "*= 1.0", line, count=1)))
+    if "if_then_else(" in code and " >= " in code.split("if_then_else(")[1]:
+        out.append(("wrong causal mask bound", line.replace(" >= ", " > ", 1)))
     if "if_then_else(" in code and re.search(r"<=|<", code.split("if_then_else(")[1]):
         out.append(("wrong causal mask bound", line.replace("<=", "<", 1) if "<=" in line else line.replace("<", "<=", 1)))
     return [(op, text) for op, text in out if text != line]
@@ -91,6 +97,8 @@ def mutants(kernel_path: Path) -> list[Mutant]:
     text = kernel_path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     tiles = tuple(dict.fromkeys(re.findall(r"\b(block_[A-Za-z]\w*|blk_\w+)\b", text)))
+    grid = re.search(r"T\.Kernel\(.*\bas \((\w+), (\w+)", text)
+    blocks = (grid.group(1), grid.group(2)) if grid else ("bx", "by")
     inside = False
     found: list[Mutant] = []
     for number, line in enumerate(lines, 1):
@@ -100,7 +108,7 @@ def mutants(kernel_path: Path) -> list[Mutant]:
             inside = inside and line.startswith(" ")
         if not inside and "T.Kernel(" not in line:
             continue
-        for operator, mutated in _line_mutations(line, tiles):
+        for operator, mutated in _line_mutations(line, tiles, blocks):
             source = "".join(lines[:number - 1] + [mutated] + lines[number:])
             found.append(Mutant(kernel_path.name, operator, number, source))
     return found
@@ -180,12 +188,14 @@ def main() -> None:
     parser.add_argument("--ground-truth", nargs="*")
     parser.add_argument("--seconds", type=float, default=3600.0, help="wall time for the lifter's verdicts")
     parser.add_argument("--jobs", type=int, default=1, help="elaboration children checking the mutants")
+    parser.add_argument("--kernel", action="append", help="only this bundled kernel file (repeatable)")
     args = parser.parse_args()
     if args.ground_truth is not None:
         ground_truth_child(args.ground_truth)
         return
     from tir_lifter.elaborate_run import report_from_json, run_batch
-    all_mutants = [m for name in KERNELS for m in mutants(ROOT / "examples" / "kernels" / name)]
+    kernels = args.kernel or KERNELS
+    all_mutants = [m for name in kernels for m in mutants(ROOT / "examples" / "kernels" / name)]
     all_mutants = all_mutants[: args.limit or None]
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         paths = []
@@ -217,7 +227,7 @@ def main() -> None:
         print(f"{verdict:12s} truth={truth.get(path, 'unknown')[:40]:12s} {mutant.kernel}:{mutant.line} "
               f"{mutant.operator}", flush=True)
     table = collections.Counter((r["truth"].split(" ")[0], r["verdict"]) for r in rows)
-    print(f"\n{len(rows)} of {len(all_mutants)} mutants checked within --seconds, over {len(KERNELS)} kernels")
+    print(f"\n{len(rows)} of {len(all_mutants)} mutants checked within --seconds, over {len(kernels)} kernels")
     for (truth_value, verdict), count in sorted(table.items()):
         print(f"  truth {truth_value:8s} verdict {verdict:12s} {count}")
     false_verified = [r for r in rows if r["verdict"] == "verified" and r["truth"] != "right"]

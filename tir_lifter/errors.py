@@ -24,5 +24,9 @@ class Unsupported(Exception):
         super().__init__(f"line {line}: {reason}")
 
 
+class InfiniteValue(Unsupported):
+    """The symbolic run met arithmetic on an infinity it cannot decide (``-inf - -inf``)."""
+
+
 class LiftInternalError(RuntimeError):
     """A failure of the lifter itself (exit code 4), never reported as ``unsupported``."""

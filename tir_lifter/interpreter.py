@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .backends import InfinityArithmetic
-from .errors import Unsupported
+from .errors import InfiniteValue, Unsupported
 from .program import (GLOBAL, BinOp, Call, Const, Expr, If, Kernel, Load, Loop, Select, Stmt, Store,
                       TileOp, UnOp, Var)
 from .size_env import eval_size
@@ -95,7 +95,7 @@ class Machine:
             try:
                 self.exec_stmt(stmt, env)
             except InfinityArithmetic:
-                raise Unsupported(getattr(stmt, "line", None), "arithmetic on an infinity is not modelled") from None
+                raise InfiniteValue(getattr(stmt, "line", None), "arithmetic on an infinity is not modelled") from None
 
     def exec_stmt(self, stmt: Stmt, env: dict[str, Any]) -> None:
         if isinstance(stmt, Loop):

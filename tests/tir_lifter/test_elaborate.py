@@ -41,10 +41,15 @@ MUTANTS = {
     # the call's sizes (128 x 64) are multiples of the tiles; run-time sizes need not be
     "dynamic_no_guard.py": _mutate("dynamic_axpy.py", "if row < M and col < N:", "if True:"),
     "dynamic_floor_grid.py": _mutate("dynamic_axpy.py", "T.Kernel(T.ceildiv(N, block_N)", "T.Kernel(N // block_N"),
+    # online softmax without rescaling the partial output by exp2(old max - new max)
+    "attention_no_rescale.py": _mutate("flash_attention_causal.py", "acc[i, j] *= rescale[i]", "acc[i, j] *= 1.0"),
+    # the diagonal masked: the first query sees no key, its row is -inf - -inf = NaN
+    "attention_mask_bound.py": _mutate("flash_attention_causal.py", "bq * block_M + i >= kt * block_N + j",
+                                       "bq * block_M + i > kt * block_N + j"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
-             "eager_rms_rows.py", "dynamic_axpy.py"]
+             "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py"]
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +98,16 @@ def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports
     assert any(p.startswith("relu_kernel:") and "relu" in p for p in proven)
 
 
+def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(reports):
+    proven = " ".join(reports["flash_attention_causal.py"].proven)
+    assert "kernel computes O = ref_program(Q, K, V)" in proven and "e^(a+b) = e^a e^b" in proven
+
+
 @pytest.mark.parametrize("name,check", [
     ("mix_up.py", "spec"), ("no_clear.py", "uninitialized-read"), ("floor_grid.py", "coverage"),
     ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
     ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"), ("dynamic_no_guard.py", "out-of-bounds"),
-    ("dynamic_floor_grid.py", "coverage"),
+    ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]

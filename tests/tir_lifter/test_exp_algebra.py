@@ -1,0 +1,93 @@
+"""Online softmax against softmax: equal by the algebra of exponentials, and only then."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import z3
+
+from tir_lifter.exp_algebra import mentions_exponentials, prove_equal
+
+LOG2_E = 1.44269504
+SCALE = 0.5  # 1 / sqrt(dim) for dim = 4
+
+
+def _exp2():
+    return z3.Function("exp2_1_0", z3.RealSort(), z3.RealSort())
+
+
+def _softmax(n: int, j: int):
+    return z3.Function(f"softmax_{n}_{j}", *([z3.RealSort()] * (n + 1)))
+
+
+def _max(a, b):
+    return z3.If(a >= b, a, b)
+
+
+def _online(scores, values, rescale=True, coefficient=SCALE * LOG2_E):
+    """The kernel's online softmax over two tiles of two keys: running max, exp2 rescaling."""
+    exp2 = _exp2()
+    acc, total, row_max = z3.RealVal(0), z3.RealVal(0), None
+    for start in (0, 2):
+        tile, tile_values = scores[start:start + 2], values[start:start + 2]
+        new_max = _max(tile[0], tile[1]) if row_max is None else _max(row_max, _max(tile[0], tile[1]))
+        factor = z3.RealVal(0) if row_max is None else exp2(row_max * coefficient - new_max * coefficient)
+        weights = [exp2(s * coefficient - new_max * coefficient) for s in tile]
+        total = total * factor + weights[0] + weights[1]
+        acc = (acc * factor if rescale else acc) + weights[0] * tile_values[0] + weights[1] * tile_values[1]
+        row_max = new_max
+    return acc / total
+
+
+@pytest.fixture
+def data():
+    q, k = z3.Reals("q0 q1"), [z3.Reals(f"k{j}0 k{j}1") for j in range(4)]
+    scores = [q[0] * kj[0] + q[1] * kj[1] for kj in k]
+    values = list(z3.Reals("v0 v1 v2 v3"))
+    reference = sum(_softmax(4, j)(*[s * SCALE for s in scores]) * values[j] for j in range(4))
+    return scores, values, reference
+
+
+def test_online_softmax_equals_softmax_with_log2e_folded_into_the_scale(data):
+    scores, values, reference = data
+    assert mentions_exponentials([reference])
+    assert prove_equal([(_online(scores, values), reference)])
+
+
+@pytest.mark.parametrize("mutant", [
+    lambda s, v: _online(s, v, rescale=False),  # the partial output is not rescaled
+    lambda s, v: _online(s, v, coefficient=SCALE),  # exp2 without log2(e)
+    lambda s, v: _online(s, v, coefficient=SCALE * LOG2_E * 1.01),  # a scale 1 % off
+    lambda s, v: _online(s[::-1], v),  # scores paired with the wrong values
+])
+def test_a_wrong_online_softmax_is_not_proven(data, mutant):
+    scores, values, reference = data
+    assert not prove_equal([(mutant(scores, values), reference)])
+
+
+def test_a_masked_score_contributes_nothing():
+    s0, v0 = z3.Reals("s0 v0")
+    masked = z3.Real("minus_infinity") + z3.Real("s1")  # the reference adds a -inf mask
+    reference = _softmax(2, 0)(s0, masked) * v0
+    assert prove_equal([(v0, reference)])
+    assert not prove_equal([(v0 * 2, reference)])
+
+
+@pytest.mark.parametrize("exponent", [
+    z3.Real("minus_infinity") * z3.Real("s"),  # -inf times a value of unknown sign
+    z3.Real("minus_infinity") - z3.Real("minus_infinity"),  # NaN
+    z3.Real("plus_infinity"),
+])
+def test_what_an_infinity_does_outside_a_masked_score_is_not_read(exponent):
+    exp = z3.Function("exp_1_0", z3.RealSort(), z3.RealSort())
+    assert not prove_equal([(exp(exponent), z3.RealVal(0))])
+    assert not prove_equal([(exp(exponent), exp(exponent) * 0)])
+
+
+def test_identical_opaque_functions_are_equal_and_log2e_is_not_confused_with_e():
+    x = z3.Real("x")
+    tanh = z3.Function("tanh_1_0", z3.RealSort(), z3.RealSort())
+    exp, exp2 = z3.Function("exp_1_0", z3.RealSort(), z3.RealSort()), _exp2()
+    assert prove_equal([(tanh(x) * exp(x), exp2(x * LOG2_E) * tanh(x))])
+    assert not prove_equal([(exp(x), exp2(x))])
+    assert math.isclose(LOG2_E, math.log2(math.e), rel_tol=1e-8)
