@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import z3
 
-from verifier.report import ERROR, Counterexample, Diagnostic
+from verifier import exp_algebra
+from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
 
-from . import exp_algebra
 from .backends import FloatBackend, Z3Backend
 from .counterexample import confirm_mismatch, describe_block, find_concrete_mismatch, fmt, random_inputs
 from .errors import InfiniteValue
@@ -92,6 +92,9 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
 
     for fault in trace.faults:
         diagnostics.append(_fault_diagnostic(kernel, sizes, fault))
+    for access in trace.auto_guarded:
+        diagnostics.append(Diagnostic("auto-guarded", NOTE, f"kernel {access.message} {where}; TileLang's "
+                                      "lowering guards it (the store is skipped, the load reads 0)", access.line))
     excluded: dict[str, set[tuple[int, ...]]] = {}
     for conflict in trace.conflicts:
         diagnostics.append(_conflict_diagnostic(kernel, sizes, conflict))

@@ -51,6 +51,7 @@ class Trace:
     written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = field(default_factory=dict)
     lines: dict[str, np.ndarray] = field(default_factory=dict)  # source line of each element's last write
     conflict_cells: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
+    auto_guarded: list[Fault] = field(default_factory=list)  # global accesses TileLang's lowering guards
 
 
 class Machine:
@@ -70,6 +71,7 @@ class Machine:
         self.conflict_cells: dict[str, set[tuple[int, ...]]] = {}
         self.faults: list[Fault] = []
         self._fault_lines: set[tuple[str, int | None]] = set()
+        self.auto_guarded: dict[tuple[str, int | None], Fault] = {}
         self.record_values = record_values
         self.written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = {}
         self.block: tuple[int, ...] = ()
@@ -88,7 +90,7 @@ class Machine:
             env.update({axis.var: value for axis, value in zip(self.kernel.grid, block)})
             self.exec_block(self.kernel.body, env)
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
-                     self.conflict_cells)
+                     self.conflict_cells, list(self.auto_guarded.values()))
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for stmt in stmts:
@@ -112,10 +114,11 @@ class Machine:
         elif isinstance(stmt, Store):
             index = tuple(self.index(i, env) for i in stmt.indices)
             value = self.value(stmt.value, env, stmt.line)
+            guarded = self._auto_guarded(stmt.buffer, index, stmt.line, "writes")
             if stmt.atomic:
-                current = self.load(stmt.buffer, index, stmt.line, guarded=False)
+                current = self.load(stmt.buffer, index, stmt.line, guarded=guarded)
                 value = self.backend.add(current, value)
-            self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=False)
+            self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=guarded)
         elif isinstance(stmt, TileOp):
             handler = self.handlers.get(stmt.kind)
             if handler is None:
@@ -130,9 +133,20 @@ class Machine:
         shape = self.shapes[name]
         return len(index) == len(shape) and all(0 <= i < n for i, n in zip(index, shape))
 
+    def _auto_guarded(self, name: str, index: tuple[int, ...], line: int | None, verb: str) -> bool:
+        """TileLang's lowering (LegalizeSafeMemoryAccess, on by default) guards every element
+        access to a global buffer it cannot prove in bounds: an out-of-bounds store is skipped,
+        a load reads 0.  Such accesses are kept as notes, not faults."""
+        if self.scopes[name] != GLOBAL:
+            return False
+        if not self.in_bounds(name, index) and (verb, line) not in self.auto_guarded:
+            self.auto_guarded[(verb, line)] = Fault("auto-guarded", line, f"{verb} {name}{list(index)} outside its "
+                                                    f"shape {list(self.shapes[name])}")
+        return True
+
     def load(self, name: str, index: tuple[int, ...], line: int | None, guarded: bool) -> Any:
-        """Read one element; ``guarded`` accesses (inside tile ops) read 0 out of bounds as
-        TileLang's lowering does, unguarded ones are faults."""
+        """Read one element; ``guarded`` accesses (tile ops, global buffers) read 0 out of bounds
+        as TileLang's lowering makes them do, unguarded ones (on-chip buffers) are faults."""
         if not self.in_bounds(name, index):
             if not guarded:
                 self.fault("out-of-bounds", line, f"reads {name}{list(index)} outside its shape {list(self.shapes[name])}")
@@ -191,7 +205,7 @@ class Machine:
             return env[expr.name]
         if isinstance(expr, Load):
             index = tuple(self.index(i, env) for i in expr.indices)
-            return self.load(expr.buffer, index, line, guarded=False)
+            return self.load(expr.buffer, index, line, guarded=self._auto_guarded(expr.buffer, index, line, "reads"))
         if isinstance(expr, BinOp):
             a, b = self.value(expr.a, env, line), self.value(expr.b, env, line)
             if _is_int(a) and _is_int(b):

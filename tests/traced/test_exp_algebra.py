@@ -6,7 +6,7 @@ import math
 import pytest
 import z3
 
-from tir_lifter.exp_algebra import mentions_exponentials, prove_equal
+from verifier.exp_algebra import mentions_exponentials, prove_equal
 
 LOG2_E = 1.44269504
 SCALE = 0.5  # 1 / sqrt(dim) for dim = 4

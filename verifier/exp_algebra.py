@@ -12,6 +12,10 @@ An identity for *every* positive value of the unknowns holds in particular for t
 exponentials: equality is a proof; anything else decides nothing (the caller goes on with Z3
 and concrete runs).
 
+``exp_identity`` rewrites terms for the solver (``exp`` only, traced proofs); this module decides
+the equality of whole terms itself and reads ``exp2``, a folded ``log2 e``, the verifier's
+``softmax`` functions and its ``minus_infinity`` masks (the kernel lifter uses it).
+
 Assumptions, stated with every proof that uses this: floating-point rounding is not modelled, and
 two exponent coefficients of the same monomial that agree to 1e-5 relative (``scale * 1.44269504``
 written for ``scale * log2(e)``) are taken as equal.  ``-inf`` in an exponent with finite rest
