@@ -159,6 +159,7 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)
         except Unsupported as exc:
             sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+        _unattributable_spec_differences(instance, spec, sub)
         if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
             sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
                                "whether the real sizes are could not be read from the kernel", instance.line))
@@ -169,6 +170,37 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         report.add(Diagnostic("autotune", NOTE, f"{name}: {len(configs)} autotune configs recorded; checked "
                               f"{', '.join(c for c in checked if c.startswith('autotune')) or 'none'} (configs with "
                               "the same reduced instance are checked once)", group[0].line))
+
+
+def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report) -> None:
+    """A kernel built with float arguments its reference does not receive (``softmax_scale =
+    (dim + pe_dim) ** -0.5`` computed by the file) keeps their real-size values at the reduced
+    sizes, while the reference recomputes them from the reduced shapes: a difference from the
+    reference may be that alone, so it is not reported as the kernel's."""
+    given = {repr(a.value) for a in getattr(spec, "arguments", ()) if a.tensor is None}
+    names = _parameter_names(instance)
+    floats = [f"{names[k] if isinstance(k, int) and k < len(names) else k}={v!r}"
+              for k, v in list(enumerate(instance.args)) + list(instance.kwargs)
+              if isinstance(v, float) and repr(v) not in given]
+    if not floats or not getattr(spec, "traced", False):
+        return
+    for index, diag in enumerate(sub.diagnostics):
+        if diag.check == "spec" and diag.severity == ERROR:
+            sub.diagnostics[index] = Diagnostic(
+                "unsupported", ERROR, f"{diag.message}; but the kernel is built with float argument(s) "
+                f"{', '.join(floats)} its reference does not receive, which may be computed from the real sizes "
+                "(reduced here): the difference cannot be attributed to the kernel", diag.line, diag.counterexample)
+
+
+def _parameter_names(instance: Instance) -> list[str]:
+    import inspect
+    for candidate in (instance.factory, getattr(instance.jit, "func", None), getattr(instance.jit, "orig_func", None),
+                      instance.jit):
+        try:
+            return list(inspect.signature(candidate).parameters)
+        except (TypeError, ValueError):
+            continue
+    return []
 
 
 def _merge(report: Report, sub: Report, name: str) -> None:
