@@ -112,9 +112,8 @@ def prove_equal(pairs: list[tuple[Any, Any]], seconds: float = 60.0) -> bool:
 
 class _Algebra:
     def __init__(self) -> None:
-        self._generators: dict[Any, int] = {}  # z3 id / (monomial, unit) -> generator number
-        self._values: dict[int, tuple[Poly, Poly]] = {}
-        self._exponents: dict[tuple[int, float], tuple[dict[Monomial, float], float]] = {}
+        self._generators: dict[Any, int] = {}  # data name / opaque term / (monomial, unit) -> number
+        self._exponents: dict[tuple[int, float], tuple[dict[Monomial, float], int]] = {}
         self._coefficients: dict[Monomial, set[float]] = {}
         self._infinite: dict[int, bool] = {}
         self._collected: set[int] = set()
@@ -172,7 +171,7 @@ class _Algebra:
 
     def _unit_of(self, monomial: Monomial, coefficient: float) -> tuple[int, int]:
         units: list[float] = []
-        for value in sorted(self._coefficients[monomial]):
+        for value in sorted(self._coefficients.get(monomial, ())):
             if not any(_multiple(value, u) for u in units):
                 units.append(value)
         for index, unit in enumerate(units):
@@ -334,19 +333,23 @@ def _multiple(value: float, unit: float) -> int:
     return k if 1 <= k <= _MAX_POWER and abs(ratio - k) <= _RELATIVE * k else 0
 
 
+def _accumulate(out: Poly, monomial: Monomial, coefficient: Any) -> None:
+    total = out.get(monomial, 0) + coefficient
+    if total:
+        out[monomial] = total
+    else:
+        out.pop(monomial, None)
+
+
 def _plus(p: Poly, q: Poly) -> Poly:
     out = dict(p)
     for monomial, coefficient in q.items():
-        total = out.get(monomial, 0) + coefficient
-        if total:
-            out[monomial] = total
-        else:
-            out.pop(monomial, None)
+        _accumulate(out, monomial, coefficient)
     return out
 
 
 def _scale(p: Poly, factor: Any) -> Poly:
-    return {m: c * factor for m, c in p.items()}
+    return {m: c * factor for m, c in p.items()} if factor else {}
 
 
 def _mul(p: Poly, q: Poly) -> Poly:
@@ -357,12 +360,7 @@ def _mul(p: Poly, q: Poly) -> Poly:
     out: Poly = {}
     for m1, c1 in p.items():
         for m2, c2 in q.items():
-            monomial = _times(m1, m2)
-            total = out.get(monomial, 0) + c1 * c2
-            if total:
-                out[monomial] = total
-            else:
-                out.pop(monomial, None)
+            _accumulate(out, _times(m1, m2), c1 * c2)
     return out
 
 
