@@ -50,11 +50,12 @@ class TracedSpec:
     path: str = ""
     statements: tuple = ()
     traced: bool = True
+    named_sizes: dict[str, tuple[int | None, int]] = field(default_factory=dict)  # name -> (real, reduced)
     _cache: dict = field(default_factory=dict)
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
         shapes = {name: tuple(np.shape(tensors[name])) for name in self.inputs}
-        key = tuple(sorted(shapes.items()))
+        key = (tuple(sorted(shapes.items())), tuple(sorted(self.named_sizes.items())))
         if key not in self._cache:
             self._cache[key] = self._record(shapes)
         ops, out_names = self._cache[key]
@@ -103,6 +104,9 @@ class TracedSpec:
         value = arg.value
         if not isinstance(value, int) or isinstance(value, bool):
             return value
+        real, reduced_size = self.named_sizes.get(arg.name, (None, None))
+        if real == value:  # the kernel's size of the same name (``groups=groups``), reduced
+            return reduced_size
         reduced = {shapes[name][axis] for name, real in self.real_shapes.items() if name in shapes
                    for axis, size in enumerate(real) if size == value and axis < len(shapes[name])}
         if len(reduced) > 1:

@@ -37,6 +37,20 @@ def test_an_integer_argument_matching_dimensions_reduced_apart_is_refused():
         spec.evaluate({"A": np.zeros((2, 3), dtype=object)}, FloatBackend())
 
 
+def test_an_integer_argument_named_like_a_kernel_size_takes_its_reduced_value():
+    # GQA: ref(Q, K, groups=16) asserts Q heads == K heads * groups; heads and groups are reduced
+    def grouped_sum(x, groups):
+        assert x.shape[0] % groups == 0, (x.shape[0], groups)
+        return x.reshape(groups, -1).sum(0)
+    spec = _spec(grouped_sum, (Argument("x", "A"), Argument("groups", value=16)), {"A": (64,)})
+    spec.named_sizes = {"groups": (16, 3), "heads": (64, 6)}
+    got = spec.evaluate({"A": np.arange(6.0).astype(object)}, FloatBackend())["B"]
+    assert np.allclose(np.asarray(got, dtype=float), np.arange(6.0).reshape(3, 2).sum(0))
+    spec.named_sizes = {"groups": (None, 3)}  # no real value: nothing says the argument is that size
+    with pytest.raises(SpecError, match="failed"):
+        spec.evaluate({"A": np.arange(6.0).astype(object)}, FloatBackend())
+
+
 def test_the_symbolic_run_gives_terms_over_the_kernel_inputs():
     import z3
     spec = _spec(lambda x, scale: scale * x.T, (Argument("x", "A"), Argument("scale", value=0.5)), {"A": (4, 2)})
