@@ -209,6 +209,8 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.select.int", [f234], {"dim": 1, "index": -1}),
     ("aten.narrow.default", [f234], {"dim": 2, "start": 1, "length": 2}),
     ("aten.slice_scatter.default", [f234, (F, (2, 3, 2))], {"dim": 2, "start": 2, "end": 4}),
+    ("aten.constant_pad_nd.default", [f234], {"pad": [0, 3]}),
+    ("aten.constant_pad_nd.default", [f234], {"pad": [1, -1, 2, 0], "value": 1.5}),
     ("aten.select_scatter.default", [f234, (F, (2, 4))], {"dim": 1, "index": 1}),
     ("aten.cat.default", [f23, (F, (1, 3))], {"dim": 0, "list_lengths": [2]}),
     ("aten.stack.default", [f23, f23], {"dim": 1, "list_lengths": [2]}),

@@ -183,6 +183,29 @@ def _select_scatter(xp, args, attrs, ctx):
     return [out]
 
 
+def _constant_pad_nd(xp, args, attrs, ctx):
+    """``F.pad(x, (left_last, right_last, left_prev, ...), value=c)``: negative amounts crop."""
+    x = _array(xp, args[0])
+    pad = [int(p) for p in attrs["pad"]]
+    if len(pad) % 2 or len(pad) // 2 > np.ndim(x):
+        raise ShapeError(f"constant_pad_nd pads {len(pad)} values for a {np.ndim(x)}-d tensor")
+    crop, place, shape = [], [], list(np.shape(x))
+    for dim in range(np.ndim(x)):
+        back = np.ndim(x) - 1 - dim
+        left, right = (pad[2 * back], pad[2 * back + 1]) if 2 * back < len(pad) else (0, 0)
+        crop.append(slice(max(-left, 0), shape[dim] - max(-right, 0)))
+        kept = shape[dim] - max(-left, 0) - max(-right, 0)
+        if kept < 0:
+            raise ShapeError(f"constant_pad_nd crops dim {dim} of size {shape[dim]} below zero")
+        place.append(slice(max(left, 0), max(left, 0) + kept))
+        shape[dim] = kept + max(left, 0) + max(right, 0)
+    kind = kind_of(xp, x)
+    out = _array(xp, literal(xp, np.full(shape, attrs.get("value", 0) or 0), kind))
+    out[tuple(place)] = x[tuple(crop)]
+    return [out]
+
+
+aten("aten.constant_pad_nd.default", _constant_pad_nd)
 aten("aten.slice_scatter.default", _slice_scatter)
 aten("aten.select_scatter.default", _select_scatter)
 
