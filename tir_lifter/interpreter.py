@@ -137,7 +137,7 @@ class Machine:
         """TileLang's lowering (LegalizeSafeMemoryAccess, on by default) guards every element
         access to a global buffer it cannot prove in bounds: an out-of-bounds store is skipped,
         a load reads 0.  Such accesses are kept as notes, not faults."""
-        if self.scopes[name] != GLOBAL:
+        if self.scopes[name] != GLOBAL or not self.kernel.auto_guard:
             return False
         if not self.in_bounds(name, index) and (verb, line) not in self.auto_guarded:
             self.auto_guarded[(verb, line)] = Fault("auto-guarded", line, f"{verb} {name}{list(index)} outside its "

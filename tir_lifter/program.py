@@ -224,6 +224,7 @@ class Kernel:
     line: int | None = None
     grid_line: int | None = None
     source: str | None = None
+    auto_guard: bool = True  # TileLang's lowering guards global accesses (off: tl.disable_safe_memory_legalize)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs:

@@ -65,6 +65,13 @@ def test_an_unguarded_global_access_with_a_remainder_is_guarded_by_tilelang_as_i
     assert any("writes C" in d.message for d in notes)
 
 
+def test_with_the_bounds_guard_turned_off_an_access_past_the_edge_is_out_of_bounds(write_kernel):
+    call = 'PASS_CONFIGS = {"tl.disable_safe_memory_legalize": True}\nfunc = add(1000, 1000, 64, 64)'
+    report = run_lift(write_kernel(UNGUARDED.format(call=call)), frontend="text")
+    assert report.verdict == "violations"
+    assert any(d.check == "out-of-bounds" and d.severity == "error" for d in report.diagnostics)
+
+
 def test_an_out_of_bounds_access_to_an_on_chip_buffer_is_a_violation(write_kernel):
     source = UNGUARDED.replace(
         "            for i, j in T.Parallel(block_M, block_N):\n",
