@@ -93,12 +93,27 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -
 
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                      build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel]) -> Elaborated:
-    from tvm import tirx
+    """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
+    that are equal in the real call), tiles with equal real values are reduced alike: a mix-up
+    between them changes nothing at the real sizes either."""
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and v >= 2}
+    distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
+    try:
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
+    except Unsupported as exc:
+        if tied == distinct or not exc.reason.startswith("TileLang could not build"):
+            raise
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+
+
+def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                 build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
+                 reduced_tiles: dict[str, int]) -> Elaborated:
+    from tvm import tirx
+    ints = {k: v for k, v in arguments.items() if _is_int(v)}
     counts = {k: v for k, v in ints.items() if k not in tiles and _COUNT.search(k) and not _KEEP.search(k)}
     problem = {k: v for k, v in ints.items() if k not in tiles and k not in counts and not _KEEP.search(k) and v >= 2}
-    reduced_tiles = _distinct_powers(tiles)
 
     def symbolic(names: list[str]) -> dict[str, Any]:
         return {n: tirx.Var(n, "int32") for n in names}
@@ -196,6 +211,12 @@ def _distinct_powers(tiles: dict[str, int]) -> dict[str, int]:
     """2, 4, 8, ... in the order of the real values (ties in argument order)."""
     order = sorted(tiles, key=lambda n: tiles[n])
     return {name: 2 ** (i + 1) for i, name in enumerate(order)}
+
+
+def _tied_powers(tiles: dict[str, int]) -> dict[str, int]:
+    """2, 4, 8, ... per distinct real value: tiles equal in the real call stay equal."""
+    values = sorted(set(tiles.values()))
+    return {name: 2 ** (values.index(value) + 1) for name, value in tiles.items()}
 
 
 def _reduced_problem(value: int, tiles: dict[str, int], reduced: dict[str, int]) -> int:

@@ -41,6 +41,12 @@ MUTANTS = {
     # the guard compares the row with the column count: rows past N are never written when M > N
     "dynamic_swapped_guard.py": _mutate("dynamic_axpy.py", "if row < M and col < N:", "if row < N and col < N:"),
     "dynamic_floor_grid.py": _mutate("dynamic_axpy.py", "T.Kernel(T.ceildiv(N, block_N)", "T.Kernel(N // block_N"),
+    # A's tile is shaped with block_N where block_K is meant; the call makes them equal (16), so
+    # TileLang refuses distinct reduced tiles (gemm K mismatch) and the two are reduced alike
+    "tiles_equal_in_the_call.py": _mutate(
+        "eager_gemm.py", "A_tile = T.alloc_shared((block_M, block_K), dtype)",
+        "A_tile = T.alloc_shared((block_M, block_N), dtype)").replace("block_N=32, block_K=16",
+                                                                     "block_N=16, block_K=16"),
     # online softmax without rescaling the partial output by exp2(old max - new max)
     "attention_no_rescale.py": _mutate("flash_attention_causal.py", "acc[i, j] *= rescale[i]", "acc[i, j] *= 1.0"),
     # the diagonal masked: the first query sees no key, its row is -inf - -inf = NaN
@@ -96,6 +102,13 @@ def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports
     proven = reports["factory_splitk_relu.py"].proven
     assert any(p.startswith("splitk_gemm:") and "C = A @ B" in p for p in proven)
     assert any(p.startswith("relu_kernel:") and "relu" in p for p in proven)
+
+
+def test_tiles_equal_in_the_call_that_tilelang_needs_equal_are_reduced_alike(reports):
+    report = reports["tiles_equal_in_the_call.py"]
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    proven = " ".join(report.proven)
+    assert "block_N=2 (from 16)" in proven and "block_K=2 (from 16)" in proven
 
 
 def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(reports):
