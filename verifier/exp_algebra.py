@@ -32,9 +32,10 @@ from typing import Any
 
 import z3
 
-ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, softmax expanded); exponent constants equal to "
-               "1e-5 relative taken as equal (1.44269504 as log2 e)")
+ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, e^(k log y) = y^k for y > 0, softmax expanded); "
+               "exponent constants equal to 1e-5 relative taken as equal (1.44269504 as log2 e)")
 _TO_BASE_TWO = {"exp_1_0": math.log2(math.e), "exp2_1_0": 1.0}
+_LOG_TO_BASE_TWO = {"log_1_0": math.log(2), "log2_1_0": 1.0}  # 2^(c * log y) = y^(c * this)
 _SOFTMAX = re.compile(r"softmax_(\d+)_(\d+)$")
 _INFINITIES = {"minus_infinity": -1, "plus_infinity": 1}  # the verifier's names for a masked score
 _RELATIVE = 1e-5
@@ -116,6 +117,7 @@ class _Algebra:
         self._exponents: dict[tuple[int, float], tuple[dict[Monomial, float], int]] = {}
         self._coefficients: dict[Monomial, set[float]] = {}
         self._infinite: dict[int, bool] = {}
+        self.logarithms: dict[int, tuple[Any, str]] = {}  # generator -> (argument, log function)
         self._collected: set[int] = set()
         self.memos: dict[bool, dict[int, tuple[Poly, Poly]]] = {True: {}, False: {}}
 
@@ -134,40 +136,58 @@ class _Algebra:
             elif _SOFTMAX.match(name):
                 for child in node.children():
                     self._exponent(child, _TO_BASE_TWO["exp_1_0"])
-            else:
-                stack.extend(node.children())
+            stack.extend(node.children())  # exponentials inside a logarithm inside an exponent
 
-    def _exponent(self, term: Any, to_base_two: float) -> tuple[dict[Monomial, float], int]:
-        """The exponent as {monomial: base-2 coefficient} (constant under ``()``), or the sign of
-        the infinity it is (-1: the exponential is 0)."""
+    def _exponent(self, term: Any, to_base_two: float) -> tuple[dict[Monomial, float], int, dict[int, float]]:
+        """The exponent as {monomial: base-2 coefficient} (constant under ``()``), the sign of
+        the infinity it is (-1: the exponential is 0), and {logarithm: base-2 coefficient}."""
         key = (term.get_id(), to_base_two)
         if key not in self._exponents:
             sign = self.infinity_sign(term)
             if sign > 0:
                 raise NotAlgebraic("exp of +inf")
             linear: dict[Monomial, float] = {}
+            logs: dict[int, float] = {}
             if not sign:
                 numerator, denominator = _Reader(self, exact=False).value(term)
                 if set(denominator) != {_ONE}:
                     raise NotAlgebraic("an exponent divided by a variable")
                 scale = to_base_two / denominator[_ONE]
                 for monomial, coefficient in numerator.items():
+                    if any(g in self.logarithms for g, _ in monomial):
+                        if len(monomial) != 1 or monomial[0][1] != 1:
+                            raise NotAlgebraic("a logarithm times a value in an exponent")
+                        logs[monomial[0][0]] = coefficient * scale
+                        continue
                     linear[monomial] = coefficient * scale
                     self._coefficients.setdefault(monomial, set()).add(abs(coefficient * scale))
-            self._exponents[key] = (linear, sign)
+            self._exponents[key] = (linear, sign, logs)
         return self._exponents[key]
 
-    def exponential(self, term: Any, to_base_two: float) -> Poly:
-        """``base^term`` as one Laurent monomial in the positive unknowns (0 for a masked score)."""
-        linear, sign = self._exponent(term, to_base_two)
+    def exponential(self, term: Any, to_base_two: float) -> tuple[Poly, Poly]:
+        """``base^term``: a Laurent monomial in the positive unknowns (0 for a masked score),
+        times ``y^k`` for each ``k log(y)`` in the exponent (k a small integer)."""
+        linear, sign, logs = self._exponent(term, to_base_two)
+        one = {_ONE: Fraction(1)}
         if sign < 0:
-            return {}
+            return {}, one
         powers: dict[int, int] = {}
         for monomial, coefficient in linear.items():
             unit, power = self._unit_of(monomial, coefficient)
             generator = self.generator(("unknown", monomial, unit))
             powers[generator] = powers.get(generator, 0) + power
-        return {tuple(sorted((g, p) for g, p in powers.items() if p)): Fraction(1)}
+        numerator, denominator = {tuple(sorted((g, p) for g, p in powers.items() if p)): Fraction(1)}, one
+        for generator, coefficient in logs.items():
+            argument, name = self.logarithms[generator]
+            power = _multiple(abs(coefficient * _LOG_TO_BASE_TWO[name]), 1.0)
+            if not power:
+                raise NotAlgebraic("a logarithm whose power is not a small integer")
+            a, b = self.value(argument)
+            if coefficient < 0:
+                a, b = b, a
+            for _ in range(power):
+                numerator, denominator = _mul(numerator, a), _mul(denominator, b)
+        return numerator, denominator
 
     def _unit_of(self, monomial: Monomial, coefficient: float) -> tuple[int, int]:
         units: list[float] = []
@@ -301,17 +321,21 @@ class _Reader:
 
     def _function(self, term: Any, children: list[Any]) -> tuple[Poly, Poly]:
         name = term.decl().name()
-        one = {_ONE: Fraction(1)}
         if name in _TO_BASE_TWO or _SOFTMAX.match(name):
             if not self.exact:
                 raise NotAlgebraic("an exponential inside an exponent")
             if name in _TO_BASE_TWO:
-                return self.algebra.exponential(children[0], _TO_BASE_TWO[name]), one
+                return self.algebra.exponential(children[0], _TO_BASE_TWO[name])
             powers = [self.algebra.exponential(c, _TO_BASE_TWO["exp_1_0"]) for c in children]
-            total: Poly = {}
-            for power in powers:
-                total = _plus(total, power)
-            return powers[int(_SOFTMAX.match(name).group(2))], total
+            total = powers[0]
+            for power in powers[1:]:
+                total = _add(total, power)
+            (a, b), (c, d) = powers[int(_SOFTMAX.match(name).group(2))], total
+            return _mul(a, d), _mul(b, c)
+        if name in _LOG_TO_BASE_TWO and not self.exact:  # inside an exponent: e^(k log y) = y^k
+            generator = self.algebra.generator(("log", name, children[0].get_id()))
+            self.algebra.logarithms[generator] = (children[0], name)
+            return {((generator, 1),): 1.0}, {_ONE: 1.0}
         if name == "sqrt_1_0" and not self.exact and _constant(term) is not None:
             return self._number(Fraction(_constant(term)))
         return self._generator(("opaque", term.get_id()))

@@ -91,3 +91,29 @@ def test_identical_opaque_functions_are_equal_and_log2e_is_not_confused_with_e()
     assert prove_equal([(tanh(x) * exp(x), exp2(x * LOG2_E) * tanh(x))])
     assert not prove_equal([(exp(x), exp2(x))])
     assert math.isclose(LOG2_E, math.log2(math.e), rel_tol=1e-8)
+
+
+def _two_pass(scores, coefficient=SCALE * LOG2_E, log_name="log2_1_0", keep_max=True):
+    """Pass 1: lse = m * c + log2(sum exp2(s * c - m * c)); pass 2: y = exp2(s * c - lse)."""
+    exp2, log = _exp2(), z3.Function(log_name, z3.RealSort(), z3.RealSort())
+    m = _max(_max(scores[0], scores[1]), _max(scores[2], scores[3]))
+    total = sum(exp2(s * coefficient - m * coefficient) for s in scores)
+    lse = (m * coefficient if keep_max else 0) + log(total)
+    return [exp2(s * coefficient - lse) for s in scores]
+
+
+def test_a_two_pass_softmax_through_log2_of_the_sum_is_softmax(data):
+    scores, _, _ = data
+    reference = [_softmax(4, j)(*[s * SCALE for s in scores]) for j in range(4)]
+    assert prove_equal(list(zip(_two_pass(scores), reference)))
+
+
+@pytest.mark.parametrize("mutant", [
+    lambda s: _two_pass(s, log_name="log_1_0"),  # natural log where log2 is meant
+    lambda s: _two_pass(s, keep_max=False),  # the maximum left out of the log-sum-exp
+    lambda s: _two_pass(s)[::-1],  # outputs in the wrong order
+])
+def test_a_wrong_two_pass_softmax_is_not_proven(data, mutant):
+    scores, _, _ = data
+    reference = [_softmax(4, j)(*[s * SCALE for s in scores]) for j in range(4)]
+    assert not prove_equal(list(zip(mutant(scores), reference)))
