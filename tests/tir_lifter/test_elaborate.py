@@ -47,6 +47,8 @@ MUTANTS = {
         "eager_gemm.py", "A_tile = T.alloc_shared((block_M, block_K), dtype)",
         "A_tile = T.alloc_shared((block_M, block_N), dtype)").replace("block_N=32, block_K=16",
                                                                      "block_N=16, block_K=16"),
+    # the row's log-sum-exp taken with the natural log where exp2 needs log2
+    "softmax_natural_log.py": _mutate("two_pass_softmax.py", "T.log2(row_sum[i])", "T.log(row_sum[i])"),
     # online softmax without rescaling the partial output by exp2(old max - new max)
     "attention_no_rescale.py": _mutate("flash_attention_causal.py", "acc[i, j] *= rescale[i]", "acc[i, j] *= 1.0"),
     # the diagonal masked: the first query sees no key, its row is -inf - -inf = NaN
@@ -55,7 +57,7 @@ MUTANTS = {
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
-             "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py"]
+             "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py"]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +123,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
     ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"), ("dynamic_swapped_guard.py", None),
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
+    ("softmax_natural_log.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
