@@ -94,17 +94,27 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                      build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel]) -> Elaborated:
     """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
-    that are equal in the real call), tiles with equal real values are reduced alike: a mix-up
-    between them changes nothing at the real sizes either."""
+    that are equal in the real call), or their divisions cannot be paired with the real build's,
+    tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
+    real sizes either."""
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and v >= 2}
     distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
     try:
-        return _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
+        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
     except Unsupported as exc:
         if tied == distinct or not exc.reason.startswith("TileLang could not build"):
             raise
         return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+    if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
+        return elaborated
+    # the real build folds divisions by equal tiles together, so the reduced one cannot be paired
+    # with it (its tiling cases unknown): reduced alike, the two build the same divisions
+    try:
+        again = _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+    except Unsupported:
+        return elaborated
+    return again if again.divisions else elaborated
 
 
 def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
