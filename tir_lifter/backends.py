@@ -105,7 +105,7 @@ class Z3Backend:
         return z3.RealVal(value)
 
     def _finite(self, *values: Any) -> None:
-        if any(isinstance(v, (NegInf, PosInf)) for v in values):
+        if any(self._is_inf(v) for v in values):
             raise InfinityArithmetic()
 
     # -inf enters a kernel as a constant (``T.fill(m, -T.infinity)``, a mask written with
@@ -194,9 +194,11 @@ class Z3Backend:
         return z3.And(a, b) if op == "and" else z3.Or(a, b)
 
     def select(self, cond: Any, a: Any, b: Any) -> Any:
-        decided = cond if isinstance(cond, bool) else z3.simplify(cond) if z3.is_expr(cond) else None
-        if decided is not None and (decided is True or decided is False or z3.is_true(decided) or z3.is_false(decided)):
-            return a if decided is True or (decided is not False and z3.is_true(decided)) else b
+        if isinstance(cond, bool):  # decided by indices: the other branch may be an infinity
+            return a if cond else b
+        decided = z3.simplify(cond) if z3.is_expr(cond) else None
+        if decided is not None and (z3.is_true(decided) or z3.is_false(decided)):
+            return a if z3.is_true(decided) else b
         self._finite(a, b)
         return z3.If(cond, a, b)
 

@@ -15,7 +15,7 @@ from verifier.report import Counterexample
 
 from .backends import FloatBackend
 from .interpreter import Machine
-from .program import Kernel
+from .program import Call, Kernel, Region, Store, TileOp, walk_expr, walk_stmts
 from .size_env import eval_size
 from .spec import Spec, SpecError, evaluate
 
@@ -27,7 +27,6 @@ _TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmo
 
 
 def tolerance(kernel: Kernel) -> float:
-    from .program import Call, Region, Store, TileOp, walk_expr, walk_stmts
     for stmt in walk_stmts(kernel.body):
         exprs = [stmt.value] if isinstance(stmt, Store) else \
             [o for o in stmt.operands if not isinstance(o, Region)] if isinstance(stmt, TileOp) else []

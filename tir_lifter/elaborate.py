@@ -193,14 +193,11 @@ def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report)
 
 
 def _parameter_names(instance: Instance) -> list[str]:
+    """The names of the factory's parameters, as ``elaborate_instance`` binds them."""
     import inspect
-    for candidate in (instance.factory, getattr(instance.jit, "func", None), getattr(instance.jit, "orig_func", None),
-                      instance.jit):
-        try:
-            return list(inspect.signature(candidate).parameters)
-        except (TypeError, ValueError):
-            continue
-    return []
+    if instance.jit is not None:
+        return list(instance.jit.signature.parameters)
+    return list(inspect.signature(instance.factory).parameters) if instance.factory is not None else []
 
 
 def _merge(report: Report, sub: Report, name: str) -> None:

@@ -32,6 +32,8 @@ from typing import Any
 
 import z3
 
+from .exp_identity import mentions
+
 ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, e^(k log y) = y^k for y > 0, softmax expanded); "
                "exponent constants equal to 1e-5 relative taken as equal (1.44269504 as log2 e)")
 _TO_BASE_TWO = {"exp_1_0": math.log2(math.e), "exp2_1_0": 1.0}
@@ -51,29 +53,7 @@ class NotAlgebraic(Exception):
 
 
 def mentions_exponentials(terms: list[Any]) -> bool:
-    return _mentions(terms, lambda name: name in _TO_BASE_TWO or bool(_SOFTMAX.match(name)))
-
-
-def _mentions(terms: list[Any], wanted: Any, memo: dict[int, bool] | None = None) -> bool:
-    """Whether a function or constant whose name ``wanted`` accepts occurs in ``terms``
-    (``memo``: term id -> answer, shared between calls over one DAG)."""
-    memo = {} if memo is None else memo
-    stack = [(t, False) for t in terms if z3.is_expr(t)]
-    while stack:
-        term, expanded = stack.pop()
-        key = term.get_id()
-        if key in memo:
-            continue
-        if not z3.is_app(term):
-            memo[key] = False
-        elif expanded:
-            memo[key] = wanted(term.decl().name()) or any(memo[c.get_id()] for c in term.children())
-        elif wanted(term.decl().name()):
-            memo[key] = True
-        else:
-            stack.append((term, True))
-            stack.extend((c, False) for c in term.children())
-    return any(memo[t.get_id()] for t in terms if z3.is_expr(t))
+    return mentions(terms, lambda name: name in _TO_BASE_TWO or bool(_SOFTMAX.match(name)))
 
 
 def _is_infinity(name: str) -> bool:
@@ -205,7 +185,7 @@ class _Algebra:
         """0 for a term without an infinity; else the sign of the infinity the term is (-inf plus
         finite values, times non-zero constants, chosen by a decided ``If``); other uses of an
         infinity are not read."""
-        if not _mentions([term], _is_infinity, self._infinite):
+        if not mentions([term], _is_infinity, self._infinite):
             return 0
         if z3.is_const(term):
             return _INFINITIES[term.decl().name()]
@@ -242,7 +222,7 @@ class _Algebra:
         if z3.is_true(simple) or z3.is_false(simple):
             return z3.is_true(simple)
         kind = condition.decl().kind() if z3.is_app(condition) else None
-        if kind not in _ORDER or not _mentions([condition], _is_infinity, self._infinite):
+        if kind not in _ORDER or not mentions([condition], _is_infinity, self._infinite):
             return None
         left, right = (self.infinity_sign(c) for c in condition.children())
         if left == right:

@@ -11,6 +11,8 @@ adds nothing the NumPy re-check could disagree with.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import z3
 
 from .backends import normal_form
@@ -22,26 +24,33 @@ def _is_exp(term: z3.ExprRef) -> bool:
     return z3.is_app(term) and term.num_args() == 1 and term.decl().name() == EXP_NAME
 
 
-def mentions_exp(term: z3.ExprRef, exp_free: set[int] | None = None) -> bool:
-    """Whether an ``exp`` application occurs in ``term`` (shared subterms visited once).
-
-    ``exp_free``, kept by the caller across calls on terms that share subterms, collects the
-    ids of subterms known to hold no ``exp``; they are not walked again."""
-    if not z3.is_expr(term):
-        return False
-    known = exp_free if exp_free is not None else set()
-    seen, stack = set(), [term]
+def mentions(terms: list[z3.ExprRef], wanted: Callable[[str], bool], memo: dict[int, bool] | None = None) -> bool:
+    """Whether an application whose name ``wanted`` accepts occurs in ``terms`` (shared subterms
+    visited once).  ``memo`` (term id -> answer), kept by the caller across calls on terms that
+    share subterms, spares walking them again."""
+    memo = {} if memo is None else memo
+    stack = [(t, False) for t in terms if z3.is_expr(t)]
     while stack:
-        node = stack.pop()
-        key = node.get_id()
-        if key in seen or key in known or not z3.is_app(node):
+        term, expanded = stack.pop()
+        key = term.get_id()
+        if key in memo:
             continue
-        seen.add(key)
-        if _is_exp(node):
+        if not z3.is_app(term):
+            memo[key] = False
+        elif wanted(term.decl().name()):
+            memo[key] = True
             return True
-        stack.extend(node.children())
-    known.update(seen)
-    return False
+        elif expanded:
+            memo[key] = any(memo[c.get_id()] for c in term.children())
+        else:
+            stack.append((term, True))
+            stack.extend((c, False) for c in term.children())
+    return any(memo[t.get_id()] for t in terms if z3.is_expr(t))
+
+
+def mentions_exp(term: z3.ExprRef, memo: dict[int, bool] | None = None) -> bool:
+    """Whether an ``exp`` application occurs in ``term``."""
+    return mentions([term], lambda name: name == EXP_NAME, memo)
 
 
 def merge_exponentials(term: z3.ExprRef) -> z3.ExprRef:

@@ -431,7 +431,7 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
     return arrays, domain, variables
 
 
-_EXP_FREE: set[int] = set()  # ids of Z3 subterms without exp, for the terms of one proof attempt
+_EXP_MEMO: dict[int, bool] = {}  # Z3 subterm id -> holds an exp, for the terms of one proof attempt
 
 
 def _provably_equal(a: Any, b: Any) -> bool:
@@ -445,7 +445,7 @@ def _provably_equal(a: Any, b: Any) -> bool:
     difference = normal_form(a - b)
     if z3.is_rational_value(difference):
         return difference.numerator_as_long() == 0
-    if mentions_exp(difference, _EXP_FREE):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
+    if mentions_exp(difference, _EXP_MEMO):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
         difference = exp_normal_form(difference)
         if quotients_cancel(difference):
             return True
@@ -540,7 +540,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress) ->
 def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool):
     """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
-    _EXP_FREE.clear()
+    _EXP_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     try:
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline)
