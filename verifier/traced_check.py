@@ -34,7 +34,8 @@ import z3
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
 from .equivalence import random_values
-from .exp_identity import exp_normal_form, mentions_exp, quotients_cancel
+from .conditional_sums import merge_conditionals
+from .exp_identity import exp_normal_form, mentions, mentions_exp, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
@@ -50,6 +51,7 @@ CUT_PROOF_CAP_S = 30.0    # solver time for one collective's cut
 CUT_PROOFS_CAP_S = 45.0   # and for all of them (the rest stays for the obligations)
 CUT_PROBE_PAIRS, CUT_PROBE_S = 8, 1.0   # the first elements of a cut must be proven this fast
 SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
+MAX_PROVEN_BLOCKS = 4     # candidate shards of a value tried by the solver
 
 
 class _Stop(Exception):
@@ -281,20 +283,60 @@ def _engine_error(report: Report, error: RunError) -> None:
 # --- localisation -----------------------------------------------------------------------------------
 
 def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int, int]:
-    """Rank op position -> reference op position, pairing ops by (line, kind, occurrence)."""
-    def keyed(op_list):
-        seen: dict[tuple, int] = defaultdict(int)
-        out = {}
+    """Rank op position -> reference op position.  Ops of one source line are paired by the
+    longest common subsequence of their kinds, earliest matches first: a rank's extra ops on a
+    line (the vocabulary mask before a sharded lookup) do not shift the pairs of the ops both runs
+    share.  A line with too many ops pairs by (kind, occurrence)."""
+    def by_line(op_list):
+        out: dict[tuple, list[int]] = defaultdict(list)
         for position, op in enumerate(op_list):
-            key = (op.span.line, op.span.file, op.kind)
-            out[key + (seen[key],)] = position
-            seen[key] += 1
+            out[(op.span.line, op.span.file)].append(position)
         return out
 
-    reference_positions = keyed(reference)
-    return {position: reference_positions[key] for key, position in keyed(ops).items()
-            if key in reference_positions
-            and len(reference[reference_positions[key]].results) == len(ops[position].results)}
+    reference_lines = by_line(reference)
+    pairs = {}
+    for line, positions in by_line(ops).items():
+        partners = reference_lines.get(line)
+        if partners:
+            pairs.update(_aligned([ops[p] for p in positions], [reference[p] for p in partners], positions, partners))
+    return {position: partner for position, partner in pairs.items()
+            if len(reference[partner].results) == len(ops[position].results)}
+
+
+_ALIGNMENT_CELLS = 4_000_000
+
+
+def _aligned(ops: list[Op], reference: list[Op], positions: list[int], partners: list[int]) -> dict[int, int]:
+    kinds, reference_kinds = [op.kind for op in ops], [op.kind for op in reference]
+    if len(kinds) * len(reference_kinds) > _ALIGNMENT_CELLS:
+        seen: dict[str, int] = defaultdict(int)
+        occurrence = {}
+        for partner, kind in zip(partners, reference_kinds):
+            occurrence[(kind, seen[kind])] = partner
+            seen[kind] += 1
+        seen.clear()
+        out = {}
+        for position, kind in zip(positions, kinds):
+            if (kind, seen[kind]) in occurrence:
+                out[position] = occurrence[(kind, seen[kind])]
+            seen[kind] += 1
+        return out
+    n, m = len(kinds), len(reference_kinds)
+    suffix = [[0] * (m + 1) for _ in range(n + 1)]  # LCS length of kinds[i:] and reference_kinds[j:]
+    for i in range(n - 1, -1, -1):
+        row, below = suffix[i], suffix[i + 1]
+        for j in range(m - 1, -1, -1):
+            row[j] = below[j + 1] + 1 if kinds[i] == reference_kinds[j] else max(below[j], row[j + 1])
+    out, i, j = {}, 0, 0
+    while i < n and j < m:
+        if kinds[i] == reference_kinds[j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:
+            out[positions[i]] = partners[j]
+            i, j = i + 1, j + 1
+        elif suffix[i + 1][j] >= suffix[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return out
 
 
 def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
@@ -432,6 +474,11 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
 
 
 _EXP_MEMO: dict[int, bool] = {}  # Z3 subterm id -> holds an exp, for the terms of one proof attempt
+_ITE_MEMO: dict[int, bool] = {}  # and -> holds an If
+
+
+def _is_conditional_name(name: str) -> bool:
+    return name == "if"
 
 
 def _provably_equal(a: Any, b: Any) -> bool:
@@ -445,6 +492,10 @@ def _provably_equal(a: Any, b: Any) -> bool:
     difference = normal_form(a - b)
     if z3.is_rational_value(difference):
         return difference.numerator_as_long() == 0
+    if mentions([difference], _is_conditional_name, _ITE_MEMO):  # m * If(c, a, b) against If(c, m*a, m*b)
+        merged = merge_conditionals(difference)
+        if z3.is_rational_value(merged) and merged.numerator_as_long() == 0:
+            return True
     if mentions_exp(difference, _EXP_MEMO):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
         difference = exp_normal_form(difference)
         if quotients_cancel(difference):
@@ -541,6 +592,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
     _EXP_MEMO.clear()
+    _ITE_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     try:
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline)
@@ -577,11 +629,14 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
 
 
 def _cuttable(array: np.ndarray) -> bool:
-    """Real, non-constant terms, all distinct: a value whose entries repeat (a filled constant)
-    would match several blocks, and a cut could then give a rank the wrong one."""
+    """Real, non-constant terms, all distinct, not all variables already: a value whose entries
+    repeat (a filled constant) would match several blocks, and a cut could then give a rank the
+    wrong one; a value of variables (a leaf, a view of a cut) gains nothing from a cut."""
     flat = array.reshape(-1)
     if not flat.size or not all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
                                 for t in (flat[0], flat[-1])):
+        return False
+    if all(isinstance(t, z3.ExprRef) and z3.is_const(t) for t in flat):
         return False
     return len({t.get_id() for t in flat if isinstance(t, z3.ExprRef)}) == flat.size
 
@@ -630,15 +685,17 @@ class _Cuts:
             if want is None:
                 want = np.asarray(reference_env[reference_name], dtype=object)
             got = np.asarray(env[name], dtype=object)
-            block = _block_of(got, want, collective, self.equal)
+            selects = not collective and (untouched or reference_name in self.fresh) and _selects_on_integers(got)
+            block = _block_of(got, want, collective or selects, self.equal)
             if block is None:
                 self._by_terms(rank, position)
                 continue
             cut = self.fresh.get(reference_name)
             if cut is None:
-                heavy = reference_op.kind in NON_LINEAR_KINDS
+                heavy = reference_op.kind in NON_LINEAR_KINDS or selects
                 if not untouched or not _cuttable(want) or (got.shape == want.shape and not collective
                                                              and not heavy):
+                    env[name] = want[block]  # equal (identical or proven): the rank goes on with the same terms
                     continue  # identical linear work on both sides needs no cut
                 cut = self._fresh(reference_name, want.shape)
                 self.original[reference_name] = want
@@ -651,7 +708,7 @@ class _Cuts:
 
     def _cut_by_consumer(self, rank: int, position: int) -> bool:
         """A collective with no single-device counterpart (the reference skips it: ``if world == 1``)
-        whose result the rank's next paired op reads: its counterpart is the value the reference's
+        whose result the rank's first paired reader reads: its counterpart is the value the reference's
         paired op reads at the same place; cut there, before the reference reads it."""
         ops = self.program.ranks[rank]
         results = ops[position].results
@@ -660,8 +717,10 @@ class _Cuts:
             if not places:
                 continue
             consumer = self.pairs[rank].get(later)
-            reference_args = self.program.reference[consumer].args if consumer is not None else ()
-            if consumer is None or places[0] >= len(reference_args) or self.reference.ranks[0].pc > consumer \
+            if consumer is None:
+                continue  # an op of the rank's own (no counterpart): the next reader may have one
+            reference_args = self.program.reference[consumer].args
+            if places[0] >= len(reference_args) or self.reference.ranks[0].pc > consumer \
                     or (consumer > 0 and not self.reference.advance_to(consumer - 1)):
                 return False
             name, reference_name = ops[later].args[places[0]], reference_args[places[0]]
@@ -731,13 +790,47 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnde
     if any(g > w or w % g for g, w in zip(got.shape, want.shape)):
         return None
     counts = [w // g for g, w in zip(got.shape, want.shape)]
-    for position in np.ndindex(*counts):
-        index = tuple(slice(b * g, (b + 1) * g) for b, g in zip(position, got.shape))
-        candidate = want[index]
+    blocks = [tuple(slice(b * g, (b + 1) * g) for b, g in zip(position, got.shape)) for position in np.ndindex(*counts)]
+    for index in blocks:
         if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
-               for x, y in zip(got.reshape(-1), candidate.reshape(-1))):
+               for x, y in zip(got.reshape(-1), want[index].reshape(-1))):
             return index
+    if prove and equal is not None and len(blocks) <= MAX_PROVEN_BLOCKS:
+        for index in blocks:
+            open_pairs = [(x, y) for x, y in zip(got.reshape(-1), want[index].reshape(-1)) if not _provably_equal(x, y)]
+            if not open_pairs or equal(open_pairs):
+                return index
     return None
+
+
+def _selects_on_integers(array: np.ndarray) -> bool:
+    """Whether the value's first element picks between terms by a condition on integer data
+    (a lookup or a mask by token id): equal values that normal forms cannot show equal, since
+    that takes a case split over the ids, which the solver does."""
+    flat = array.reshape(-1)
+    if not flat.size or not isinstance(flat[0], z3.ExprRef):
+        return False
+    seen, stack = set(), [flat[0]]
+    while stack:
+        node = stack.pop()
+        if node.get_id() in seen or not z3.is_app(node):
+            continue
+        seen.add(node.get_id())
+        if z3.is_app_of(node, z3.Z3_OP_ITE) and _mentions_integer(node.arg(0)):
+            return True
+        stack.extend(node.children())
+    return False
+
+
+def _mentions_integer(condition: z3.ExprRef) -> bool:
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        if z3.is_int(node):
+            return True
+        if z3.is_app(node) and z3.is_bool(node):
+            stack.extend(node.children())
+    return False
 
 
 class _EqualUnder:

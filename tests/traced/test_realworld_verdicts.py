@@ -36,13 +36,11 @@ DEFAULT_SAMPLE = {
     "dtensor_sequence_parallel_wrong_input_layout.py",
     "tp_example_launch.py",
     "ddp_launch_grad_averaged_twice.py",
+    "fsdp2_train_step.py",
+    "megatron_vocab_parallel_lm_loss.py",
 }
 # driver -> why the tool's verdict differs from the ground truth (observed; reported upstream)
-KNOWN_WRONG: dict[str, str] = {
-    "fsdp2_train_step.py": "unsupported: values agree on random inputs, but the proof of the first layer's "
-                           "gradients does not finish in the budget",
-    "megatron_vocab_parallel_lm_loss.py": "unsupported: the solver gives up within the time budget",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 
 def _cases():

@@ -622,3 +622,15 @@ def test_online_softmax_rescaling_is_proven_equal_to_softmax():
 
 def test_online_softmax_without_rescaling_the_sum_is_a_violation():
     assert check_traced(_online_softmax(False)).verdict == VIOLATIONS
+
+
+def test_ops_of_one_line_pair_by_common_subsequence_not_occurrence():
+    """A rank's masked vocabulary lookup adds ops to the line (a clone of the ids among them);
+    the clone of ``.contiguous()`` after the lookup still pairs with the reference's clone."""
+    from verifier.traced_check import paired_positions
+    reference = [op("e", "aten.embedding.default", ["w", "ids"], 30), op("v", "aten.view.default", ["e"], 30),
+                 op("c", "aten.clone.default", ["v"], 30)]
+    rank = [op("m", "aten.lt.Scalar", ["ids"], 30), op("k", "aten.clone.default", ["ids"], 30),
+            op("e", "aten.embedding.default", ["w", "k"], 30), op("r", "all_reduce", ["e"], 30, group=(0, 1)),
+            op("v", "aten.view.default", ["r"], 30), op("c", "aten.clone.default", ["v"], 30)]
+    assert paired_positions(tuple(reference), tuple(rank)) == {2: 0, 4: 1, 5: 2}
