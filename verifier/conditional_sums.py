@@ -47,32 +47,38 @@ def merge_conditionals(term: z3.ExprRef, rounds: int = 3) -> z3.ExprRef:
     normal form may distribute a factor over a merged sum again)."""
     for _ in range(rounds):
         merged = _merge_once(term)
-        if merged.eq(term):
-            break
+        if merged.eq(term) or z3.is_rational_value(merged):
+            return merged
         term = merged
     return term
 
 
+_MERGED: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}  # AST id -> (term, merged); the term keeps its id its own
+
+
 def _merge_once(term: z3.ExprRef) -> z3.ExprRef:
-    done: dict[int, z3.ExprRef] = {}
+    if len(_MERGED) > 200_000:
+        _MERGED.clear()
 
     def walk(node: z3.ExprRef) -> z3.ExprRef:
         key = node.get_id()
-        if key in done:
-            return done[key]
+        known = _MERGED.get(key)
+        if known is not None:
+            return known[1]
         if not z3.is_app(node) or node.num_args() == 0:
-            done[key] = node
-            return node
-        children = [walk(child) for child in node.children()]
-        if z3.is_add(node):
-            result = _merged_sum(children)
-        elif _is_conditional(node):
-            result = z3.If(children[0], normal_form(children[1]), normal_form(children[2]))
-        elif all(a.eq(b) for a, b in zip(children, node.children())):
             result = node
         else:
-            result = node.decl()(*children)
-        done[key] = result
+            originals = node.children()
+            children = [walk(child) for child in originals]
+            if z3.is_add(node):
+                result = _merged_sum(children)
+            elif _is_conditional(node):
+                result = z3.If(children[0], normal_form(children[1]), normal_form(children[2]))
+            elif all(a.eq(b) for a, b in zip(children, originals)):
+                result = node
+            else:
+                result = node.decl()(*children)
+        _MERGED[key] = (node, result)
         return result
 
     return normal_form(walk(term))

@@ -823,6 +823,8 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnde
                for x, y in zip(got.reshape(-1), want[index].reshape(-1))):
             return index
     if prove and equal is not None and len(blocks) <= MAX_PROVEN_BLOCKS:
+        # the block whose first element closes by normal form is the likely one: try it first
+        blocks.sort(key=lambda index: not _provably_equal(got.reshape(-1)[0], want[index].reshape(-1)[0]))
         for index in blocks:
             open_pairs = [(x, y) for x, y in zip(got.reshape(-1), want[index].reshape(-1)) if not _provably_equal(x, y)]
             if not open_pairs or equal(open_pairs):
