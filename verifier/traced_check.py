@@ -52,6 +52,7 @@ CUT_PROOFS_CAP_S = 45.0   # and for all of them (the rest stays for the obligati
 CUT_PROBE_PAIRS, CUT_PROBE_S = 8, 1.0   # the first elements of a cut must be proven this fast
 SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
 MAX_PROVEN_BLOCKS = 4     # candidate shards of a value tried by the solver
+GROUP_CALL_CAP_S = 1.0    # the call for a whole batch at once, before one call per element
 
 
 class _Stop(Exception):
@@ -133,7 +134,7 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
     if unmodelled is not None:  # time needs no op semantics; values do
         where, op = unmodelled
         _stop(report, f"op {op.kind} (recorded on {where}) is not modelled by the verifier", op.span.line)
-    mismatch, inputs = _screen(program, report)
+    mismatch, inputs, sample = _screen(program, report)
     if mismatch is not None:
         _report_violation(program, report, mismatch, inputs, "found by concrete evaluation")
         raise _Stop
@@ -145,7 +146,7 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
         report.extra["tested"] = (f"outputs and gradients agree with the single-device run on {SCREENING_SEEDS} "
                                   f"random inputs (evaluated, not proven)")
         return
-    _prove(program, report, deadline, progress)
+    _prove(program, report, deadline, progress, sample)
 
 
 def _stop(report: Report, message: str, line: int | None = None) -> None:
@@ -268,6 +269,9 @@ def _first_mismatch(program: TracedProgram, runs: _Runs, finite: bool = False) -
 
 
 def _screen(program: TracedProgram, report: Report):
+    """(mismatch and runs, leaves, None) for the first random input a rank gets wrong, else
+    (None, None, the first input's runs): concrete values of every op, kept as a sample."""
+    sample = None
     for seed in range(SCREENING_SEEDS):
         leaves = {**random_values(program.inputs, seed, _kind), **program.pinned}
         try:
@@ -278,8 +282,9 @@ def _screen(program: TracedProgram, report: Report):
         except ValueError as error:
             _stop(report, f"malformed recording: {error}")
         if mismatch is not None:
-            return (mismatch, runs), leaves
-    return None, None
+            return (mismatch, runs), leaves, None
+        sample = sample or runs
+    return None, None, sample
 
 
 def _engine_error(report: Report, error: RunError) -> None:
@@ -579,7 +584,7 @@ def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
     return None, overflow
 
 
-def _prove(program: TracedProgram, report: Report, deadline: float, progress) -> None:
+def _prove(program: TracedProgram, report: Report, deadline: float, progress, sample: _Runs | None = None) -> None:
     """Prove every comparison with cuts; retry what stayed open on an unconfirmed model without them."""
     report.extra["solver"] = {"obligations": 0, "solver_calls": 0}
     pending = list(range(len(program.comparisons)))
@@ -591,7 +596,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress) ->
             break
         if progress is not None:
             progress(f"traced: encoding {report.ops} recorded ops in Z3" + ("" if cuts else " again, without cuts"))
-        done, reasons_now = _attempt(program, report, deadline, progress, pending, cuts)
+        done, reasons_now = _attempt(program, report, deadline, progress, pending, cuts, sample)
         if done is None:
             return  # a confirmed violation was reported
         proven += done
@@ -603,14 +608,16 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress) ->
                               + (f" (and {len(pending) - 1} more comparison(s) open)" if len(pending) > 1 else "")))
 
 
-def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool):
+def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool,
+             sample: _Runs | None = None):
     """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
     _EXP_MEMO.clear()
     _ITE_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     try:
-        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline)
+        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline,
+                             sample=sample)
     except RunError as error:
         _engine_error(report, error)
     obligations = _obligations(program, runs, deadline)
@@ -688,8 +695,9 @@ class _Cuts:
     so normal forms stay cheap.  A difference found after a cut is re-checked with NumPy, and
     an unconfirmed one is retried without cuts."""
 
-    def __init__(self, program: TracedProgram, reference, ranks, equal: "_EqualUnder") -> None:
+    def __init__(self, program: TracedProgram, reference, ranks, equal: "_EqualUnder", sample: _Runs | None) -> None:
         self.program, self.reference, self.ranks, self.equal = program, reference, ranks, equal
+        self.sample = sample  # concrete values of a screening run: a block they refute is not given to the solver
         self.pairs = [paired_positions(program.reference, ops) for ops in program.ranks]
         self.original: dict[str, np.ndarray] = {}
         self.fresh: dict[str, np.ndarray] = {}
@@ -713,7 +721,8 @@ class _Cuts:
                 want = np.asarray(reference_env[reference_name], dtype=object)
             got = np.asarray(env[name], dtype=object)
             selects = not collective and (untouched or reference_name in self.fresh) and _selects_on_integers(got)
-            block = _block_of(got, want, collective or selects, self.equal)
+            block = _block_of(got, want, collective or selects, self.equal, by_solver=selects,
+                              plausible=self._plausible(rank, name, reference_name))
             if block is None:
                 self._by_terms(rank, position)
                 continue
@@ -755,7 +764,9 @@ class _Cuts:
             want = self.original.get(reference_name)
             if want is None:
                 want = np.asarray(reference_env[reference_name], dtype=object)
-            block = _block_of(np.asarray(env[name], dtype=object), want, True, self.equal)
+            got = np.asarray(env[name], dtype=object)
+            block = _block_of(got, want, True, self.equal, by_solver=_selects_on_integers(got),
+                              plausible=self._plausible(rank, name, reference_name))
             cut = self.fresh.get(reference_name)
             if block is None or (cut is None and not _cuttable(want)):
                 return False
@@ -766,6 +777,19 @@ class _Cuts:
             env[name] = cut[block]
             return True
         return False
+
+    def _plausible(self, rank: int, name: str, reference_name: str) -> Callable[[tuple], bool] | None:
+        """Whether the sample's value of ``name`` on ``rank`` equals that block of the reference's."""
+        if self.sample is None or name not in self.sample.ranks[rank] or reference_name not in self.sample.reference:
+            return None
+        got, want = np.asarray(self.sample.ranks[rank][name]), np.asarray(self.sample.reference[reference_name])
+
+        def plausible(index: tuple) -> bool:
+            try:
+                return _close(got, want[index])
+            except (TypeError, ValueError, IndexError):
+                return True
+        return plausible
 
     def _by_terms(self, rank: int, position: int) -> None:
         """A value with no counterpart op (a block received from a neighbour, the second pass of
@@ -798,38 +822,47 @@ class _Cuts:
         return array
 
 
-def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnder | None" = None) -> tuple | None:
-    """The index of the block of ``want`` that ``got`` equals: by identical terms, or (``prove``,
-    for collective results) by normal form, else by the solver, when the shapes agree."""
+def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnder | None" = None,
+              by_solver: bool = False, plausible: Callable[[tuple], bool] | None = None) -> tuple | None:
+    """The index of the block of ``want`` that ``got`` equals: by identical terms, or (``prove``)
+    by normal form, else by the solver; ``by_solver``: what is not identical goes straight to
+    the solver (values selected by integer data, which normal forms do not split); a block
+    ``plausible`` refutes (a concrete run where it differs) is not tried."""
     if got.ndim != want.ndim or not got.size:
         return None
     if got.shape == want.shape:
-        whole = tuple(slice(None) for _ in got.shape)
-        if all(same_term(x, y) if isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) else False
-               for x, y in zip(got.reshape(-1), want.reshape(-1))):
-            return whole
-        if not prove:
-            return None
-        open_pairs = [(x, y) for x, y in zip(got.reshape(-1), want.reshape(-1)) if not _provably_equal(x, y)]
-        if not open_pairs or (equal is not None and equal(open_pairs)):
-            return whole
+        blocks = [tuple(slice(None) for _ in got.shape)]
+    elif any(g > w or w % g for g, w in zip(got.shape, want.shape)):
         return None
-    if any(g > w or w % g for g, w in zip(got.shape, want.shape)):
-        return None
-    counts = [w // g for g, w in zip(got.shape, want.shape)]
-    blocks = [tuple(slice(b * g, (b + 1) * g) for b, g in zip(position, got.shape)) for position in np.ndindex(*counts)]
+    else:
+        counts = [w // g for g, w in zip(got.shape, want.shape)]
+        blocks = [tuple(slice(b * g, (b + 1) * g) for b, g in zip(position, got.shape))
+                  for position in np.ndindex(*counts)]
+    flat = got.reshape(-1)
     for index in blocks:
         if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
-               for x, y in zip(got.reshape(-1), want[index].reshape(-1))):
+               for x, y in zip(flat, _flat(want, index))):
             return index
-    if prove and equal is not None and len(blocks) <= MAX_PROVEN_BLOCKS:
-        # the block whose first element closes by normal form is the likely one: try it first
-        blocks.sort(key=lambda index: not _provably_equal(got.reshape(-1)[0], want[index].reshape(-1)[0]))
-        for index in blocks:
-            open_pairs = [(x, y) for x, y in zip(got.reshape(-1), want[index].reshape(-1)) if not _provably_equal(x, y)]
-            if not open_pairs or equal(open_pairs):
-                return index
+    if plausible is not None:
+        blocks = [index for index in blocks if plausible(index)]
+    if not blocks or not prove or len(blocks) > MAX_PROVEN_BLOCKS or (equal is None and len(blocks) > 1):
+        return None
+    equal_terms = same_terms if by_solver else _provably_equal
+    if len(blocks) > 1:  # the block whose first element closes by normal form is the likely one: first
+        blocks.sort(key=lambda index: not equal_terms(flat[0], _flat(want, index)[0]))
+    for index in blocks:
+        open_pairs = [(x, y) for x, y in zip(flat, _flat(want, index)) if not equal_terms(x, y)]
+        if not open_pairs or (equal is not None and equal(open_pairs)):
+            return index
     return None
+
+
+def _flat(array: np.ndarray, index: tuple) -> np.ndarray:
+    return np.asarray(array[index], dtype=object).reshape(-1)
+
+
+def same_terms(a: Any, b: Any) -> bool:
+    return isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and same_term(a, b)
 
 
 def _selects_on_integers(array: np.ndarray) -> bool:
@@ -892,21 +925,46 @@ class _EqualUnder:
             remaining = stop - time.perf_counter() if cap is None else cap
             if remaining <= 0:
                 return False
-            solver = z3.Solver()
-            solver.set("timeout", max(1, int(remaining * 1000)))
-            solver.add(*self.domain)
-            solver.add(z3.Or(*[as_term(x) != as_term(y) for x, y in pairs[start:end]]))
-            if solver.check() != z3.unsat:
+            disequalities = [as_term(x) != as_term(y) for x, y in pairs[start:end]]
+            if _decide(disequalities, self.domain, remaining)[0] != "proven":
                 return False
         return True
 
 
+def _decide(disequalities: list, domain: list, seconds: float, counter: dict | None = None):
+    """("proven", None) when no disequality can hold under ``domain``, ("sat", model) for a
+    model of one, else ("unknown", None), within ``seconds``.  One call for all first (cheap
+    when they are linear), then one call per disequality: the disjunction of many conditional
+    non-linear ones can take the solver ten times longer than each one alone."""
+    stop = time.perf_counter() + seconds
+    solver = z3.Solver()
+    solver.add(*domain)
+    groups = [z3.Or(*disequalities)] if len(disequalities) > 1 else []
+    for position, claim in enumerate(groups + disequalities):
+        remaining = stop - time.perf_counter()
+        if remaining <= 0:
+            return "unknown", None
+        first = position == 0 and groups
+        solver.set("timeout", max(1, int((min(remaining / 3, GROUP_CALL_CAP_S) if first else remaining) * 1000)))
+        solver.push()
+        solver.add(claim)
+        if counter is not None:
+            counter["solver_calls"] += 1
+        answer = solver.check()
+        if answer == z3.sat:
+            return "sat", solver.model()
+        solver.pop()
+        if answer == z3.unsat and first:
+            return "proven", None
+    return "proven", None
+
+
 def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool,
-                  domain: list = (), deadline: float = float("inf")) -> _Runs:
+                  domain: list = (), deadline: float = float("inf"), sample: _Runs | None = None) -> _Runs:
     cache = new_cache()
     reference = runner((program.reference,), leaves, xp, cache)
     ranks = runner(program.ranks, leaves, xp, cache)
-    cutter = _Cuts(program, reference, ranks, _EqualUnder(list(domain), deadline))
+    cutter = _Cuts(program, reference, ranks, _EqualUnder(list(domain), deadline), sample)
     if cuts:
         ranks.on_result = cutter
     rank_envs = ranks.run()
@@ -920,16 +978,10 @@ def _solve(pending: list, domain: list, deadline: float, report: Report):
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return "unknown", None
-        solver = z3.Solver()
-        solver.set("timeout", max(1, int(min(remaining, SOLVER_CALL_CAP_S) * 1000)))
-        solver.add(*domain)
-        solver.add(z3.Or(*pending[start:start + SOLVER_BATCH]))
-        report.extra["solver"]["solver_calls"] += 1
-        answer = solver.check()
-        if answer == z3.sat:
-            return "sat", solver.model()
-        if answer == z3.unknown:
-            return "unknown", None
+        status, model = _decide(pending[start:start + SOLVER_BATCH], domain, min(remaining, SOLVER_CALL_CAP_S),
+                                report.extra["solver"])
+        if status != "proven":
+            return status, model
     return "proven", None
 
 
