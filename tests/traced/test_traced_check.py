@@ -634,3 +634,22 @@ def test_ops_of_one_line_pair_by_common_subsequence_not_occurrence():
             op("e", "aten.embedding.default", ["w", "k"], 30), op("r", "all_reduce", ["e"], 30, group=(0, 1)),
             op("v", "aten.view.default", ["r"], 30), op("c", "aten.clone.default", ["v"], 30)]
     assert paired_positions(tuple(reference), tuple(rank)) == {2: 0, 4: 1, 5: 2}
+
+
+def test_decide_proves_each_element_and_returns_a_model_for_a_false_one():
+    import z3
+    from verifier.traced_check import _decide
+    ids = z3.Ints("i0 i1")
+    w = z3.Reals("w0 w1 w2")
+    domain = [v >= 0 for v in ids] + [v < 3 for v in ids]
+
+    def lookup(i):
+        return z3.If(i == 0, w[0], z3.If(i == 1, w[1], w[2]))
+
+    def masked(i):  # two shards of a vocabulary of 3: [0, 2) and [2, 3), summed
+        return z3.If(i < 2, z3.If(i == 0, w[0], w[1]), 0) + z3.If(i >= 2, w[2], 0)
+
+    equal = [lookup(i) != masked(i) for i in ids]
+    assert _decide(equal, domain, 10.0) == ("proven", None)
+    status, model = _decide(equal + [lookup(ids[0]) != w[0]], domain, 10.0)
+    assert status == "sat" and model.eval(ids[0]).as_long() != 0
