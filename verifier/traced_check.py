@@ -316,34 +316,44 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
             if len(reference[partner].results) == len(ops[position].results)}
 
 
-_ALIGNMENT_CELLS = 4_000_000
+_ALIGNMENT_CELLS = 250_000  # a line's rank ops x reference ops above which pairs go by occurrence
 
 
 def _aligned(ops: list[Op], reference: list[Op], positions: list[int], partners: list[int]) -> dict[int, int]:
     kinds, reference_kinds = [op.kind for op in ops], [op.kind for op in reference]
     if len(kinds) * len(reference_kinds) > _ALIGNMENT_CELLS:
+        matches = _by_occurrence(kinds, reference_kinds)
+    else:
+        matches = _by_subsequence(kinds, reference_kinds)
+    return {positions[i]: partners[j] for i, j in matches}
+
+
+def _by_occurrence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[int, int]]:
+    """The k-th op of a kind with the k-th op of that kind."""
+    def numbered(names):
         seen: dict[str, int] = defaultdict(int)
-        occurrence = {}
-        for partner, kind in zip(partners, reference_kinds):
-            occurrence[(kind, seen[kind])] = partner
-            seen[kind] += 1
-        seen.clear()
         out = {}
-        for position, kind in zip(positions, kinds):
-            if (kind, seen[kind]) in occurrence:
-                out[position] = occurrence[(kind, seen[kind])]
+        for index, kind in enumerate(names):
+            out[(kind, seen[kind])] = index
             seen[kind] += 1
         return out
+
+    theirs = numbered(reference_kinds)
+    return [(index, theirs[key]) for key, index in numbered(kinds).items() if key in theirs]
+
+
+def _by_subsequence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[int, int]]:
+    """A longest common subsequence of the two kind lists, taking each match as early as it can."""
     n, m = len(kinds), len(reference_kinds)
     suffix = [[0] * (m + 1) for _ in range(n + 1)]  # LCS length of kinds[i:] and reference_kinds[j:]
     for i in range(n - 1, -1, -1):
         row, below = suffix[i], suffix[i + 1]
         for j in range(m - 1, -1, -1):
             row[j] = below[j + 1] + 1 if kinds[i] == reference_kinds[j] else max(below[j], row[j + 1])
-    out, i, j = {}, 0, 0
+    out, i, j = [], 0, 0
     while i < n and j < m:
         if kinds[i] == reference_kinds[j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:
-            out[positions[i]] = partners[j]
+            out.append((i, j))
             i, j = i + 1, j + 1
         elif suffix[i + 1][j] >= suffix[i][j + 1]:
             i += 1

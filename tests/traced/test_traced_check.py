@@ -653,3 +653,12 @@ def test_decide_proves_each_element_and_returns_a_model_for_a_false_one():
     assert _decide(equal, domain, 10.0) == ("proven", None)
     status, model = _decide(equal + [lookup(ids[0]) != w[0]], domain, 10.0)
     assert status == "sat" and model.eval(ids[0]).as_long() != 0
+
+
+def test_a_line_with_very_many_ops_pairs_by_occurrence():
+    from verifier.traced_check import paired_positions
+    reference = [op(f"r{i}", "aten.add.Tensor" if i % 2 else "aten.mul.Tensor", ["x"], 7) for i in range(600)]
+    rank = [op("extra", "aten.mul.Tensor", ["x"], 7)] + \
+        [op(f"r{i}", "aten.add.Tensor" if i % 2 else "aten.mul.Tensor", ["x"], 7) for i in range(600)]
+    pairs = paired_positions(tuple(reference), tuple(rank))
+    assert pairs[0] == 0 and pairs[1] == 2 and pairs[2] == 1  # k-th mul with k-th mul, k-th add with k-th add
