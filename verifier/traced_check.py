@@ -928,6 +928,7 @@ class _EqualUnder:
         if budget <= 0.05 or any(z3.is_bool(as_term(x)) != z3.is_bool(as_term(y)) for x, y in pairs):
             return False
         stop = time.perf_counter() + budget
+        grouping = {"on": True}
         first = min(len(pairs), CUT_PROBE_PAIRS)
         batches = [(0, first, min(budget, CUT_PROBE_S))] + \
             [(i, min(i + SOLVER_BATCH, len(pairs)), None) for i in range(first, len(pairs), SOLVER_BATCH)]
@@ -936,20 +937,23 @@ class _EqualUnder:
             if remaining <= 0:
                 return False
             disequalities = [as_term(x) != as_term(y) for x, y in pairs[start:end]]
-            if _decide(disequalities, self.domain, remaining)[0] != "proven":
+            if _decide(disequalities, self.domain, remaining, grouping=grouping)[0] != "proven":
                 return False
         return True
 
 
-def _decide(disequalities: list, domain: list, seconds: float, counter: dict | None = None):
+def _decide(disequalities: list, domain: list, seconds: float, counter: dict | None = None,
+            grouping: dict | None = None):
     """("proven", None) when no disequality can hold under ``domain``, ("sat", model) for a
     model of one, else ("unknown", None), within ``seconds``.  One call for all first (cheap
     when they are linear), then one call per disequality: the disjunction of many conditional
-    non-linear ones can take the solver ten times longer than each one alone."""
+    non-linear ones can take the solver ten times longer than each one alone.  ``grouping``
+    (shared by the batches of one proof) turns the first call off once it has failed."""
     stop = time.perf_counter() + seconds
     solver = z3.Solver()
     solver.add(*domain)
-    groups = [z3.Or(*disequalities)] if len(disequalities) > 1 else []
+    grouping = {"on": True} if grouping is None else grouping
+    groups = [z3.Or(*disequalities)] if len(disequalities) > 1 and grouping["on"] else []
     for position, claim in enumerate(groups + disequalities):
         remaining = stop - time.perf_counter()
         if remaining <= 0:
@@ -966,6 +970,8 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
         solver.pop()
         if answer == z3.unsat and first:
             return "proven", None
+        if first:
+            grouping["on"] = False
     return "proven", None
 
 
@@ -984,12 +990,13 @@ def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Re
 
 
 def _solve(pending: list, domain: list, deadline: float, report: Report):
+    grouping = {"on": True}
     for start in range(0, len(pending), SOLVER_BATCH):
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return "unknown", None
         status, model = _decide(pending[start:start + SOLVER_BATCH], domain, min(remaining, SOLVER_CALL_CAP_S),
-                                report.extra["solver"])
+                                report.extra["solver"], grouping)
         if status != "proven":
             return status, model
     return "proven", None
