@@ -200,6 +200,25 @@ _MK_MUL, _MK_ADD, _MK_CONST = _raw("Z3_mk_mul"), _raw("Z3_mk_add"), _raw("Z3_mk_
 _INC_REF, _DEC_REF, _SYMBOL = _raw("Z3_inc_ref"), _raw("Z3_dec_ref"), _raw("Z3_mk_string_symbol")
 
 
+_MK_ITE = _raw("Z3_mk_ite")
+
+
+def _ite(condition: z3.BoolRef, then: z3.ExprRef, otherwise: z3.ExprRef) -> z3.ExprRef:
+    """``If(condition, then, otherwise)``; through the C API when both branches have one sort
+    (z3py's ``If`` coerces sorts on every call, which dominated masked lookups)."""
+    if not (isinstance(then, z3.ExprRef) and isinstance(otherwise, z3.ExprRef)):
+        return z3.If(condition, then, otherwise)
+    kinds = then.sort_kind(), otherwise.sort_kind()
+    if kinds == (z3.Z3_INT_SORT, z3.Z3_REAL_SORT):
+        then = z3.ToReal(then)
+    elif kinds == (z3.Z3_REAL_SORT, z3.Z3_INT_SORT):
+        otherwise = z3.ToReal(otherwise)
+    elif kinds[0] != kinds[1] or kinds[0] not in (z3.Z3_INT_SORT, z3.Z3_REAL_SORT, z3.Z3_BOOL_SORT):
+        return z3.If(condition, then, otherwise)
+    ctx = then.ctx
+    return _to_expr_ref(_MK_ITE(ctx.ref(), condition.as_ast(), then.as_ast(), otherwise.as_ast()), ctx)
+
+
 def _sum_of_products(lefts: list, rights: list) -> Any:
     """sum_k lefts[k] * rights[k] as one n-ary Z3 term, built through the C API.
 
@@ -371,7 +390,7 @@ class Z3Backend:
         ordered = [leaves[key] for key in sorted(leaves)]
         term = ordered[0]
         for leaf in ordered[1:]:
-            term = z3.If(leaf >= term, leaf, term) if kind == "max" else z3.If(leaf <= term, leaf, term)
+            term = _ite(leaf >= term, leaf, term) if kind == "max" else _ite(leaf <= term, leaf, term)
         self._leaves[(kind, term.get_id())] = leaves
         return term
 
@@ -393,7 +412,7 @@ class Z3Backend:
         return _elementwise(lambda p, q: as_term(p) - as_term(q) * self._floordiv(p, q), a, b)
 
     def where(self, cond, a, b):
-        return _objectwise(lambda c, p, q: z3.If(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
+        return _objectwise(lambda c, p, q: _ite(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
 
     def compare(self, op: str, a, b):
         functions = {"lt": lambda p, q: p < q, "le": lambda p, q: p <= q, "gt": lambda p, q: p > q,
@@ -420,7 +439,7 @@ class Z3Backend:
             for col, column in zip(np.ndindex(*table.shape[1:]), cells):
                 term = missing
                 for condition, cell in zip(reversed(conditions), reversed(column)):
-                    term = z3.If(condition, cell, term)
+                    term = _ite(condition, cell, term)
                 out[index + col] = term
         return out
 
@@ -432,7 +451,7 @@ class Z3Backend:
             key = as_term(index[position], integer=True)
             term = self._function("out_of_range_class", 1)(z3.ToReal(key))
             for c in reversed(range(rows.shape[-1])):
-                term = z3.If(key == c, as_term(rows[position + (c,)]), term)
+                term = _ite(key == c, as_term(rows[position + (c,)]), term)
             out[position] = term
         return out
 
