@@ -119,3 +119,74 @@ def quotients_cancel(difference: z3.ExprRef) -> bool:
 
 def _is_zero(term: z3.ExprRef) -> bool:
     return z3.is_rational_value(term) and term.numerator_as_long() == 0
+
+
+LOG_NAME = "log_1_0"  # Z3Backend's symbol for the unary natural log
+
+
+def mentions_log(term: z3.ExprRef, memo: dict[int, bool] | None = None) -> bool:
+    return mentions([term], lambda name: name == LOG_NAME, memo)
+
+
+def factor_logarithms(term: z3.ExprRef) -> z3.ExprRef:
+    """``log(sum_i k_i exp(a_i))`` with the part ``L`` common to every exponent taken out:
+    ``L + log(sum_i k_i exp(a_i - L))`` — a log-sum-exp shifted by any amount then gets the same
+    inner sum as the unshifted one.  Only when every ``k_i`` is a positive rational (the inner
+    sum is then positive, so ``log(e^L * T) = L + log T`` holds); anything else is kept."""
+    done: dict[int, z3.ExprRef] = {}
+
+    def walk(node: z3.ExprRef) -> z3.ExprRef:
+        key = node.get_id()
+        if key in done:
+            return done[key]
+        if not z3.is_app(node) or node.num_args() == 0:
+            result = node
+        else:
+            children = [walk(child) for child in node.children()]
+            result = node if all(a.eq(b) for a, b in zip(children, node.children())) else node.decl()(*children)
+            if node.num_args() == 1 and node.decl().name() == LOG_NAME:
+                result = _factored(result)
+        done[key] = result
+        return result
+
+    return walk(term)
+
+
+def _factored(log_term: z3.ExprRef) -> z3.ExprRef:
+    argument = exp_normal_form(log_term.arg(0))
+    parts = [_weighted_exp(summand) for summand in (argument.children() if z3.is_add(argument) else [argument])]
+    if not parts or any(part is None for part in parts):
+        return log_term
+    exponents = [_monomials(normal_form(application.arg(0))) for _, application in parts]
+    common = [(coefficient, monomial) for key, (coefficient, monomial) in exponents[0].items()
+              if all(key in other and other[key][0] == coefficient for other in exponents[1:])]
+    if not common:
+        return log_term
+    shift = normal_form(z3.Sum([z3.RealVal(coefficient) * monomial for coefficient, monomial in common]))
+    inner = z3.Sum([weight * application.decl()(normal_form(application.arg(0) - shift))
+                    for weight, application in parts])
+    return shift + log_term.decl()(normal_form(inner))
+
+
+def _weighted_exp(summand: z3.ExprRef):
+    """(positive rational weight, the exp application) of ``k * exp(a)``, else None."""
+    if _is_exp(summand):
+        return z3.RealVal(1), summand
+    if z3.is_mul(summand) and summand.num_args() == 2:
+        weight, factor = summand.children()
+        if z3.is_rational_value(weight) and weight.as_fraction() > 0 and _is_exp(factor):
+            return weight, factor
+    return None
+
+
+def _monomials(polynomial: z3.ExprRef) -> dict:
+    """term id of each monomial (None for the constant) -> (rational coefficient, monomial)."""
+    out = {}
+    for term in (polynomial.children() if z3.is_add(polynomial) else [polynomial]):
+        if z3.is_rational_value(term):
+            out[None] = (term.as_fraction(), z3.RealVal(1))
+        elif z3.is_mul(term) and term.num_args() == 2 and z3.is_rational_value(term.arg(0)):
+            out[term.arg(1).get_id()] = (term.arg(0).as_fraction(), term.arg(1))
+        else:
+            out[term.get_id()] = (1, term)
+    return out

@@ -35,7 +35,7 @@ from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import merge_conditionals
-from .exp_identity import exp_normal_form, mentions, mentions_exp, quotients_cancel
+from .exp_identity import exp_normal_form, factor_logarithms, mentions, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
@@ -100,6 +100,8 @@ def _pass_states(program: TracedProgram, report: Report) -> dict[str, str]:
     for name in ("forward", "backward", "temporal"):
         if name != "temporal" and name not in program.passes:
             states[name] = "not recorded"
+        elif name == "backward" and not any(c.kind == "gradient" for c in program.comparisons):
+            states[name] = "nothing to compare (no trainable leaf)"
         elif any(fact.startswith(f"{name}:") for fact in report.proven):
             states[name] = "proven"
         elif any(_violates(d, name) for d in report.diagnostics):
@@ -523,6 +525,10 @@ def _provably_equal(a: Any, b: Any) -> bool:
         difference = exp_normal_form(difference)
         if quotients_cancel(difference):
             return True
+        if not z3.is_rational_value(difference) and mentions_log(difference):  # log-sum-exp by any shift
+            factored = exp_normal_form(factor_logarithms(difference))
+            if z3.is_rational_value(factored) and factored.numerator_as_long() == 0:
+                return True
     return z3.is_rational_value(difference) and difference.numerator_as_long() == 0
 
 

@@ -117,3 +117,20 @@ def test_a_wrong_two_pass_softmax_is_not_proven(data, mutant):
     scores, _, _ = data
     reference = [_softmax(4, j)(*[s * SCALE for s in scores]) for j in range(4)]
     assert not prove_equal(list(zip(mutant(scores), reference)))
+
+
+def test_a_log_sum_exp_loses_its_shift_and_a_negative_weight_keeps_it():
+    import z3
+    from verifier.backends import normal_form
+    from verifier.exp_identity import exp_normal_form, factor_logarithms
+    exp = z3.Function("exp_1_0", z3.RealSort(), z3.RealSort())
+    log = z3.Function("log_1_0", z3.RealSort(), z3.RealSort())
+    x, m = z3.Reals("x0 x1 x2"), z3.Real("m")
+    unshifted = log(sum(exp(xi) for xi in x))
+    half = log(sum(exp(xi - m / 2) for xi in x)) + m / 2
+    assert z3.is_rational_value(exp_normal_form(factor_logarithms(normal_form(half - unshifted))))
+    fewer = log(sum(exp(xi - m) for xi in x[:2])) + m
+    assert not z3.is_rational_value(exp_normal_form(factor_logarithms(normal_form(fewer - unshifted))))
+    # the inner sum may be negative, where log(e^L T) = L + log T does not hold: not factored
+    signed = log(exp(x[0] - m) - exp(x[1] - m)) + m - log(exp(x[0]) - exp(x[1]))
+    assert not z3.is_rational_value(exp_normal_form(factor_logarithms(normal_form(signed))))

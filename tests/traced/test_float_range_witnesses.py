@@ -1,11 +1,13 @@
-"""A witness that differs only by a float overflow is not a violation.
+"""Log-sum-exp by any shift, and witnesses that differ only by a float overflow.
 
 The proof is about real numbers.  A log-sum-exp whose shift is the global maximum divided by the
-world size is equal to the single-device one in real arithmetic (any shift cancels), but the
-solver can choose logits so large that a rank's ``exp`` overflows where the single device's does
-not.  That is reported as a numerics note and the verdict stays open (exit 3), never a violation;
-a real difference (each rank shifting by its own maximum) is still one.  Ground truth: gloo runs
-of both programs on 1 and 2 ranks (tests/groundtruth) agree and differ respectively.
+world size is equal to the single-device one in real arithmetic (any shift cancels): it is
+proven (``log(e^L T) = L + log T``).  Where such a proof does not go through (the vocab-parallel
+cross entropy with label smoothing, its max shift divided by the world size), the solver can
+choose logits so large that a rank's ``exp`` overflows where the single device's does not: that
+is a numerics note and the verdict stays open (exit 3), never a violation.  A real difference
+(each rank shifting by its own maximum) is still one.  Ground truth: gloo runs on 1 against 2
+and 4 ranks (tests/groundtruth) agree and differ respectively.
 """
 from __future__ import annotations
 
@@ -57,8 +59,22 @@ def translate(path: Path) -> tuple[int, dict]:
     return run.returncode, json.loads(run.stdout)
 
 
-def test_an_overflow_only_witness_is_a_note_not_a_violation(tmp_path):
+def test_a_log_sum_exp_shifted_by_max_over_world_is_proven(tmp_path):
     code, report = translate(write(tmp_path, GLOBAL_SHIFT))
+    assert (code, report["verdict"]) == (0, "verified"), report["diagnostics"]
+
+
+def cross_entropy_shifted_by_max_over_world(folder: Path) -> Path:
+    driver = (REPO / "examples" / "realworld" / "vocab_parallel_cross_entropy_label_smoothing.py").read_text()
+    reduce_max = "    dist.all_reduce(logits_max, op=dist.ReduceOp.MAX)\n"
+    assert reduce_max in driver
+    path = folder / "ce.py"
+    path.write_text(driver.replace(reduce_max, reduce_max + "    logits_max = logits_max / dist.get_world_size()\n"))
+    return path
+
+
+def test_an_overflow_only_witness_is_a_note_not_a_violation(tmp_path):
+    code, report = translate(cross_entropy_shifted_by_max_over_world(tmp_path))
     assert report["verdict"] != "violations" and code != 1, report["diagnostics"]
     notes = [d["message"] for d in report["diagnostics"] if d["check"] == "numerics"]
     assert report["verdict"] == "verified" or (code == 3 and notes), report["diagnostics"]
@@ -77,3 +93,7 @@ def test_ground_truth_agrees_with_the_global_shift_and_not_the_local_one(tmp_pat
         for world in (2, 4):
             result = run_file(write(tmp_path / folder, reduce_shift), world)
             assert result.status == want, (folder, world, result)
+    (tmp_path / "ce").mkdir()
+    for world in (2, 4):
+        result = run_file(cross_entropy_shifted_by_max_over_world(tmp_path / "ce"), world)
+        assert result.status == STATUS_MATCH, (world, result)
