@@ -22,6 +22,11 @@ class EvalError(Exception):
     """The program cannot run on these values (index out of range, bad shapes...)."""
 
 
+class TorchRaises(EvalError):
+    """torch itself raises on these values (an id or class index outside the table): a run that
+    hits it fails for real, it is not a limit of the evaluator."""
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[float])(x)
 
@@ -128,14 +133,14 @@ class NumpyBackend:
     def take_rows(self, table: np.ndarray, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            raise EvalError(f"index out of range: ids in [{ids.min()}, {ids.max()}] for a table of {table.shape[0]} rows")
+            raise TorchRaises(f"index out of range: ids in [{ids.min()}, {ids.max()}] for a table of {table.shape[0]} rows")
         return table[ids]
 
     def pick(self, rows: np.ndarray, index: np.ndarray) -> np.ndarray:
         """rows[..., index[...]]: the entry of each row named by an integer tensor."""
         index = np.asarray(index)
         if index.size and (index.min() < 0 or index.max() >= rows.shape[-1]):
-            raise EvalError(f"class index out of range for {rows.shape[-1]} classes")
+            raise TorchRaises(f"class index out of range for {rows.shape[-1]} classes")
         return np.take_along_axis(rows, index[..., None], axis=-1)[..., 0]
 
     def zeros(self, shape, dtype: str = "f32"):

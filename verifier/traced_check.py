@@ -280,6 +280,8 @@ def _screen(program: TracedProgram, report: Report):
             runs = _run_all(program, leaves, NumpyBackend())
             mismatch = _first_mismatch(program, runs)
         except RunError as error:
+            if error.rank is not None and error.torch_raises:  # the single-device run finished first
+                _report_rank_failure(report, error, leaves)
             _engine_error(report, error)
         except ValueError as error:
             _stop(report, f"malformed recording: {error}")
@@ -287,6 +289,20 @@ def _screen(program: TracedProgram, report: Report):
             return (mismatch, runs), leaves, None
         sample = sample or runs
     return None, None, sample
+
+
+def _report_rank_failure(report: Report, error: RunError, leaves: dict[str, Any]) -> None:
+    """A rank fails where torch fails too (an id outside its shard of a table) on inputs the
+    single-device run takes: the program breaks when distributed, a violation."""
+    message = str(error)
+    counterexample = Counterexample(
+        inputs={key: plain(value) for key, value in leaves.items()}, reference={}, per_rank={},
+        value=f"rank {error.rank}",
+        note=f"the single-device run finishes on these inputs; rank {error.rank} fails at {message}")
+    report.add(Diagnostic("equivalence", ERROR,
+                          f"rank {error.rank} fails where the single-device run does not (found by concrete "
+                          f"evaluation; torch raises here too): {message}", error.line, counterexample))
+    raise _Stop
 
 
 def _engine_error(report: Report, error: RunError) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backends import EvalError
+from .backends import EvalError, TorchRaises
 from .ir import Op
 from .registry import ShapeError, get_rule
 from .rules.aten import UNIT
@@ -30,8 +30,8 @@ NOT_SHARED = ("empty", "dropout")  # fresh values per call: never reuse another 
 class RunError(Exception):
     """The recording cannot be evaluated (an op we cannot model, bad shapes, a hang)."""
 
-    def __init__(self, op: Op | None, rank: int | None, message: str):
-        self.op, self.rank = op, rank
+    def __init__(self, op: Op | None, rank: int | None, message: str, torch_raises: bool = False):
+        self.op, self.rank, self.torch_raises = op, rank, torch_raises
         self.line = op.span.line if op is not None else None
         super().__init__(message)
 
@@ -156,7 +156,7 @@ class Runner:
                 raise
             except (ShapeError, EvalError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError,
                     AttributeError) as exc:
-                raise RunError(op, index, f"{op.kind}: {exc}") from exc
+                raise RunError(op, index, f"{op.kind}: {exc}", isinstance(exc, TorchRaises)) from exc
             moved = True
         return moved
 

@@ -90,3 +90,57 @@ def test_a_batched_message_to_the_rank_itself_is_a_p2p_violation(tmp_path):
     errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
     assert errors and errors[0]["check"] == "p2p" and errors[0]["line"] == 16, errors  # where the batch is issued
     assert "itself as its peer" in errors[0]["message"]
+
+
+VOCAB_SHARDED_LOSS = """
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    VOCAB = 16
+
+
+    def forward(logits, labels):
+        world, rank = dist.get_world_size(), dist.get_rank()
+        local = logits.chunk(world, dim=-1)[rank]
+        {body}
+
+
+    def example_inputs():
+        return torch.randn(6, VOCAB), torch.randint(0, VOCAB, (6,))
+"""
+LOCAL_LOSS = "return F.cross_entropy(local, labels)  # labels of other shards index past the local block"
+GATHERED_LOSS = """pieces = [torch.empty_like(local) for _ in range(world)]
+        dist.all_gather(pieces, local)
+        return F.cross_entropy(torch.cat(pieces, dim=-1), labels)"""
+
+
+def _vocab_program(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / f"loss_{abs(hash(body))}.py"
+    path.write_text(textwrap.dedent(VOCAB_SHARDED_LOSS.replace("{body}", body)))
+    return path
+
+
+def test_a_rank_indexing_past_its_vocabulary_shard_is_named_and_fails_for_real(tmp_path):
+    """torch raises on the rank already while the file runs (an input error naming the line, exit
+    2) or the checker's evaluation finds it (a violation, exit 1); never verified."""
+    path = _vocab_program(tmp_path, LOCAL_LOSS)
+    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(path), "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=240)
+    report = json.loads(run.stdout)
+    assert run.returncode in (1, 2) and report["verdict"] in ("violations", "input-error"), report
+    assert any(d.get("line") == 12 for d in report["diagnostics"]), report["diagnostics"]
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth.realworld_runner import STATUS_MATCH, run_file
+    truth = run_file(path, 2)
+    assert truth.status != STATUS_MATCH and "out of bounds" in str(truth), truth
+
+
+def test_gathering_the_vocabulary_first_verifies(tmp_path):
+    path = _vocab_program(tmp_path, GATHERED_LOSS)
+    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(path), "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=240)
+    assert (run.returncode, json.loads(run.stdout)["verdict"]) == (0, "verified"), run.stdout[-2000:]
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth.realworld_runner import STATUS_MATCH, run_file
+    assert run_file(path, 2).status == STATUS_MATCH

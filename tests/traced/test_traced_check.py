@@ -662,3 +662,45 @@ def test_a_line_with_very_many_ops_pairs_by_occurrence():
         [op(f"r{i}", "aten.add.Tensor" if i % 2 else "aten.mul.Tensor", ["x"], 7) for i in range(600)]
     pairs = paired_positions(tuple(reference), tuple(rank))
     assert pairs[0] == 0 and pairs[1] == 2 and pairs[2] == 1  # k-th mul with k-th mul, k-th add with k-th add
+
+
+def _sharded_lookup(masked: bool) -> TracedProgram:
+    """Rows of a table of 8 split over two ranks; ids in [0, 8).  Unmasked, a rank looks up ids
+    past its 4 rows, which torch refuses (IndexError) while the single device does not."""
+    inputs = (TensorSpec("w", (8, 3), "float32"), TensorSpec("ids", (5,), "int64", bounds=(0, 8)))
+    reference = [op("e", "aten.embedding.default", ["w", "ids"], 9)]
+    ranks = []
+    for r in range(2):
+        ops = [op("wl", "aten.slice.Tensor", ["w"], 2, dim=0, start=4 * r, end=4 * r + 4, layout_source="shape")]
+        if masked:
+            ops += [op("lo", "aten.lt.Scalar", ["ids"], 8, other=4 * r),
+                    op("hi", "aten.ge.Scalar", ["ids"], 8, other=4 * r + 4),
+                    op("out", "aten.bitwise_or.Tensor", ["lo", "hi"], 8),
+                    op("c", "aten.scalar_tensor.default", [], 8, s=4 * r, dtype="int64"),
+                    op("shifted", "aten.sub.Tensor", ["ids", "c"], 8, alpha=1),
+                    op("z", "aten.scalar_tensor.default", [], 8, s=0, dtype="int64"),
+                    op("local", "aten.index_put.default", ["shifted", "out", "z"], 8, accumulate=False,
+                       list_lengths={"indices": 1}),
+                    op("e0", "aten.embedding.default", ["wl", "local"], 9),
+                    op("zf", "aten.scalar_tensor.default", [], 9, s=0.0, dtype="float32"),
+                    op("em", "aten.index_put.default", ["e0", "out", "zf"], 9, accumulate=False,
+                       list_lengths={"indices": 1}),
+                    op("e", "all_reduce", ["em"], 10, group=(0, 1), op="sum")]
+        else:
+            ops += [op("e0", "aten.embedding.default", ["wl", "ids"], 9),
+                    op("e", "all_reduce", ["e0"], 10, group=(0, 1), op="sum")]
+        ranks.append(ops)
+    return program(inputs, reference, ranks, [Comparison("output 0", "output", "e", ("e", "e"), (whole(5, 3),) * 2)])
+
+
+def test_a_rank_looking_up_ids_past_its_shard_fails_where_one_device_does_not():
+    report = check_traced(_sharded_lookup(masked=False))
+    assert report.verdict == VIOLATIONS, messages(report)
+    finding = next(d for d in report.diagnostics if d.severity == "error")
+    assert "fails where the single-device run does not" in finding.message and finding.line == 9
+    assert finding.counterexample is not None and "ids" in finding.counterexample.inputs
+
+
+def test_a_masked_sharded_lookup_verifies():
+    report = check_traced(_sharded_lookup(masked=True))
+    assert report.verdict == VERIFIED, messages(report)
