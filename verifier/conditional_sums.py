@@ -69,13 +69,14 @@ def _merge_once(term: z3.ExprRef) -> z3.ExprRef:
             result = node
         else:
             originals = node.children()
-            children = [walk(child) for child in originals]
+            conditional = _is_conditional(node)
+            children = [child if conditional and i == 0 else walk(child) for i, child in enumerate(originals)]
             if z3.is_add(node):
                 result = _merged_sum(children)
-            elif _is_conditional(node):
-                result = z3.If(children[0], normal_form(children[1]), normal_form(children[2]))
             elif all(a.eq(b) for a, b in zip(children, originals)):
                 result = node
+            elif conditional:
+                result = z3.If(children[0], normal_form(children[1]), normal_form(children[2]))
             else:
                 result = node.decl()(*children)
         _MERGED[key] = (node, result)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+import z3
 
 from .backends import EvalError, TorchRaises
 from .ir import Op
@@ -157,6 +158,8 @@ class Runner:
             except (ShapeError, EvalError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError,
                     AttributeError) as exc:
                 raise RunError(op, index, f"{op.kind}: {exc}", isinstance(exc, TorchRaises)) from exc
+            except z3.Z3Exception as exc:  # a value Z3 cannot hold (a float infinity in a product)
+                raise RunError(op, index, f"{op.kind}: not encodable in Z3 ({exc})") from exc
             moved = True
         return moved
 

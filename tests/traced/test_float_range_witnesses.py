@@ -97,3 +97,16 @@ def test_ground_truth_agrees_with_the_global_shift_and_not_the_local_one(tmp_pat
     for world in (2, 4):
         result = run_file(cross_entropy_shifted_by_max_over_world(tmp_path / "ce"), world)
         assert result.status == STATUS_MATCH, (world, result)
+
+
+def test_a_float_infinity_the_encoding_cannot_hold_is_unsupported_not_an_internal_error(tmp_path):
+    """A mutant of the ring-attention driver (the running sum made one dim too big) multiplies a
+    -inf-derived constant into a product; gloo ranks agree with one device.  Z3 cannot build that
+    numeral: the check says unsupported with the line, never exit 4."""
+    driver = (REPO / "examples" / "realworld" / "ring_attention_online_softmax.py").read_text()
+    line = "    l = torch.zeros(q.shape[:-1])\n"
+    assert line in driver
+    path = tmp_path / "ring.py"
+    path.write_text(driver.replace(line, "    l = torch.zeros(q.shape[:(-1) + 1])\n"))
+    code, report = translate(path)
+    assert code in (0, 3) and report["verdict"] in ("verified", "unsupported"), report["diagnostics"]

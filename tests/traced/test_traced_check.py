@@ -704,3 +704,4 @@ def test_a_rank_looking_up_ids_past_its_shard_fails_where_one_device_does_not():
 def test_a_masked_sharded_lookup_verifies():
     report = check_traced(_sharded_lookup(masked=True))
     assert report.verdict == VERIFIED, messages(report)
+
