@@ -8,6 +8,10 @@ rewrites a term in sum-of-monomials form so that every monomial holds at most on
 (``exp(a) * exp(b) -> exp(a + b)``, ``x / exp(b) -> x * exp(-b)``), then normalises again.  The
 identity holds for the real ``exp``, so a difference rewritten to zero is a proof; the rewrite
 adds nothing the NumPy re-check could disagree with.
+
+``factor_logarithms`` adds the matching identity of ``log``: ``log(e^L * T) = L + log T`` for a
+positive ``T``, which takes the shift out of a log-sum-exp (a max shift divided by the world size
+is as good as the max in real arithmetic).
 """
 from __future__ import annotations
 
