@@ -10,6 +10,7 @@ parent must not run anything this process wrote).
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import re
 import signal
@@ -194,7 +195,6 @@ def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report)
 
 def _parameter_names(instance: Instance) -> list[str]:
     """The names of the factory's parameters, as ``elaborate_instance`` binds them."""
-    import inspect
     if instance.jit is not None:
         return list(instance.jit.signature.parameters)
     return list(inspect.signature(instance.factory).parameters) if instance.factory is not None else []

@@ -12,6 +12,12 @@ from __future__ import annotations
 import z3
 
 from .backends import normal_form
+from .exp_identity import mentions
+
+
+def mentions_conditionals(term: z3.ExprRef, memo: dict[int, bool] | None = None) -> bool:
+    """Whether an ``If`` occurs in ``term`` (``memo`` as for ``exp_identity.mentions``)."""
+    return mentions([term], lambda name: name == "if", memo)
 
 
 def _is_conditional(term: z3.ExprRef) -> bool:

@@ -34,8 +34,8 @@ import z3
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
 from .equivalence import random_values
-from .conditional_sums import merge_conditionals
-from .exp_identity import exp_normal_form, factor_logarithms, mentions, mentions_exp, mentions_log, quotients_cancel
+from .conditional_sums import mentions_conditionals, merge_conditionals
+from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
@@ -287,7 +287,7 @@ def _screen(program: TracedProgram, report: Report):
             _stop(report, f"malformed recording: {error}")
         if mismatch is not None:
             return (mismatch, runs), leaves, None
-        sample = sample or runs
+        sample = runs if sample is None else sample
     return None, None, sample
 
 
@@ -518,9 +518,6 @@ _EXP_MEMO: dict[int, bool] = {}  # Z3 subterm id -> holds an exp, for the terms 
 _ITE_MEMO: dict[int, bool] = {}  # and -> holds an If
 
 
-def _is_conditional_name(name: str) -> bool:
-    return name == "if"
-
 
 def _provably_equal(a: Any, b: Any) -> bool:
     if not isinstance(a, z3.ExprRef) and not isinstance(b, z3.ExprRef):
@@ -533,7 +530,7 @@ def _provably_equal(a: Any, b: Any) -> bool:
     difference = normal_form(a - b)
     if z3.is_rational_value(difference):
         return difference.numerator_as_long() == 0
-    if mentions([difference], _is_conditional_name, _ITE_MEMO):  # m * If(c, a, b) against If(c, m*a, m*b)
+    if mentions_conditionals(difference, _ITE_MEMO):  # m * If(c, a, b) against If(c, m*a, m*b)
         merged = merge_conditionals(difference)
         if z3.is_rational_value(merged) and merged.numerator_as_long() == 0:
             return True
@@ -839,8 +836,7 @@ class _Cuts:
             if got.ndim != want.ndim or any(a + g > w for a, g, w in zip(start, got.shape, want.shape)):
                 continue
             block = tuple(slice(a, a + g) for a, g in zip(start, got.shape))
-            if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
-                   for x, y in zip(got.reshape(-1), want[block].reshape(-1))):
+            if all(_identical(x, y) for x, y in zip(got.reshape(-1), want[block].reshape(-1))):
                 env[name] = self.fresh[reference_name][block]
 
     def _fresh(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -872,14 +868,13 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnde
                   for position in np.ndindex(*counts)]
     flat = got.reshape(-1)
     for index in blocks:
-        if all(isinstance(x, z3.ExprRef) and isinstance(y, z3.ExprRef) and same_term(x, y)
-               for x, y in zip(flat, _flat(want, index))):
+        if all(_identical(x, y) for x, y in zip(flat, _flat(want, index))):
             return index
     if plausible is not None:
         blocks = [index for index in blocks if plausible(index)]
     if not blocks or not prove or len(blocks) > MAX_PROVEN_BLOCKS or (equal is None and len(blocks) > 1):
         return None
-    equal_terms = same_terms if by_solver else _provably_equal
+    equal_terms = _identical if by_solver else _provably_equal
     if len(blocks) > 1:  # the block whose first element closes by normal form is the likely one: first
         blocks.sort(key=lambda index: not equal_terms(flat[0], _flat(want, index)[0]))
     for index in blocks:
@@ -893,7 +888,7 @@ def _flat(array: np.ndarray, index: tuple) -> np.ndarray:
     return np.asarray(array[index], dtype=object).reshape(-1)
 
 
-def same_terms(a: Any, b: Any) -> bool:
+def _identical(a: Any, b: Any) -> bool:
     return isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and same_term(a, b)
 
 
