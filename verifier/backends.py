@@ -205,23 +205,25 @@ _MK_MUL, _MK_ADD, _MK_CONST = _raw("Z3_mk_mul"), _raw("Z3_mk_add"), _raw("Z3_mk_
 _INC_REF, _DEC_REF, _SYMBOL = _raw("Z3_inc_ref"), _raw("Z3_dec_ref"), _raw("Z3_mk_string_symbol")
 
 
-_MK_ITE = _raw("Z3_mk_ite")
+_MK_ITE, _GET_SORT, _SORT_KIND = _raw("Z3_mk_ite"), _raw("Z3_get_sort"), _raw("Z3_get_sort_kind")
+_WRAPPERS = {z3.Z3_INT_SORT: z3.ArithRef, z3.Z3_REAL_SORT: z3.ArithRef, z3.Z3_BOOL_SORT: z3.BoolRef}
 
 
 def _ite(condition: z3.BoolRef, then: z3.ExprRef, otherwise: z3.ExprRef) -> z3.ExprRef:
-    """``If(condition, then, otherwise)``; through the C API when both branches have one sort
-    (z3py's ``If`` coerces sorts on every call, which dominated masked lookups)."""
+    """``If(condition, then, otherwise)``; through the C API when both branches are numbers or
+    truth values (z3py's ``If`` coerces sorts on every call, which dominated masked lookups)."""
     if not (isinstance(then, z3.ExprRef) and isinstance(otherwise, z3.ExprRef)):
         return z3.If(condition, then, otherwise)
-    kinds = then.sort_kind(), otherwise.sort_kind()
-    if kinds == (z3.Z3_INT_SORT, z3.Z3_REAL_SORT):
-        then = z3.ToReal(then)
-    elif kinds == (z3.Z3_REAL_SORT, z3.Z3_INT_SORT):
-        otherwise = z3.ToReal(otherwise)
-    elif kinds[0] != kinds[1] or kinds[0] not in (z3.Z3_INT_SORT, z3.Z3_REAL_SORT, z3.Z3_BOOL_SORT):
-        return z3.If(condition, then, otherwise)
     ctx = then.ctx
-    return _to_expr_ref(_MK_ITE(ctx.ref(), condition.as_ast(), then.as_ast(), otherwise.as_ast()), ctx)
+    ref = ctx.ref()
+    kinds = _SORT_KIND(ref, _GET_SORT(ref, then.as_ast())), _SORT_KIND(ref, _GET_SORT(ref, otherwise.as_ast()))
+    if kinds == (z3.Z3_INT_SORT, z3.Z3_REAL_SORT):
+        then, kinds = z3.ToReal(then), (z3.Z3_REAL_SORT, z3.Z3_REAL_SORT)
+    elif kinds == (z3.Z3_REAL_SORT, z3.Z3_INT_SORT):
+        otherwise, kinds = z3.ToReal(otherwise), (z3.Z3_REAL_SORT, z3.Z3_REAL_SORT)
+    if kinds[0] != kinds[1] or kinds[0] not in _WRAPPERS:
+        return z3.If(condition, then, otherwise)
+    return _WRAPPERS[kinds[0]](_MK_ITE(ref, condition.as_ast(), then.as_ast(), otherwise.as_ast()), ctx)
 
 
 def _sum_of_products(lefts: list, rights: list) -> Any:

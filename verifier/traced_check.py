@@ -35,6 +35,7 @@ from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
+from .proof_memo import ProofMemo
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
@@ -53,6 +54,7 @@ CUT_PROBE_PAIRS, CUT_PROBE_S = 8, 1.0   # the first elements of a cut must be pr
 SOLVER_CALL_CAP_S = 30.0  # one hard call must not eat the whole budget
 MAX_PROVEN_BLOCKS = 4     # candidate shards of a value tried by the solver
 GROUP_CALL_CAP_S = 1.0    # the call for a whole batch at once, before one call per element
+GROUP_MIN_CLAIMS = 8      # fewer distinct claims go one by one: little to save, much to lose
 
 
 class _Stop(Exception):
@@ -615,7 +617,7 @@ def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
 
 def _prove(program: TracedProgram, report: Report, deadline: float, progress, sample: _Runs | None = None) -> None:
     """Prove every comparison with cuts; retry what stayed open on an unconfirmed model without them."""
-    report.extra["solver"] = {"obligations": 0, "solver_calls": 0}
+    report.extra["solver"] = {"obligations": 0, "solver_calls": 0, "renamings_skipped": 0}
     pending = list(range(len(program.comparisons)))
     proven: list[int] = []
     reasons: dict[int, str] = {}
@@ -644,9 +646,10 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     _EXP_MEMO.clear()
     _ITE_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
+    memo = ProofMemo(domain, report.extra["solver"])
     try:
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline,
-                             sample=sample)
+                             sample=sample, memo=memo)
     except RunError as error:
         _engine_error(report, error)
     obligations = _obligations(program, runs, deadline)
@@ -660,7 +663,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     proven, reasons = [], {}
     for position in which:
         comparison = program.comparisons[position]
-        status, model = _solve(obligations[position], domain, deadline, report)
+        status, model = _solve(obligations[position], domain, deadline, report, memo)
         if status == "proven":
             proven.append(position)
         elif status == "sat":
@@ -928,8 +931,8 @@ class _EqualUnder:
     plain lookup only case by case over the token ids, which normal forms do not split).  Each
     value gets a share of the budget; a value it cannot prove is simply not cut."""
 
-    def __init__(self, domain: list, deadline: float) -> None:
-        self.domain, self.deadline, self.spent = domain, deadline, 0.0
+    def __init__(self, memo: ProofMemo, domain: list, deadline: float) -> None:
+        self.memo, self.domain, self.deadline, self.spent = memo, domain, deadline, 0.0
 
     def __call__(self, pairs: list) -> bool:
         started = time.perf_counter()
@@ -954,50 +957,85 @@ class _EqualUnder:
             if remaining <= 0:
                 return False
             disequalities = [as_term(x) != as_term(y) for x, y in pairs[start:end]]
-            if _decide(disequalities, self.domain, remaining, grouping=grouping)[0] != "proven":
+            if _decide(disequalities, self.domain, remaining, grouping=grouping, memo=self.memo)[0] != "proven":
                 return False
         return True
 
 
 def _decide(disequalities: list, domain: list, seconds: float, counter: dict | None = None,
-            grouping: dict | None = None):
+            grouping: dict | None = None, memo: ProofMemo | None = None):
     """("proven", None) when no disequality can hold under ``domain``, ("sat", model) for a
     model of one, else ("unknown", None), within ``seconds``.  One call for all first (cheap
     when they are linear), then one call per disequality: the disjunction of many conditional
-    non-linear ones can take the solver ten times longer than each one alone.  ``grouping``
-    (shared by the batches of one proof) turns the first call off once it has failed."""
+    non-linear ones can take the solver ten times longer than each one alone (a few go one by
+    one straight away).  ``grouping``
+    (shared by the batches of one proof) turns the first call off once it has failed; ``memo``
+    (built on the same ``domain``) skips a disequality that renames one already refuted."""
     stop = time.perf_counter() + seconds
+    claims = _unrefuted(disequalities, memo)
     solver = z3.Solver()
     solver.add(*domain)
     grouping = {"on": True} if grouping is None else grouping
-    groups = [z3.Or(*disequalities)] if len(disequalities) > 1 and grouping["on"] else []
-    for position, claim in enumerate(groups + disequalities):
-        remaining = stop - time.perf_counter()
-        if remaining <= 0:
-            return "unknown", None
-        first = position == 0 and groups
-        solver.set("timeout", max(1, int((min(remaining / 3, GROUP_CALL_CAP_S) if first else remaining) * 1000)))
-        solver.push()
-        solver.add(claim)
-        if counter is not None:
-            counter["solver_calls"] += 1
-        answer = solver.check()
+    if len(claims) > GROUP_MIN_CLAIMS and grouping["on"]:
+        whole = min((stop - time.perf_counter()) / 3, GROUP_CALL_CAP_S)
+        answer = _ask(solver, z3.Or(*[claim for claim, _ in claims]), whole, counter)
+        if answer == z3.unsat:
+            _refuted(memo, claims)
+            return "proven", None
+        grouping["on"] = False
+    for claim, key in claims:
+        answer = _ask(solver, claim, stop - time.perf_counter(), counter)
         if answer == z3.sat:
             return "sat", solver.model()
-        solver.pop()
-        if answer == z3.unsat and first:
-            return "proven", None
-        if first:
-            grouping["on"] = False
+        if answer != z3.unsat:
+            return "unknown", None
+        _refuted(memo, [(claim, key)])
     return "proven", None
 
 
+def _unrefuted(disequalities: list, memo: ProofMemo | None) -> list:
+    """(claim, key) for one disequality of each renaming class not refuted yet."""
+    if memo is None:
+        return [(claim, None) for claim in disequalities]
+    claims, seen = [], set()
+    for claim in disequalities:
+        key = memo.key(claim)
+        if key is not None and (key in memo.refuted or key in seen):
+            memo.tally["renamings_skipped"] += 1
+            continue
+        if key is not None:
+            seen.add(key)
+        claims.append((claim, key))
+    return claims
+
+
+def _refuted(memo: ProofMemo | None, claims: list) -> None:
+    if memo is not None:
+        memo.refuted.update(key for _, key in claims if key is not None)
+
+
+def _ask(solver: z3.Solver, claim, seconds: float, counter: dict | None):
+    """The solver's answer on ``domain & claim`` within ``seconds`` (unknown when none are left)."""
+    if seconds <= 0:
+        return z3.unknown
+    solver.set("timeout", max(1, int(seconds * 1000)))
+    if counter is not None:
+        counter["solver_calls"] += 1
+    solver.push()
+    solver.add(claim)
+    answer = solver.check()
+    if answer != z3.sat:
+        solver.pop()  # a model is read by the caller with the claim still asserted
+    return answer
+
+
 def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool,
-                  domain: list = (), deadline: float = float("inf"), sample: _Runs | None = None) -> _Runs:
+                  domain: list = (), deadline: float = float("inf"), sample: _Runs | None = None,
+                  memo: ProofMemo | None = None) -> _Runs:
     cache = new_cache()
     reference = runner((program.reference,), leaves, xp, cache)
     ranks = runner(program.ranks, leaves, xp, cache)
-    cutter = _Cuts(program, reference, ranks, _EqualUnder(list(domain), deadline), sample)
+    cutter = _Cuts(program, reference, ranks, _EqualUnder(memo or ProofMemo(list(domain), defaultdict(int)), list(domain), deadline), sample)
     if cuts:
         ranks.on_result = cutter
     rank_envs = ranks.run()
@@ -1006,14 +1044,14 @@ def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Re
     return _Runs(reference_env, rank_envs)
 
 
-def _solve(pending: list, domain: list, deadline: float, report: Report):
+def _solve(pending: list, domain: list, deadline: float, report: Report, memo: ProofMemo | None = None):
     grouping = {"on": True}
     for start in range(0, len(pending), SOLVER_BATCH):
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return "unknown", None
         status, model = _decide(pending[start:start + SOLVER_BATCH], domain, min(remaining, SOLVER_CALL_CAP_S),
-                                report.extra["solver"], grouping)
+                                report.extra["solver"], grouping, memo)
         if status != "proven":
             return status, model
     return "proven", None
