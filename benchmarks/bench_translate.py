@@ -41,7 +41,7 @@ def traced(files: list[Path]) -> None:
         outcome = trace_file(path, TraceOptions(world=2), shown_as=path.name)
         ran = time.perf_counter() - started
         if isinstance(outcome, TraceFailure):
-            verdict, checked = f"{outcome.kind}", 0.0
+            verdict, checked = "violations" if outcome.kind == "violation" else outcome.kind, 0.0
         else:
             started = time.perf_counter()
             verdict = check_traced(outcome, timeout_s=120).verdict

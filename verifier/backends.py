@@ -256,6 +256,20 @@ def fresh_constants(names: list[str], sort: z3.SortRef) -> list:
     return [wrap(_MK_CONST(ref, _SYMBOL(ref, name.encode()), sort.ast), ctx) for name in names]
 
 
+_AST_KIND, _TO_APP, _NUM_ARGS = _raw("Z3_get_ast_kind"), _raw("Z3_to_app"), _raw("Z3_get_app_num_args")
+
+
+def all_constants(terms) -> bool:
+    """Whether every item is a Z3 term without arguments (a variable or a number)."""
+    for term in terms:
+        if not isinstance(term, z3.ExprRef):
+            return False
+        ref, ast = term.ctx.ref(), term.as_ast()
+        if _AST_KIND(ref, ast) != z3.Z3_APP_AST or _NUM_ARGS(ref, _TO_APP(ref, ast)):
+            return False
+    return True
+
+
 def same_term(a: Any, b: Any) -> bool:
     """Z3 hash-conses terms: structurally equal terms are the same node."""
     return a.as_ast().value == b.as_ast().value

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
+from .backends import NumpyBackend, Z3Backend, all_constants, as_term, fresh_constants, normal_form, same_term
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
@@ -702,7 +702,7 @@ def _cuttable(array: np.ndarray) -> bool:
     if not flat.size or not all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
                                 for t in (flat[0], flat[-1])):
         return False
-    if all(isinstance(t, z3.ExprRef) and z3.is_const(t) for t in flat):
+    if all_constants(flat):
         return False
     return len({t.get_id() for t in flat if isinstance(t, z3.ExprRef)}) == flat.size
 

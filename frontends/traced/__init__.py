@@ -25,6 +25,6 @@ the reference's (``correspondence.py``) and builds a ``verifier.traced_ir.Traced
 from __future__ import annotations
 
 from .runner import TraceOptions, trace_file, trace_file_at_worlds
-from .to_ir import TraceFailure
+from .failure import TraceFailure
 
 __all__ = ["TraceOptions", "TraceFailure", "trace_file", "trace_file_at_worlds"]

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .run import Leaf, Region
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the run imports torch, which checking a recording does not need
+    from .run import Leaf, Region
 
 _LAYOUT = re.compile(r"^\s*(?:Shard\(\s*(-?\d+)\s*\)|(Replicate)(?:\(\s*\))?)\s*$")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from verifier.traced_ir import TracedProgram
 
-from .to_ir import TraceFailure
+from .failure import TraceFailure
 
 _SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "OPENAI_", "AWS_")
 _PROXIES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}

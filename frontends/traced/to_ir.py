@@ -8,7 +8,7 @@ produced (a gradient that stayed ``None``) is zeros of its shape.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from typing import Any
 
@@ -16,18 +16,9 @@ from verifier.ir import Op, Span, TensorSpec
 from verifier.traced_ir import Comparison, TracedProgram
 
 from .correspondence import LayoutError, layout_of
+from .failure import TraceFailure
 from .recorder import Problem
 from .run import Leaf, RunResult
-
-
-@dataclass(frozen=True)
-class TraceFailure:
-    """Why there is no program: "unsupported", "input-error", "cannot-run" (use the static frontend),
-    "violation" (the ranks' values cannot equal the single-device value: wrong shapes), "timeout", "internal"."""
-
-    kind: str
-    message: str
-    line: int | None = None
 
 
 def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[str, str],

@@ -1,0 +1,14 @@
+"""Why a run gave no program (no torch needed to read one)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TraceFailure:
+    """Why there is no program: "unsupported", "input-error", "cannot-run" (use the static frontend),
+    "violation" (the ranks' values cannot equal the single-device value: wrong shapes), "timeout", "internal"."""
+
+    kind: str
+    message: str
+    line: int | None = None
