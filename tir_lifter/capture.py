@@ -255,8 +255,16 @@ def run_file(path: str, budget: float) -> Capture:
                 configs = configs(**{k: v for k, v in bound.items() if k in params})
             except Exception:  # a config generator that needs a GPU: no configs known
                 configs = []
+        configs = list(configs or [])
+        try:
+            given = set(self.jit_impl.signature.bind_partial(*args, **kwargs).arguments)
+        except TypeError:
+            given = set(kwargs)
+        if configs and given & set(configs[0]):  # as TileLang does: a tunable argument given, no tuning
+            instance = record(jit_instance(self.jit_impl, args, dict(kwargs), "its tunable arguments as called"))
+            return _StubKernel(capture, (instance,), _out_idx(getattr(self.jit_impl, "out_idx", None)))
         made = []
-        for index, config in enumerate(list(configs or [])):
+        for index, config in enumerate(configs):
             merged = dict(kwargs)
             merged.update(dict(config))
             made.append(record(jit_instance(self.jit_impl, args, merged, f"autotune config {index}")))

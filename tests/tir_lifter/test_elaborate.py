@@ -58,7 +58,7 @@ MUTANTS = {
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
-             "square_column_sum.py"]
+             "square_column_sum.py", "autotuned_gemm.py"]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +105,13 @@ def test_plain_factories_given_to_tilelang_compile_are_recorded_per_call(reports
     proven = reports["factory_splitk_relu.py"].proven
     assert any(p.startswith("splitk_gemm:") and "C = A @ B" in p for p in proven)
     assert any(p.startswith("relu_kernel:") and "relu" in p for p in proven)
+
+
+def test_autotuned_kernels_are_checked_per_config_and_as_called_with_their_tunables(reports):
+    proven = [p for p in reports["autotuned_gemm.py"].proven if "kernel computes C = ref_program(A, B)" in p]
+    tiles = {tuple(re.findall(r"block_[MNK]=\d+ \(from (\d+)\)", p)) for p in proven}
+    # the two configurations, and the call that gives its tiles (TileLang does not tune that one)
+    assert tiles == {("32", "32", "16"), ("64", "32", "32"), ("64", "32", "16")}
 
 
 def test_tiles_equal_in_the_call_that_tilelang_needs_equal_are_reduced_alike(reports):
