@@ -99,7 +99,8 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.no_set_max_nreg"}
+               "tl.no_set_max_nreg"} | {f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor",
+                                                                     "bitwise_not", "shift_left", "shift_right")}
 # calls evaluated for their effect on the hardware only (register budgets): no statement of the program
 _NO_OPS = {"tl.no_set_max_nreg"}
 
@@ -369,12 +370,45 @@ class _Walker:
                 return Const(float("inf"))
             if name == "if_then_else":
                 return Select(*(self.expr(a) for a in node.args))
+            if name.startswith(("bitwise_", "shift_")):
+                return _bit_operation(name, [str(a.dtype) for a in node.args], [self.expr(a) for a in node.args])
             if name == "clamp":
                 x, lo, hi = (self.expr(a) for a in node.args)
                 return BinOp("min", BinOp("max", x, lo), hi)
             fn = {"fabs": "abs"}.get(name, name)
             return Call(fn, tuple(self.expr(a) for a in node.args))
         raise Unsupported(None, f"TIR expression {kind} is not modelled")
+
+
+def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
+    """Bit operations that are exact arithmetic: on truth values (a mask ``(i < n) & (j != -1)``),
+    a shift by a constant (``x << k`` = x * 2^k, ``x >> k`` = floor(x / 2^k) in two's complement)
+    and a low-bits mask (``x & (2^k - 1)`` = x mod 2^k, non-negative, as two's complement gives)."""
+    if all(dtype == "bool" for dtype in dtypes):
+        if name == "bitwise_not":
+            return UnOp("not", args[0])
+        logical = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "!="}.get(name)
+        if logical is not None:
+            return BinOp(logical, args[0], args[1])
+    if all(dtype.startswith(("int", "uint")) for dtype in dtypes) and len(args) == 2:
+        value, amount = args
+        if name == "bitwise_and" and _constant_int(amount) is None:  # the mask may come first
+            value, amount = amount, value
+        k = _constant_int(amount)
+        if k is not None and k >= 0:
+            if name == "shift_left":
+                return BinOp("*", value, Const(2 ** k))
+            if name == "shift_right":
+                return BinOp("//", value, Const(2 ** k))
+            if name == "bitwise_and" and k & (k + 1) == 0:
+                return BinOp("%", value, Const(k + 1))
+    raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values, "
+                            f"shifts by a constant and masks of low bits)")
+
+
+def _constant_int(expr: Expr) -> int | None:
+    return expr.value if isinstance(expr, Const) and isinstance(expr.value, int) \
+        and not isinstance(expr.value, bool) else None
 
 
 def _ceildiv(expr: Expr) -> Expr:

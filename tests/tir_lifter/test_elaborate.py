@@ -54,11 +54,17 @@ MUTANTS = {
     # the diagonal masked: the first query sees no key, its row is -inf - -inf = NaN
     "attention_mask_bound.py": _mutate("flash_attention_causal.py", "bq * block_M + i >= kt * block_N + j",
                                        "bq * block_M + i > kt * block_N + j"),
+    # the band's two conditions joined by | where & is meant: keys far before the query are kept
+    "band_or.py": _mutate("banded_parity_mask.py", "keep = (col <= row) & (row - col < band)",
+                          "keep = (col <= row) | (row - col < band)"),
+    # the key parity read from bit 0 where bit 1 is meant
+    "parity_bit.py": _mutate("banded_parity_mask.py", "keep = (col <= row) & (row - col < band) & (((col >> 1) & 1) == 0)",
+                             "keep = (col <= row) & (row - col < band) & (((col >> 0) & 1) == 0)"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
-             "square_column_sum.py", "autotuned_gemm.py"]
+             "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py"]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +145,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("plain_splitk.py", "write-conflict"), ("causal_bound.py", "spec"), ("swapped_blocks.py", None),
     ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"), ("dynamic_swapped_guard.py", None),
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
-    ("softmax_natural_log.py", "spec"),
+    ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]

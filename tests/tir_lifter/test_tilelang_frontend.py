@@ -40,3 +40,34 @@ def test_primfunc_path_gives_the_same_verdict(tvm_frontend, name, verdict):
     assert report.verdict == verdict
     assert report.extra["frontend"] == "tvm"
     assert not any(d.check == "frontend-mismatch" for d in report.diagnostics)
+
+
+@pytest.mark.parametrize("name,python", [
+    ("shift_left", lambda x, k: x << k), ("shift_right", lambda x, k: x >> k),
+    ("bitwise_and", lambda x, k: x & ((1 << k) - 1)),
+])
+def test_bit_operations_are_exact_arithmetic_on_integers(name, python):
+    from tir_lifter.interpreter import _int_op
+    from tir_lifter.program import BinOp, Const
+    from tir_lifter.tvm_frontend import _bit_operation
+    for k in range(5):
+        amount = (1 << k) - 1 if name == "bitwise_and" else k
+        for x in range(-40, 40):
+            expr = _bit_operation(name, ["int32", "int32"], [Const(x), Const(amount)])
+            assert isinstance(expr, BinOp) and _int_op(expr.op, expr.a.value, expr.b.value) == python(x, k)
+
+
+def test_bit_operations_on_truth_values_are_logic_and_others_are_unsupported():
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.program import BinOp, UnOp, Var
+    from tir_lifter.tvm_frontend import _bit_operation
+    a, b = Var("a"), Var("b")
+    assert _bit_operation("bitwise_and", ["bool", "bool"], [a, b]) == BinOp("and", a, b)
+    assert _bit_operation("bitwise_xor", ["bool", "bool"], [a, b]) == BinOp("!=", a, b)
+    assert _bit_operation("bitwise_not", ["bool"], [a]) == UnOp("not", a)
+    for name, args in (("bitwise_and", [a, b]), ("bitwise_xor", [a, b]), ("shift_left", [a, Var("k")])):
+        with pytest.raises(Unsupported):
+            _bit_operation(name, ["int32", "int32"], args)
+    with pytest.raises(Unsupported):  # 6 is not a mask of low bits
+        from tir_lifter.program import Const
+        _bit_operation("bitwise_and", ["int32", "int32"], [a, Const(6)])

@@ -131,6 +131,15 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.floor_divide.default", [(I, (2, 3), -9, 9), (I, (2, 3), -4, 4, "nonzero")], {}),
     ("aten.remainder.Tensor", [(I, (2, 3), -9, 9), (I, (2, 3), -4, 4, "nonzero")], {}),
     ("aten.remainder.Scalar", [(I, (2, 3), -9, 9)], {"other": -4}),
+    # bit operations with a constant that are exact arithmetic (negative values: two's complement)
+    ("aten.__rshift__.Scalar", [(I, (3, 5), -40, 40)], {"other": 2}),
+    ("aten.bitwise_right_shift.Tensor_Scalar", [(I, (3, 5), -40, 40)], {"other": 0}),
+    ("aten.__lshift__.Scalar", [(I, (3, 5), -40, 40)], {"other": 3}),
+    ("aten.bitwise_left_shift.Tensor_Scalar", [(I, (3, 5), -40, 40)], {"other": 1}),
+    ("aten.__and__.Scalar", [(I, (3, 5), -40, 40)], {"other": 7}),
+    ("aten.bitwise_and.Scalar", [(I, (3, 5), -40, 40)], {"other": 1}),
+    ("aten.bitwise_and.Scalar", [(B, (3, 5))], {"other": False}),
+    ("aten.__and__.Scalar", [(B, (3, 5))], {"other": True}),
     ("aten.pow.Tensor_Scalar", [f23], {"exponent": 2}),
     ("aten.pow.Tensor_Scalar", [f23], {"exponent": 3.0}),
     ("aten.pow.Tensor_Scalar", [POSITIVE], {"exponent": 0.5}),
@@ -489,6 +498,13 @@ def test_integer_true_division_is_not_floored_in_z3():
     a, b = literal(xp, np.array([7, -7]), "int"), literal(xp, np.array([2, 2]), "int")
     (out,) = evaluate("aten.div.Tensor", [a, b], {}, xp)
     assert [_z3_value(t) for t in out] == [3.5, -3.5]
+
+
+@pytest.mark.parametrize("kind,other", [("aten.__and__.Scalar", 6), ("aten.__rshift__.Scalar", -1)])
+def test_a_bit_operation_that_is_not_arithmetic_is_refused(kind, other):
+    from verifier.rules.aten import AtenUnsupported
+    with pytest.raises(AtenUnsupported, match="bitwise"):
+        evaluate(kind, [np.arange(4)], {"other": other})
 
 
 def test_dropout_with_nonzero_p_is_refused():

@@ -368,6 +368,29 @@ def _bitwise(name: str) -> Evaluate:
     return evaluate
 
 
+def _shift_or_mask(name: str) -> Evaluate:
+    """Bit operations on an integer tensor and a constant that are exact arithmetic in two's
+    complement: ``x << k`` = x * 2^k, ``x >> k`` = floor(x / 2^k), ``x & (2^k - 1)`` = x mod 2^k."""
+    def evaluate(xp, args, attrs, ctx):
+        amount = _scalar(attrs.get("other"))
+        if name == "and" and kind_of(xp, args[0]) == "bool" and isinstance(amount, bool):
+            return [args[0] if amount else call("logical_and", xp, [args[0], literal(xp, False, "bool")])]
+        if kind_of(xp, args[0]) != "int" or isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+            raise AtenUnsupported(f"bitwise {name} of a {kind_of(xp, args[0])} tensor with {amount!r}")
+        if name == "left":
+            return [call("mul", xp, [args[0], literal(xp, 2 ** amount, "int")])]
+        if name == "right":
+            return _floor_divide(xp, [args[0], literal(xp, 2 ** amount, "int")], {}, ctx)
+        if amount & (amount + 1):
+            raise AtenUnsupported(f"bitwise and with {amount}, not a mask of low bits")
+        return _remainder(xp, [args[0], literal(xp, amount + 1, "int")], {}, ctx)
+    return evaluate
+
+
+for _overload, _name in (("__lshift__.Scalar", "left"), ("bitwise_left_shift.Tensor_Scalar", "left"),
+                         ("__rshift__.Scalar", "right"), ("bitwise_right_shift.Tensor_Scalar", "right"),
+                         ("__and__.Scalar", "and"), ("bitwise_and.Scalar", "and")):
+    aten(f"aten.{_overload}", _shift_or_mask(_name))
 aten("aten.bitwise_and.Tensor", _bitwise("and"))
 aten("aten.bitwise_or.Tensor", _bitwise("or"))
 aten("aten.__and__.Tensor", _bitwise("and"))
