@@ -968,9 +968,9 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
     model of one, else ("unknown", None), within ``seconds``.  One call for all first (cheap
     when they are linear), then one call per disequality: the disjunction of many conditional
     non-linear ones can take the solver ten times longer than each one alone (a few go one by
-    one straight away).  ``grouping``
-    (shared by the batches of one proof) turns the first call off once it has failed; ``memo``
-    (built on the same ``domain``) skips a disequality that renames one already refuted."""
+    one straight away).  ``grouping`` (shared by the batches of one proof) turns the first call
+    off once it has failed; ``memo`` (built on the same ``domain``) skips a disequality that
+    renames one already refuted."""
     stop = time.perf_counter() + seconds
     claims = _unrefuted(disequalities, memo)
     solver = z3.Solver()
@@ -982,6 +982,8 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
         if answer == z3.unsat:
             _refuted(memo, claims)
             return "proven", None
+        if answer == z3.sat:
+            return "sat", solver.model()
         grouping["on"] = False
     for claim, key in claims:
         answer = _ask(solver, claim, stop - time.perf_counter(), counter)
