@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
            "causal_tril.py", "factory_splitk_relu.py",
            "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py",
-           "flash_attention_causal.py", "two_pass_softmax.py"]
+           "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py"]
 
 
 @dataclass(frozen=True)
