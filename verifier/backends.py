@@ -270,6 +270,15 @@ def all_constants(terms) -> bool:
     return True
 
 
+def fresh_array(prefix: str, shape: tuple[int, ...], sort: z3.SortRef) -> np.ndarray:
+    """An object array of new constants of one sort, element ``(i, j)`` named ``prefix[i,j]``."""
+    indices = list(np.ndindex(*shape))
+    array = np.empty(shape, dtype=object)
+    for index, term in zip(indices, fresh_constants([f"{prefix}[{','.join(map(str, i))}]" for i in indices], sort)):
+        array[index] = term
+    return array
+
+
 def same_term(a: Any, b: Any) -> bool:
     """Z3 hash-conses terms: structurally equal terms are the same node."""
     return a.as_ast().value == b.as_ast().value

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, as_term, fresh_constants, normal_form, same_term
+from .backends import NumpyBackend, Z3Backend, as_term, fresh_array, normal_form, same_term
 from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
 from .ir import Program
@@ -283,12 +283,7 @@ def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeo
         if not flat.size or not all(isinstance(t, z3.ArithRef) and t.is_real() and not z3.is_rational_value(t)
                                     for t in (flat[0], flat[-1])):
             return None
-        indices = list(np.ndindex(*shape))
-        terms = fresh_constants([f"cut{counter[0]}:{name}[{','.join(map(str, i))}]" for i in indices], z3.RealSort())
-        array = np.empty(shape, dtype=object)
-        for index, term in zip(indices, terms):
-            array[index] = term
-        return array
+        return fresh_array(f"cut{counter[0]}:{name}", shape, z3.RealSort())
 
     run = _start(program, xp, global_inputs, fresh)
     stats = {"cuts": 0, "obligations": 0, "solver_calls": 0}

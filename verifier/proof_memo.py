@@ -20,7 +20,9 @@ import re
 import z3
 
 _DECLARATION = re.compile(r"\(declare-fun (\|[^|]*\||[^\s()|]+) (.*)\)$")
-_LET_NAME = re.compile(r"^(?:[a-z]!\d+|[?$]x\d+)$")  # the printer's names for shared subterms (term ids)
+_LET = r"[a-z]!\d+|[?$]x\d+"  # the printer's names for shared subterms (by term id)
+_LET_NAME = re.compile(rf"^(?:{_LET})$")
+_TOKEN = r"(?<![^\s()])(?:{})(?![^\s()])"  # a whole token, between spaces and parentheses
 
 
 def smtlib_parts(formula: z3.BoolRef) -> tuple[dict[str, str], str] | None:
@@ -54,6 +56,7 @@ class ProofMemo:
         self.tally = tally
         self.tally.setdefault("renamings_skipped", 0)
         self._domain = [smtlib_parts(constraint) for constraint in domain]  # (symbols, text) each
+        self._printable = all(parts is not None for parts in self._domain)  # else no key is sound
         self._constraints_of: dict[str, list[int]] = {}
         for position, parts in enumerate(self._domain):
             for name in (parts[0] if parts is not None else ()):
@@ -63,7 +66,7 @@ class ProofMemo:
     def key(self, claim: z3.BoolRef) -> str | None:
         """The claim's text up to a renaming of its unknowns, with the domain constraints on them."""
         parts = smtlib_parts(claim)
-        if parts is None or any(p is None for p in self._domain):
+        if parts is None or not self._printable:
             return None
         symbols, related, todo = dict(parts[0]), set(), list(parts[0])
         while todo:  # constraints sharing unknowns with the claim, transitively
@@ -95,6 +98,6 @@ class ProofMemo:
         """Tokens that may need renaming: quoted symbols, let names, the unquoted declared names."""
         plain = tuple(sorted(name for name in symbols if not name.startswith("|")))
         if plain not in self._patterns:
-            names = "".join(f"|(?<![^\\s()]){re.escape(name)}(?![^\\s()])" for name in plain)
-            self._patterns[plain] = re.compile(r"(\|[^|]*\||(?<![^\s()])(?:[?$]x\d+|[a-z]!\d+)(?![^\s()])" + names + ")")
+            whole = [_TOKEN.format(_LET)] + [_TOKEN.format(re.escape(name)) for name in plain]
+            self._patterns[plain] = re.compile(r"(\|[^|]*\||" + "|".join(whole) + ")")
         return self._patterns[plain]

@@ -31,7 +31,8 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
-from .backends import NumpyBackend, Z3Backend, all_constants, as_term, fresh_constants, normal_form, same_term
+from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
+                       same_term)
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
@@ -648,8 +649,8 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     memo = ProofMemo(domain, report.extra["solver"])
     try:
-        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, domain=domain, deadline=deadline,
-                             sample=sample, memo=memo)
+        runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, memo=memo, domain=domain, deadline=deadline,
+                             sample=sample)
     except RunError as error:
         _engine_error(report, error)
     obligations = _obligations(program, runs, deadline)
@@ -844,13 +845,8 @@ class _Cuts:
 
     def _fresh(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         self.count += 1
-        indices = list(np.ndindex(*shape))
-        terms = fresh_constants([f"cut{self.count}:{name}[{','.join(map(str, i))}]" for i in indices], z3.RealSort())
-        array = np.empty(shape, dtype=object)
-        for index, term in zip(indices, terms):
-            array[index] = term
-        self.fresh[name] = array
-        return array
+        self.fresh[name] = fresh_array(f"cut{self.count}:{name}", shape, z3.RealSort())
+        return self.fresh[name]
 
 
 def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnder | None" = None,
@@ -1032,12 +1028,12 @@ def _ask(solver: z3.Solver, claim, seconds: float, counter: dict | None):
 
 
 def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Report, cuts: bool,
-                  domain: list = (), deadline: float = float("inf"), sample: _Runs | None = None,
-                  memo: ProofMemo | None = None) -> _Runs:
+                  memo: ProofMemo, domain: list = (), deadline: float = float("inf"),
+                  sample: _Runs | None = None) -> _Runs:
     cache = new_cache()
     reference = runner((program.reference,), leaves, xp, cache)
     ranks = runner(program.ranks, leaves, xp, cache)
-    cutter = _Cuts(program, reference, ranks, _EqualUnder(memo or ProofMemo(list(domain), defaultdict(int)), list(domain), deadline), sample)
+    cutter = _Cuts(program, reference, ranks, _EqualUnder(memo, list(domain), deadline), sample)
     if cuts:
         ranks.on_result = cutter
     rank_envs = ranks.run()

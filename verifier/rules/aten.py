@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import z3
 
-from ..backends import NumpyBackend, as_term, fresh_constants
+from ..backends import NumpyBackend, as_term, fresh_array
 from ..ir import Mesh
 from ..placements import V
 from ..registry import REGISTRY, OpRule, RankContext, ShapeError, norm_dim, register
@@ -571,12 +571,7 @@ def _empty(xp, args, attrs, ctx):
         values = rng.integers(-1000, 1000, size=shape) if kind == "int" else rng.standard_normal(shape) * 1e3
         return [np.asarray(values) if kind != "bool" else rng.random(shape) < 0.5]
     sort = {"int": z3.IntSort(), "bool": z3.BoolSort(), "float": z3.RealSort()}[kind]
-    indices = list(np.ndindex(*shape))
-    terms = fresh_constants([f"uninitialised{serial}[{','.join(map(str, i))}]" for i in indices], sort)
-    out = np.empty(shape, dtype=object)
-    for index, term in zip(indices, terms):
-        out[index] = term
-    return [out]
+    return [fresh_array(f"uninitialised{serial}", tuple(shape), sort)]
 
 
 for _kind in ("empty.memory_format", "empty_like.default", "new_empty.default", "empty_strided.default"):
