@@ -216,22 +216,26 @@ def run_file(path: str, budget: float) -> Capture:
         kwargs.update(kwargs.pop("__tune_params", {}))
         capture.kernel_used()
         instance = record(jit_instance(self, args, kwargs, "call"))
-        try:
-            eager = not compiling and self._infer_jit_mode(*args, **kwargs) == "eager"
-        except Exception:  # noqa: BLE001 - undecidable: treat as lazy (a kernel object)
-            eager = False
-        if compiling and getattr(self, "out_idx", None) is None and "T.empty" in (getattr(self, "func_source", "") or ""):
-            # an eager kernel compiled: its outputs are its T.empty buffers
-            return _StubKernel(capture, (instance,), _eager_out_idx(self, args, kwargs))
+        eager = not compiling and is_eager(self, args, kwargs)
         if eager:
-            try:
-                named = self.signature.bind_partial(*args, **kwargs).arguments
-                tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
-                capture.launches.append(Launch(instance, (), None, tensors))
-            except TypeError:
-                pass
-            return _eager_outputs(self, args, kwargs)
-        return _StubKernel(capture, (instance,), _out_idx(getattr(self, "out_idx", None)))
+            return eager_launch(self, (instance,), args, kwargs)
+        return _StubKernel(capture, (instance,), _kernel_out_idx(self, args, kwargs))
+
+    def eager_launch(jit: Any, instances: tuple[Instance, ...], args: tuple, kwargs: dict) -> Any:
+        """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
+        try:
+            named = jit.signature.bind_partial(*args, **kwargs).arguments
+            tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
+            capture.launches.extend(Launch(instance, (), None, tensors) for instance in instances)
+        except TypeError:
+            pass
+        return _eager_outputs(jit, args, kwargs)
+
+    def is_eager(jit: Any, args: tuple, kwargs: dict) -> bool:
+        try:
+            return jit._infer_jit_mode(*args, **kwargs) == "eager"
+        except Exception:  # noqa: BLE001 - undecidable: treat as lazy (a kernel object)
+            return False
 
     def tilelang_compile(func: Any, *args: Any, **kwargs: Any) -> Any:
         capture.kernel_used()
@@ -245,6 +249,12 @@ def run_file(path: str, budget: float) -> Capture:
         return _StubKernel(capture, (instance,), out_idx, func)
 
     def autotune_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return autotune_launch(self, args, kwargs, compiling=False)
+
+    def autotune_compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return autotune_launch(self, args, kwargs, compiling=True)
+
+    def autotune_launch(self: Any, args: tuple, kwargs: dict, compiling: bool) -> Any:
         kwargs.pop("__return_kernel", None)
         capture.kernel_used()
         configs = self.configs
@@ -261,21 +271,25 @@ def run_file(path: str, budget: float) -> Capture:
         except TypeError:
             given = set(kwargs)
         if configs and given & set(configs[0]):  # as TileLang does: a tunable argument given, no tuning
-            instance = record(jit_instance(self.jit_impl, args, dict(kwargs), "its tunable arguments as called"))
-            return _StubKernel(capture, (instance,), _out_idx(getattr(self.jit_impl, "out_idx", None)))
-        made = []
-        for index, config in enumerate(configs):
-            merged = dict(kwargs)
-            merged.update(dict(config))
-            made.append(record(jit_instance(self.jit_impl, args, merged, f"autotune config {index}")))
-        return _StubKernel(capture, tuple(made), _out_idx(getattr(self.jit_impl, "out_idx", None)))
+            made = [record(jit_instance(self.jit_impl, args, dict(kwargs), "its tunable arguments as called"))]
+            called = dict(kwargs)
+        else:
+            made = []
+            for index, config in enumerate(configs):
+                merged = dict(kwargs)
+                merged.update(dict(config))
+                made.append(record(jit_instance(self.jit_impl, args, merged, f"autotune config {index}")))
+            called = {**kwargs, **dict(configs[0])} if configs else dict(kwargs)
+        if not compiling and is_eager(self.jit_impl, args, called):  # an eager kernel runs (and returns) at the call
+            return eager_launch(self.jit_impl, tuple(made), args, called)
+        return _StubKernel(capture, tuple(made), _kernel_out_idx(self.jit_impl, args, called))
 
     patches: list[tuple[Any, str, Any]] = [(JITImpl, "__call__", jit_call), (JITImpl, "compile", jit_compile),
                                            (tilelang, "compile", tilelang_compile)]
     try:
         from tilelang.autotuner.tuner import AutoTuneImpl
         patches.append((AutoTuneImpl, "__call__", autotune_call))
-        patches.append((AutoTuneImpl, "compile", autotune_call))
+        patches.append((AutoTuneImpl, "compile", autotune_compile))
     except ImportError:
         pass
     try:
@@ -417,6 +431,13 @@ def _meta_tensor(buffer: Any) -> Any:
     dtype = getattr(torch, str(buffer.dtype).replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
                     torch.float32)
     return torch.empty([int(d) for d in buffer.shape], dtype=dtype, device="meta")
+
+
+def _kernel_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
+    """Positions of a compiled kernel's outputs: its ``out_idx``, or an eager kernel's ``T.empty`` buffers."""
+    if getattr(jit, "out_idx", None) is None and "T.empty" in (getattr(jit, "func_source", "") or ""):
+        return _eager_out_idx(jit, args, kwargs)
+    return _out_idx(getattr(jit, "out_idx", None))
 
 
 def _eager_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:

@@ -46,11 +46,13 @@ def written_buffers(kernel: Kernel) -> dict[str, bool]:
     atomic: dict[str, bool] = {}
     for stmt in walk_stmts(kernel.body):
         if isinstance(stmt, Store) and kernel.buffer(stmt.buffer).scope == GLOBAL:
-            atomic[stmt.buffer] = atomic.get(stmt.buffer, True) and stmt.atomic
+            name = kernel.tensor_of(stmt.buffer)
+            atomic[name] = atomic.get(name, True) and stmt.atomic
         elif isinstance(stmt, TileOp) and stmt.kind in ("copy", "atomic_add", "fill"):
             dst = stmt.operands[1] if stmt.kind != "fill" else stmt.operands[0]
             if isinstance(dst, Region) and kernel.buffer(dst.buffer).scope == GLOBAL:
-                atomic[dst.buffer] = atomic.get(dst.buffer, True) and stmt.kind == "atomic_add"
+                name = kernel.tensor_of(dst.buffer)
+                atomic[name] = atomic.get(name, True) and stmt.kind == "atomic_add"
     return atomic
 
 

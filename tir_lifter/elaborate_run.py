@@ -47,6 +47,8 @@ def run_elaboration(path: str, kernel: str | None, specs: dict[str, str], timeou
             return _timed_out(path, f"elaborating and checking the kernels took longer than {timeout:.0f} s")
         if done.returncode != 0 or not result.exists():
             tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+            if os.environ.get("VERIFY_AGENT_DEBUG"):
+                sys.stderr.write(done.stderr or "")
             raise LiftInternalError(f"the elaboration child failed: {tail[0][:300]}")
         return report_from_json(json.loads(result.read_text(encoding="utf-8")))
 

@@ -20,7 +20,7 @@ partial boundary tile).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .capture import Instance
@@ -169,8 +169,7 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     real_values.update(const_values)
     dynamic = _dynamic_sizes(kernel, chosen)
     sizes = tuple((n, real_values.get(n)) for n in chosen) + tuple((n, None) for n in dynamic)
-    kernel = Kernel(kernel.name, kernel.params, kernel.allocs, kernel.grid, kernel.body, sizes, kernel.threads,
-                    instance.line, instance.line, kernel.source)
+    kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=instance.line)
     divisions: tuple[tuple[BinOp, BinOp], ...] = ()
     real_base = dict(base, **tiles, **counts)
     real_fixed = {n: problem[n] for n in concrete}

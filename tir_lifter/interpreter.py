@@ -67,6 +67,14 @@ class Machine:
         self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params}
         self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
         self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params}
+        for view, base in kernel.views:  # another shape of the same memory: numpy views of the tensor's arrays
+            shape = tuple(eval_size(d, sizes) for d in view.shape)
+            if int(np.prod(shape)) != self.globals[base].size:
+                raise Unsupported(None, f"{view.name} views {base} of {list(self.shapes[base])} as {list(shape)}: "
+                                  "a view of another size is not modelled")
+            self.shapes[view.name], self.scopes[view.name] = shape, GLOBAL
+            for arrays in (self.globals, self.writers, self.plain, self.lines):
+                arrays[view.name] = arrays[base].reshape(shape)
         self.conflicts: list[Conflict] = []
         self.conflict_cells: dict[str, set[tuple[int, ...]]] = {}
         self.faults: list[Fault] = []

@@ -225,12 +225,17 @@ class Kernel:
     grid_line: int | None = None
     source: str | None = None
     auto_guard: bool = True  # TileLang's lowering guards global accesses (off: tl.disable_safe_memory_legalize)
+    views: tuple[tuple[Buffer, str], ...] = ()  # a global tensor read with another shape, and that tensor's name
 
     def buffer(self, name: str) -> Buffer:
-        for buf in self.params + self.allocs:
+        for buf in self.params + self.allocs + tuple(view for view, _ in self.views):
             if buf.name == name:
                 return buf
         raise KeyError(name)
+
+    def tensor_of(self, name: str) -> str:
+        """The global tensor a buffer name stands for (itself, or the tensor it is a view of)."""
+        return next((base for view, base in self.views if view.name == name), name)
 
     @property
     def size_values(self) -> dict[str, int | None]:

@@ -10,8 +10,8 @@ its ``aten`` ops are evaluated by the verifier's op registry over the same value
 kernel's run reads (Z3 terms for the proof, floats for counterexamples), so control flow,
 ``einsum``, masks and dtype casts in the reference are whatever torch did.
 
-An integer argument that equals a real size of one of the kernel's tensors is given the
-reduced size of that dimension; one that matches dimensions reduced differently cannot be
+An integer argument that equals a real size of one of the kernel's tensors or a named size of
+the kernel (``ref(logits, top_k)`` beside the kernel's ``topk``) is given its reduced value; one that matches dimensions reduced differently cannot be
 re-run and the reference is refused (the kernel then has no traced spec).
 """
 from __future__ import annotations
@@ -109,6 +109,7 @@ class TracedSpec:
             return reduced_size
         reduced = {shapes[name][axis] for name, real in self.real_shapes.items() if name in shapes
                    for axis, size in enumerate(real) if size == value and axis < len(shapes[name])}
+        reduced |= {small for real, small in self.named_sizes.values() if real == value}  # ``top_k`` for ``topk``
         if len(reduced) > 1:
             raise SpecError(f"reference argument {arg.name}={value} is a size of dimensions reduced to different "
                             f"sizes ({', '.join(map(str, sorted(reduced)))})")

@@ -25,13 +25,16 @@ are not of this affine-tile form are reported as unsupported rather than reduced
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import Unsupported
 from .program import BinOp, Expr, If, Kernel, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
+_PARTNER_LIMIT = 48  # how far a size searched earlier is raised for a later one
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,16 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
         for node in _divisions([axis.extent]):
             floors.setdefault(node, 2 + rank)
     searched = [n for n in sorted(problem) + sorted(used - tiles - problem - counts) if n not in sizes]
-    for name in searched:
+    for number, name in enumerate(searched):
         avoid = {v for v, real in values.items() if real is None or real != original.get(name)}
-        sizes[name] = _search(name, sizes, original, divisions, kernel, assume_divisible, real_divisions or {},
-                              floors, avoid)
+        search = functools.partial(_search, name, original=original, divisions=divisions, kernel=kernel,
+                                   assume_divisible=assume_divisible, real_divisions=real_divisions or {},
+                                   floors=floors, avoid=avoid)
+        try:
+            sizes[name] = search(sizes)
+        except Unsupported:  # a size searched before it may need to be larger: ``(height + 2 * pad - taps) // 2``
+            sizes[name] = _search_with_partner(name, search, searched[:number], sizes, original, divisions, kernel,
+                                               assume_divisible, real_divisions or {}, floors)
         values.setdefault(sizes[name], original.get(name))
     _equal_sizes_stay_equal(searched, sizes, original, divisions, assume_divisible, real_divisions or {}, floors)
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
@@ -172,7 +181,7 @@ def _small(value: int | None, cap: int) -> int:
     return cap if value is None else max(1, min(value, cap))
 
 
-def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], divisions: list[BinOp],
+def _search(name: str, fixed: dict[str, int], *, original: dict[str, int | None], divisions: list[BinOp],
             kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp],
             floors: dict[BinOp, int] | None = None, avoid: set[int] | None = None) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
@@ -192,6 +201,30 @@ def _search(name: str, fixed: dict[str, int], original: dict[str, int | None], d
             if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d),
                               (floors or {}).get(d, 2)) for d in relevant):
                 return candidate
+    raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
+
+
+def _search_with_partner(name: str, search: Any, before: list[str], sizes: dict[str, int],
+                         original: dict[str, int | None], divisions: list[BinOp], kernel: Kernel,
+                         assume_divisible: bool, real_divisions: dict[BinOp, BinOp], floors: dict[BinOp, int]) -> int:
+    """``name`` with one size searched before it (and sharing a division with it) raised, up to
+    its real value, until both keep their tiling cases; that size's own cases are re-checked at
+    its new value."""
+    partners = dict.fromkeys(s for d in divisions if name in symbols_of(d) for s in sorted(symbols_of(d)) if s in before)
+    for partner in partners:
+        own = [d for d in divisions if partner in symbols_of(d) and name not in symbols_of(d)]
+        ceiling = min(_PARTNER_LIMIT, (original.get(partner) or _PARTNER_LIMIT) + 1)  # never above its real value
+        for value in range(sizes[partner] + 1, ceiling):
+            trial = dict(sizes, **{partner: value})
+            if not all(_same_case(d, trial, original, False, assume_divisible, real_divisions.get(d), floors.get(d, 2))
+                       for d in own if symbols_of(d) <= set(trial)):
+                continue
+            try:
+                found = search(trial)
+            except Unsupported:
+                continue
+            sizes[partner] = value
+            return found
     raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
 
 

@@ -99,7 +99,7 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.no_set_max_nreg"} | {f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor",
+               "tl.no_set_max_nreg", "tl.tileop.im2col"} | {f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor",
                                                                      "bitwise_not", "shift_left", "shift_right")}
 # calls evaluated for their effect on the hardware only (register budgets): no statement of the program
 _NO_OPS = {"tl.no_set_max_nreg"}
@@ -142,10 +142,12 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
         if p in func.buffer_map:
             walker.size_names(func.buffer_map[p])
     params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
+    walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p].name
+                          for p in func.params if p in func.buffer_map}
     body = walker.stmt(func.body)
     body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=tuple(walker.grid), body=body,
-                  sizes=(), threads=walker.threads, source=source)
+                  sizes=(), threads=walker.threads, source=source, views=tuple(walker.views))
 
 
 def _fold_reduce_staging(body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[tuple[Stmt, ...], list[Buffer]]:
@@ -189,6 +191,9 @@ class _Walker:
         self.threads: int | None = None
         self.lets: dict[str, Expr] = {}
         self.thread_vars: set[str] = set()
+        self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
+        self.tensor_data: dict[int, str] = {}  # data pointer of a global tensor -> its name
+        self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
 
@@ -218,6 +223,14 @@ class _Walker:
                 if isinstance(node, tirx.Var) and node.name not in self._owners:
                     self._owners[node.name] = node.__chandle__()
             stmt_functor.post_order_visit(tirx.Evaluate(dim), visit)
+
+    def name_of(self, buf: Any) -> str:
+        """A buffer's name; a buffer over a global tensor's memory under another name
+        (``T.Tensor(shape, dtype, X.data)``) is recorded as a view of that tensor."""
+        base = self.tensor_data.get(buf.data.__chandle__())
+        if base is not None and base != buf.name and all(view.name != buf.name for view, _ in self.views):
+            self.views.append((self.buffer(buf, GLOBAL), base))
+        return buf.name
 
     def buffer(self, buf: Any, scope: str | None = None) -> Buffer:
         text = buf.scope()
@@ -306,7 +319,7 @@ class _Walker:
         return (If(self.expr(node.condition), self.stmt(node.then_case), orelse),)
 
     def _s_BufferStore(self, node: Any) -> tuple[Stmt, ...]:
-        return (Store(node.buffer.name, tuple(self.expr(i) for i in node.indices), self.expr(node.value)),)
+        return (Store(self.name_of(node.buffer), tuple(self.expr(i) for i in node.indices), self.expr(node.value)),)
 
     def _s_Evaluate(self, node: Any) -> tuple[Stmt, ...]:
         call = node.value
@@ -325,19 +338,56 @@ class _Walker:
             return (TileOp("reduce", (self.region(args[0]), self.region(args[1])), attrs),)
         if name == "tl.tileop.atomicadd":
             return (TileOp("atomic_add", (self.region(args[0]), self.region(args[1]))),)
+        if name == "tl.tileop.im2col":
+            return self.im2col(args)
         if name in _NO_OPS:
             return ()
         if name == "tl.atomic_add_elem_op":
             target = args[0].args[0]
-            return (Store(target.buffer.name, tuple(self.expr(i) for i in target.indices), self.expr(args[1]), True),)
+            return (Store(self.name_of(target.buffer), tuple(self.expr(i) for i in target.indices), self.expr(args[1]), True),)
         raise Unsupported(None, f"TileLang call {name} is not modelled")
+
+    def im2col(self, args: list) -> tuple[Stmt, ...]:
+        """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`` as the parallel
+        loop TileLang lowers it to (``LowerIm2ColSIMT``): ``col[i, j]`` is the NHWC image element
+        of output pixel ``nhw_step * block_m + i`` under filter tap ``c_step * block_k + j``
+        (taps ordered kh, kw, c), 0 in the padding."""
+        image, col = self.region(args[0]), self.region(args[1])
+        _, h_dim, w_dim, c_dim = (self.expr(d) for d in args[0].args[0].buffer.shape)
+        nhw_step, c_step = self.expr(args[2]), self.expr(args[3])
+        kernel, stride, dilation, pad = (self.expr(a) for a in args[4:8])
+        block_m, block_k = col.extents[-2], col.extents[-1]
+        self.im2cols += 1
+        i, j = Var(f"im2col_{self.im2cols}_i"), Var(f"im2col_{self.im2cols}_j")
+
+        def b(op: str, x: Expr, y: Expr) -> Expr:
+            return BinOp(op, x, y)
+
+        def out_extent(size: Expr) -> Expr:
+            span = b("-", b("-", b("+", size, b("*", Const(2), pad)), b("*", b("-", kernel, Const(1)), dilation)),
+                     Const(1))
+            return b("+", b("//", span, stride), Const(1))
+
+        out_h, out_w = out_extent(h_dim), out_extent(w_dim)
+        out_hw = b("*", out_h, out_w)
+        tap, pixel = b("+", b("*", c_step, block_k), j), b("+", b("*", nhw_step, block_m), i)
+        row = b("-", b("+", b("*", b("//", b("%", pixel, out_hw), out_w), stride),
+                       b("*", b("//", tap, b("*", kernel, c_dim)), dilation)), pad)
+        column = b("-", b("+", b("*", b("%", pixel, out_w), stride),
+                          b("*", b("%", b("//", tap, c_dim), kernel), dilation)), pad)
+        inside = b("and", b("and", b(">=", row, Const(0)), b(">=", column, Const(0))),
+                   b("and", b("<", row, h_dim), b("<", column, w_dim)))
+        value = Select(inside, Load(image.buffer, (b("//", pixel, out_hw), row, column, b("%", tap, c_dim))), Const(0.0))
+        target = tuple(col.starts[:-2]) + (b("+", col.starts[-2], i), b("+", col.starts[-1], j))
+        store = Store(col.buffer, target, value)
+        return (Loop(i.name, block_m, PARALLEL, (Loop(j.name, block_k, PARALLEL, (store,)),)),)
 
     def region(self, call: Any) -> Region:
         load = call.args[0]
         starts = tuple(self.expr(i) for i in load.indices)
         extents = tuple(self.expr(e) for e in call.args[2:])
         extents = (Const(1),) * (len(starts) - len(extents)) + extents
-        return Region(load.buffer.name, starts, extents)
+        return Region(self.name_of(load.buffer), starts, extents)
 
     # -- expressions --
     def expr(self, node: Any) -> Expr:
@@ -359,7 +409,7 @@ class _Walker:
         if kind == "Not":
             return UnOp("not", self.expr(node.a))
         if kind == "BufferLoad":
-            return Load(node.buffer.name, tuple(self.expr(i) for i in node.indices))
+            return Load(self.name_of(node.buffer), tuple(self.expr(i) for i in node.indices))
         if kind == "Cast":
             return Call("cast", (self.expr(node.value),), str(node.dtype))
         if kind == "Select":

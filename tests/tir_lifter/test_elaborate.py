@@ -60,11 +60,20 @@ MUTANTS = {
     # the key parity read from bit 0 where bit 1 is meant
     "parity_bit.py": _mutate("banded_parity_mask.py", "keep = (col <= row) & (row - col < band) & (((col >> 1) & 1) == 0)",
                              "keep = (col <= row) & (row - col < band) & (((col >> 0) & 1) == 0)"),
+    # the image's padding left out of the patches (pad 0 where the output shape assumes pad)
+    "conv_no_pad.py": _mutate("conv2d_im2col.py", "T.im2col(image, patch, bp, kt, taps, stride, 1, pad)",
+                              "T.im2col(image, patch, bp, kt, taps, stride, 1, 0)"),
+    # the filter rows of a K step taken with the N tile
+    "conv_filter_tile.py": _mutate("conv2d_im2col.py", "T.copy(filters_2d[kt * block_K, bf * block_N], weight)",
+                                   "T.copy(filters_2d[kt * block_N, bf * block_N], weight)"),
+    # dilation 2 where the reference convolves densely
+    "conv_dilated.py": _mutate("conv2d_im2col.py", "T.im2col(image, patch, bp, kt, taps, stride, 1, pad)",
+                               "T.im2col(image, patch, bp, kt, taps, stride, 2, pad)"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
-             "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py"]
+             "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py"]
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +155,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("tile_for_size.py", "spec"), ("wrong_scale.py", "spec"), ("dynamic_swapped_guard.py", None),
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
     ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
+    ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]

@@ -114,6 +114,16 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.addmm.default", [(F, (4,)), f23, f34], {"beta": 0.5, "alpha": 2.0}),
     ("aten.linear.default", [f234, (F, (5, 4)), (F, (5,))], {}),
     ("aten.linear.default", [f234, (F, (5, 4))], {"bias": None}),
+    # convolution: 2-D strided and padded with a bias, dilated without, and 1-D
+    ("aten.convolution.default", [(F, (2, 3, 6, 5)), (F, (4, 3, 3, 2)), (F, (4,))],
+     {"stride": [2, 1], "padding": [1, 2], "dilation": [1, 1], "transposed": False, "output_padding": [0, 0],
+      "groups": 1}),
+    ("aten.convolution.default", [(F, (1, 2, 7, 7)), (F, (3, 2, 2, 2))],
+     {"bias": None, "stride": [1, 1], "padding": [0, 0], "dilation": [2, 3], "transposed": False,
+      "output_padding": [0, 0], "groups": 1}),
+    ("aten.convolution.default", [(F, (2, 2, 9)), (F, (3, 2, 3))],
+     {"bias": None, "stride": [2], "padding": [1], "dilation": [1], "transposed": False, "output_padding": [0],
+      "groups": 1}),
     ("aten.add.Tensor", [f23, f23], {"alpha": 3}),
     ("aten.add.Tensor", [(I, (2, 3), -5, 5), (I, (3,), -5, 5)], {}),
     ("aten.add.Scalar", [f23], {"other": 2.5, "alpha": 2}),
@@ -505,6 +515,14 @@ def test_a_bit_operation_that_is_not_arithmetic_is_refused(kind, other):
     from verifier.rules.aten import AtenUnsupported
     with pytest.raises(AtenUnsupported, match="bitwise"):
         evaluate(kind, [np.arange(4)], {"other": other})
+
+
+def test_grouped_or_transposed_convolution_is_refused():
+    from verifier.rules.aten import AtenUnsupported
+    for attrs in ({"groups": 2}, {"transposed": True}):
+        with pytest.raises(AtenUnsupported, match="convolution"):
+            evaluate("aten.convolution.default", [np.ones((1, 2, 4, 4)), np.ones((2, 1, 2, 2))],
+                     {"bias": None, "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], **attrs})
 
 
 def test_dropout_with_nonzero_p_is_refused():

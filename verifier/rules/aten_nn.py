@@ -64,6 +64,53 @@ def _linear(xp, args, attrs, ctx):
 aten("aten.linear.default", _linear)
 
 
+def _convolution(xp, args, attrs, ctx):
+    """N-d convolution (``conv1d``/``conv2d``/``conv3d``), not transposed, one group: the
+    zero-padded input's patches times the flattened filters, as one matmul."""
+    tensors = optional_tensors(args, attrs, ["input", "weight", "bias?"])
+    if attrs.get("transposed") or attrs.get("groups", 1) != 1:
+        raise AtenUnsupported("transposed or grouped convolution is not modelled")
+    x, w = as_float(xp, tensors["input"]), as_float(xp, tensors["weight"])
+    spatial = np.ndim(w) - 2
+
+    def per_dim(name: str, default: int) -> list[int]:
+        value = attrs.get(name, [default])
+        value = [value] if isinstance(value, int) else list(value)
+        return value * spatial if len(value) == 1 else value
+
+    stride, padding, dilation = per_dim("stride", 1), per_dim("padding", 0), per_dim("dilation", 1)
+    if np.ndim(x) != spatial + 2 or np.shape(x)[1] != np.shape(w)[1]:
+        raise ShapeError(f"convolution of input {list(np.shape(x))} with weight {list(np.shape(w))}")
+    zero = literal(xp, 0.0, "float")[()]
+    padded = np.full(np.shape(x)[:2] + tuple(n + 2 * p for n, p in zip(np.shape(x)[2:], padding)), zero,
+                     dtype=np.asarray(x).dtype)
+    padded[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(np.shape(x)[2:], padding))] = x
+    taps = np.shape(w)[2:]
+    outs = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in zip(np.shape(x)[2:], padding, dilation, taps,
+                                                                             stride)]
+    # index of input position (output o, tap t) on each spatial axis, broadcast over all axes
+    index = []
+    for axis, (o, k, s, d) in enumerate(zip(outs, taps, stride, dilation)):
+        shape = [1] * (2 * spatial)
+        shape[axis], shape[spatial + axis] = o, k
+        index.append((np.arange(o)[:, None] * s + np.arange(k)[None, :] * d).reshape(
+            [o if i == axis else 1 for i in range(spatial)] + [k if i == axis else 1 for i in range(spatial)]))
+    patches = padded[(slice(None), slice(None)) + tuple(index)]  # N, C, *outs, *taps
+    batch, channels = np.shape(x)[:2]
+    order = [0] + list(range(2, 2 + spatial)) + [1] + list(range(2 + spatial, 2 + 2 * spatial))
+    rows = np.transpose(patches, order).reshape(batch * int(np.prod(outs)), -1)
+    filters = np.asarray(w).reshape(np.shape(w)[0], -1)
+    out = call("matmul", xp, [rows, np.transpose(filters)]).reshape([batch] + outs + [np.shape(w)[0]])
+    out = np.transpose(out, [0, 1 + spatial] + list(range(1, 1 + spatial)))
+    if "bias" in tensors:
+        bias = as_float(xp, tensors["bias"]).reshape([-1] + [1] * spatial)
+        out = call("add", xp, [out, np.broadcast_to(bias, np.shape(out))])
+    return [out]
+
+
+aten("aten.convolution.default", _convolution)
+
+
 # --- layer norm -----------------------------------------------------------------------------------
 
 def _normalised_axes(x, attrs) -> tuple[int, ...]:
