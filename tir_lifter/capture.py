@@ -53,6 +53,26 @@ class Launch:
     args: tuple = ()
     out_idx: tuple[int, ...] | None = None
     named: tuple[tuple[str, Any], ...] = ()
+    outputs: tuple[tuple[str, Any], ...] = ()  # output parameter -> the (meta) tensor the launch returned
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A tensor the file computed under the run: ``func(*args, **kwargs)``, item ``index`` of its result."""
+
+    func: Any
+    args: tuple
+    kwargs: dict
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The file compared ``actual`` with ``expected`` (``assert_close``, ``allclose``) at ``line``."""
+
+    actual: Any
+    expected: Any
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +98,9 @@ class Capture:
     references: list[ReferenceCall] = field(default_factory=list)
     wrappers: set[int] = field(default_factory=set)  # references[i] launched or built a kernel: not a reference
     active: list[int] = field(default_factory=list)  # references whose call is running
+    derivations: dict[int, Derivation] = field(default_factory=dict)  # id of a tensor -> how the file made it
+    comparisons: list[Comparison] = field(default_factory=list)
+    alive: list[Any] = field(default_factory=list)  # tensors whose ids are keys above stay alive
 
     def kernel_used(self) -> None:
         self.wrappers.update(self.active)
@@ -142,17 +165,20 @@ class _StubKernel:
         self._capture, self._instances, self._out_idx, self._primfunc = capture, instances, out_idx, primfunc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        named = self._outputs()
         if self._capture is not None:
             self._capture.kernel_used()
+            self._capture.alive.append(named)
             if not kwargs:
                 for instance in self._instances:
-                    self._capture.launches.append(Launch(instance, tuple(args), self._out_idx))
-        return self._outputs()
+                    self._capture.launches.append(Launch(instance, tuple(args), self._out_idx, outputs=named))
+        tensors = [t for _, t in named]
+        return None if not tensors else tensors[0] if len(tensors) == 1 else tuple(tensors)
 
-    def _outputs(self) -> Any:
+    def _outputs(self) -> tuple[tuple[str, Any], ...]:
         """The kernel's ``out_idx`` outputs as meta tensors, so the file's run goes on to its checks."""
         if not self._out_idx or not self._instances:
-            return None
+            return ()
         try:
             func = self._primfunc
             if func is None:
@@ -162,13 +188,13 @@ class _StubKernel:
                 elif instance.jit is not None:
                     func = instance.jit.get_tir(*instance.args, **dict(instance.kwargs))
             if func is None:
-                return None
+                return ()
             self._primfunc = func
             params = list(func.params)
-            outputs = [_meta_tensor(func.buffer_map[params[i % len(params)]]) for i in self._out_idx]
+            buffers = [func.buffer_map[params[i % len(params)]] for i in self._out_idx]
+            return tuple((buffer.name, _meta_tensor(buffer)) for buffer in buffers)
         except Exception:  # noqa: BLE001 - the run goes on without outputs
-            return None
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+            return ()
 
     def get_profiler(self, *args: Any, **kwargs: Any) -> _StubProfiler:
         return _StubProfiler(self._capture, self._instances, self._out_idx)
@@ -223,13 +249,16 @@ def run_file(path: str, budget: float) -> Capture:
 
     def eager_launch(jit: Any, instances: tuple[Instance, ...], args: tuple, kwargs: dict) -> Any:
         """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
+        outputs = _eager_outputs(jit, args, kwargs)
+        capture.alive.append(outputs)
         try:
             named = jit.signature.bind_partial(*args, **kwargs).arguments
             tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
-            capture.launches.extend(Launch(instance, (), None, tensors) for instance in instances)
+            capture.launches.extend(Launch(instance, (), None, tensors, outputs) for instance in instances)
         except TypeError:
             pass
-        return _eager_outputs(jit, args, kwargs)
+        values = [t for _, t in outputs]
+        return None if not values else values[0] if len(values) == 1 else tuple(values)
 
     def is_eager(jit: Any, args: tuple, kwargs: dict) -> bool:
         try:
@@ -297,13 +326,18 @@ def run_file(path: str, budget: float) -> Capture:
         patches.append((profiler, "do_bench", lambda *a, **k: 1.0))
     except ImportError:
         pass
-    # comparisons of (meta) kernel outputs with the file's own reference are not ours to run
-    patches += [(torch.testing, "assert_close", lambda *a, **k: None), (torch, "allclose", lambda *a, **k: True)]
+    # comparisons of (meta) kernel outputs with the file's own expected values are recorded, not run
+    def compare(actual: Any = None, expected: Any = None, *args: Any, **kwargs: Any) -> bool:
+        if _is_tensor(actual) and _is_tensor(expected):
+            capture.comparisons.append(Comparison(actual, expected, _caller_line(path)))
+        return True
+
+    patches += [(torch.testing, "assert_close", compare), (torch, "allclose", compare)]
     try:
         import tilelang.testing as tl_testing
-        patches.append((tl_testing, "torch_assert_close", lambda *a, **k: None))
+        patches.append((tl_testing, "torch_assert_close", compare))
         import tilelang.utils.tensor as tl_tensor
-        patches.append((tl_tensor, "torch_assert_close", lambda *a, **k: None))
+        patches.append((tl_tensor, "torch_assert_close", compare))
     except (ImportError, AttributeError):
         pass
     for name in ("synchronize", "empty_cache", "manual_seed", "manual_seed_all", "set_device"):
@@ -371,7 +405,7 @@ def run_file(path: str, budget: float) -> Capture:
     try:
         with open(path, encoding="utf-8") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
-        with _MetaDevice(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with _MetaDevice(capture), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             sys.setprofile(profile)
             try:
                 exec(code, namespace)  # noqa: S102 - the documented tracing frontend, in its child process
@@ -390,6 +424,18 @@ def run_file(path: str, budget: float) -> Capture:
             setattr(owner, name, value)
     capture.namespace = namespace
     return capture
+
+
+_IN_PLACE = {"__setitem__"} | {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
+                                                         "or", "xor", "lshift", "rshift", "matmul")}
+
+
+def _caller_line(path: str) -> int | None:
+    """The line of the user's file that made the current call."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != path:
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else None
 
 
 def _is_tensor(value: Any) -> bool:
@@ -451,22 +497,14 @@ def _eager_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | Non
     return out or None
 
 
-def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> Any:
-    """What an eager kernel launch returns: its ``T.empty`` outputs, as meta tensors."""
-    import torch
+def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> tuple[tuple[str, Any], ...]:
+    """What an eager kernel launch returns: its ``T.empty`` outputs, as meta tensors (by name)."""
     try:
         func = jit.get_tir(*args, **kwargs)
-        outputs = []
-        for param in func.params:
-            buffer = func.buffer_map.get(param)
-            if buffer is None or buffer.name in jit.signature.parameters:
-                continue
-            dtype = getattr(torch, str(buffer.dtype).replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
-                            torch.float32)
-            outputs.append(torch.empty([int(d) for d in buffer.shape], dtype=dtype, device="meta"))
+        buffers = [func.buffer_map.get(param) for param in func.params]
+        return tuple((b.name, _meta_tensor(b)) for b in buffers if b is not None and b.name not in jit.signature.parameters)
     except Exception:  # noqa: BLE001 - the run goes on without outputs
-        return None
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return ()
 
 
 class _MetaDevice:
@@ -476,12 +514,36 @@ class _MetaDevice:
     values, so ``.item()`` and data-dependent sizes work.  An op mixing the two runs on meta."""
 
     SMALL = 1 << 16
+    DERIVATIONS = 200_000  # tensors whose making is remembered (for the file's inline expected values)
+
+    def __init__(self, capture: Capture | None = None) -> None:
+        self._capture = capture
 
     def __enter__(self) -> "_MetaDevice":
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._pytree import tree_flatten, tree_map
         small = self.SMALL
+        capture, limit = self._capture, self.DERIVATIONS
+
+        def remember(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+            if capture is None or len(capture.derivations) >= limit:
+                return out
+            name = getattr(func, "__name__", "")
+            if (name.endswith("_") and not name.startswith("__")) or name in _IN_PLACE or "out" in kwargs:  # in place: what made the tensor is no longer its value
+                changed = kwargs.get("out", args[0] if args else None)
+                for tensor in changed if isinstance(changed, (tuple, list)) else (changed,):
+                    if isinstance(tensor, torch.Tensor):
+                        capture.derivations[id(tensor)] = Derivation(None, (), {})
+                        capture.alive.append(tensor)
+                return out
+            results = out if isinstance(out, (tuple, list)) else (out,)
+            for index, value in enumerate(results):
+                if isinstance(value, torch.Tensor) and id(value) not in capture.derivations:
+                    item = index if isinstance(out, (tuple, list)) else None
+                    capture.derivations[id(value)] = Derivation(func, tuple(args), dict(kwargs), item)
+                    capture.alive.append(value)
+            return out
 
         def on_cuda(device: Any) -> bool:
             text = str(device)
@@ -494,7 +556,9 @@ class _MetaDevice:
 
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-                kwargs = dict(kwargs or {})
+                return remember(func, args, dict(kwargs or {}), self._run(func, args, dict(kwargs or {})))
+
+            def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
                 name = getattr(func, "__name__", "")
                 if name == "cuda":
                     return args[0] if _is_small(args[0], small) else args[0].to("meta")

@@ -183,13 +183,17 @@ def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report)
     floats = [f"{names[k] if isinstance(k, int) and k < len(names) else k}={v!r}"
               for k, v in list(enumerate(instance.args)) + list(instance.kwargs)
               if isinstance(v, float) and repr(v) not in given]
-    if not floats or not getattr(spec, "traced", False):
+    why = (f"the kernel is built with float argument(s) {', '.join(floats)} its reference does not receive"
+           if floats else "")
+    baked = [repr(c) for c in getattr(spec, "constants", ()) if abs(c) not in (0.0, 0.5, 1.0, 2.0, float("inf"))]
+    if baked:
+        why = f"the file's expected values hold float constant(s) {', '.join(baked)}"
+    if not why or not getattr(spec, "traced", False):
         return
     for index, diag in enumerate(sub.diagnostics):
         if diag.check == "spec" and diag.severity == ERROR:
             sub.diagnostics[index] = Diagnostic(
-                "unsupported", ERROR, f"{diag.message}; but the kernel is built with float argument(s) "
-                f"{', '.join(floats)} its reference does not receive, which may be computed from the real sizes "
+                "unsupported", ERROR, f"{diag.message}; but {why}, which may be computed from the real sizes "
                 "(reduced here): the difference cannot be attributed to the kernel", diag.line, diag.counterexample)
 
 
@@ -232,8 +236,10 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             return False
     traced_reason = ""
     if capture is not None and group:
-        from .reference import find_reference
+        from .reference import find_inline_reference, find_reference
         traced, traced_reason = find_reference(group, names, written, capture, path)
+        if traced is None and not _associate(name, references, kernel_count):
+            traced, traced_reason = find_inline_reference(group, names, written, capture, path)
         if traced is not None:
             return traced
     reference = _associate(name, references, kernel_count)
@@ -258,7 +264,8 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         except LiftInputError:
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
-    report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
+    why = f"; {traced_reason}" if traced_reason and traced_reason != "no reference call found" else ""
+    report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}{why}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return False
 

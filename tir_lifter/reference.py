@@ -51,6 +51,7 @@ class TracedSpec:
     statements: tuple = ()
     traced: bool = True
     named_sizes: dict[str, tuple[int | None, int]] = field(default_factory=dict)  # name -> (real, reduced)
+    constants: tuple[float, ...] = ()  # floats the file computed at the real sizes (inline expected values)
     _cache: dict = field(default_factory=dict)
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
@@ -203,12 +204,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
         names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
         return None, f"several functions are called with the kernel's inputs ({', '.join(names)})"
     _, ref, binding, outputs = candidates[0]
-    real_shapes, dtypes = {}, {}
-    for launch in capture.launches:
-        if _among(launch.instance, instances):
-            for p, t in launch_tensors(launch, params).items():
-                real_shapes.setdefault(p, tuple(int(d) for d in t.shape))
-                dtypes.setdefault(p, t.dtype)
+    real_shapes, dtypes = _launched_shapes(instances, params, capture)
     arguments = tuple(Argument(n, kind_value[1] if kind_value[0] == "tensor" else None,
                                None if kind_value[0] == "tensor" else kind_value[1])
                       for n, kind_value in binding.items())
@@ -225,6 +221,160 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
                       origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
     return spec, ""
+
+
+def _launched_shapes(instances: list[Instance], params: list[str], capture: Capture
+                     ) -> tuple[dict[str, tuple[int, ...]], dict[str, Any]]:
+    """Real shape and dtype of each tensor the kernel was launched with."""
+    real_shapes, dtypes = {}, {}
+    for launch in capture.launches:
+        if _among(launch.instance, instances):
+            for p, t in launch_tensors(launch, params).items():
+                real_shapes.setdefault(p, tuple(int(d) for d in t.shape))
+                dtypes.setdefault(p, t.dtype)
+    return real_shapes, dtypes
+
+
+def find_inline_reference(instances: list[Instance], params: list[str], written: list[str], capture: Capture,
+                          path: str) -> tuple[TracedSpec | None, str]:
+    """The kernel's spec from the file's own comparison of its outputs with values computed
+    inline from its inputs (``torch.testing.assert_close(Y, X.softmax(dim=1))``,
+    ``calc_diff(c, a.float() @ b.float().T)``): the torch calls that made the expected
+    values, replayed on the reduced inputs."""
+    import torch
+    reason = "the file compares no output of the kernel with a value it computes"
+    for launch in capture.launches:
+        if not _among(launch.instance, instances):
+            continue
+        tensors = launch_tensors(launch, params)
+        outputs = {**dict(launch.outputs), **{p: t for p, t in tensors.items() if p in written}}
+        output_of = {id(t): p for p, t in outputs.items() if p in written}
+        input_of = {id(t): p for p, t in tensors.items() if p not in written}
+        pairs = [(c.actual, c.expected, c.line) for c in capture.comparisons]
+        for ref in capture.references:  # a comparison written as a function of the file: calc_diff(c, ref_c)
+            compared = [v for _, v in ref.arguments if isinstance(v, torch.Tensor)]
+            if ref.via == "call" and len(compared) == 2:
+                pairs.append((compared[0], compared[1], None))
+        expected: dict[str, tuple[Any, int | None]] = {}
+        for a, b, line in pairs:
+            for actual, value in ((a, b), (b, a)):
+                if id(actual) in output_of and id(value) not in output_of:
+                    expected.setdefault(output_of[id(actual)], (value, line))
+        if not expected:
+            continue
+        missing = [w for w in written if w not in expected]
+        if missing:
+            return None, f"the file compares {', '.join(expected)} but not {', '.join(missing)} with a value it computes"
+        real_shapes, dtypes = _launched_shapes(instances, params, capture)
+        sizes = {d for shape in real_shapes.values() for d in shape if d > 1} | \
+            {int(d) for t in outputs.values() for d in t.shape if int(d) > 1}
+        try:
+            used, constants = _check_replay([expected[w][0] for w in written], capture, input_of, sizes)
+        except SpecError as exc:
+            reason = str(exc)
+            continue
+        targets = [expected[w][0] for w in written]
+        lines = sorted({line for _, line in expected.values() if line})
+        where = f" (line {', '.join(map(str, lines))})" if lines else ""
+        spec = TracedSpec(text=f"{', '.join(written)} = the file's own expected value{where}",
+                          inputs=tuple(used), outputs=tuple(written),
+                          origin="the torch calls that compute it, re-run by torch at the reduced sizes",
+                          func=_replay(targets, capture, input_of),
+                          arguments=tuple(Argument(p, p) for p in used), real_shapes=real_shapes, dtypes=dtypes,
+                          path=path, constants=constants)
+        return spec, ""
+    return None, reason
+
+
+_NOT_REPLAYED = ("empty", "rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "manual_seed")
+
+
+def _check_replay(targets: list[Any], capture: Capture, input_of: dict[int, str], sizes: set[int]
+                  ) -> tuple[list[str], tuple[float, ...]]:
+    """The kernel inputs the expected values are computed from, and the float constants the
+    computation holds; SpecError when it cannot be replayed at other sizes."""
+    import torch
+    used: dict[str, None] = {}
+    constants: set[float] = set()
+    seen: set[int] = set()
+    stack = list(targets)
+
+    def scalars(value: Any) -> list[Any]:
+        if isinstance(value, (list, tuple)):
+            return [s for v in value for s in scalars(v)]
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in scalars(v)]
+        if isinstance(value, slice):
+            return [value.start, value.stop, value.step]
+        return [value]
+
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        if id(tensor) in input_of:
+            used[input_of[id(tensor)]] = None
+            continue
+        made = capture.derivations.get(id(tensor))
+        if made is None or made.func is None:
+            raise SpecError("an expected value the file compares with is changed in place or not computed from "
+                            "the kernel's inputs")
+        name = getattr(made.func, "__name__", "?")
+        values = scalars((made.args, made.kwargs))
+        if any(word in name for word in _NOT_REPLAYED) or not any(isinstance(v, torch.Tensor) for v in values):
+            raise SpecError(f"an expected value the file compares with comes from {name}(...), not from the "
+                            "kernel's inputs")
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                stack.append(value)
+            elif isinstance(value, int) and not isinstance(value, bool) and value in sizes:
+                raise SpecError(f"the file computes an expected value with {name}(..., {value}, ...), a real size "
+                                "that the reduced sizes change")
+            elif isinstance(value, float):
+                constants.add(value)
+        if len(seen) > 2000:
+            raise SpecError("the file's expected values take more than 2000 torch calls")
+    if not used:
+        raise SpecError("the file's expected values read none of the kernel's inputs")
+    return list(used), tuple(sorted(constants))
+
+
+def _replay(targets: list[Any], capture: Capture, input_of: dict[int, str]) -> Any:
+    """A function of the kernel's inputs (by parameter name) that redoes the file's torch calls."""
+    def run(**inputs: Any) -> tuple:
+        import torch
+        memo: dict[int, Any] = {}
+
+        def value(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                if id(x) in input_of:
+                    return inputs[input_of[id(x)]]
+                if id(x) not in memo:
+                    memo[id(x)] = apply(capture.derivations[id(x)])
+                return memo[id(x)]
+            if isinstance(x, (list, tuple)):
+                return type(x)(value(v) for v in x)
+            if isinstance(x, dict):
+                return {k: value(v) for k, v in x.items()}
+            return x
+
+        def apply(made: Any) -> Any:
+            name = getattr(made.func, "__name__", "")
+            args = [value(a) for a in made.args]
+            kwargs = {k: value(v) for k, v in made.kwargs.items() if k != "device"}
+            if name in ("cuda", "cpu"):
+                return args[0]
+            if name == "to":  # the device moves of the file's run: CPU here
+                args = [args[0]] + [a for a in args[1:] if not isinstance(a, (str, torch.device, int))]
+                if len(args) == 1 and not kwargs:
+                    return args[0]
+            out = made.func(*args, **kwargs)
+            return out[made.index] if made.index is not None else out
+
+        return tuple(value(t) for t in targets)
+
+    return run
 
 
 def _among(instance: Instance | None, instances: list[Instance]) -> bool:

@@ -69,11 +69,20 @@ MUTANTS = {
     # dilation 2 where the reference convolves densely
     "conv_dilated.py": _mutate("conv2d_im2col.py", "T.im2col(image, patch, bp, kt, taps, stride, 1, pad)",
                                "T.im2col(image, patch, bp, kt, taps, stride, 2, pad)"),
+    # the rows shifted by their minimum: differs from the inline expected value
+    "inline_min_shift.py": _mutate("inline_checked_row_shift.py", "T.reduce_max(tile, row_max", "T.reduce_min(tile, row_max"),
+    # the expected value changed in place after it was computed: what made it is no longer its value
+    "inline_changed_in_place.py": _mutate("inline_checked_row_shift.py", "    torch.testing.assert_close(y, expected)",
+                                          "    expected[0, 0] = 0.0\n    torch.testing.assert_close(y, expected)"),
+    # the expected value reshaped with the real sizes: not replayable at reduced sizes
+    "inline_real_sizes.py": _mutate("inline_checked_row_shift.py", "keepdim=True).values",
+                                    "keepdim=True).values.reshape(M, 1)"),
 }
 ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
-             "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py"]
+             "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
+             "inline_checked_row_shift.py"]
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +165,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
     ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
     ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
+    ("inline_min_shift.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -164,6 +174,19 @@ def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, nam
     if check is not None:
         assert any(d.check == check for d in errors), [d.check for d in errors]
     assert any(d.counterexample is not None and d.counterexample.confirmed for d in errors)
+
+
+def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
+    proven = " ".join(reports["inline_checked_row_shift.py"].proven)
+    assert "kernel computes Y = the file's own expected value (line 33)" in proven
+
+
+@pytest.mark.parametrize("name,reason", [("inline_changed_in_place.py", "changed in place"),
+                                         ("inline_real_sizes.py", "a real size")])
+def test_an_inline_expected_value_that_cannot_be_replayed_is_not_a_spec(reports, name, reason):
+    report = reports[name]
+    assert report.verdict == "unsupported", [d.message for d in report.diagnostics]
+    assert any(reason in d.message for d in report.diagnostics), [d.message for d in report.diagnostics]
 
 
 def test_the_reference_the_file_calls_is_re_run_with_its_call_site_arguments(reports):
