@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_row_max.py", "multi_kernel.py",
            "causal_tril.py", "factory_splitk_relu.py",
            "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py",
-           "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py"]
+           "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py",
+           "conv2d_im2col.py", "inline_checked_row_shift.py"]
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def ground_truth_child(paths: list[str]) -> None:
     from tir_lifter.elaborate import _associate, _references
     from tir_lifter.interpreter import Machine
     from tir_lifter.program import Var
-    from tir_lifter.reference import find_reference, launch_tensors
+    from tir_lifter.reference import find_inline_reference, find_reference, launch_tensors
     from tir_lifter.spec import evaluate, spec_from_reference
     from tir_lifter.tvm_frontend import from_primfunc
     results = {}
@@ -145,6 +146,8 @@ def ground_truth_child(paths: list[str]) -> None:
                 params = [b.name for b in kernel.params]
                 written = list(written_buffers(kernel))
                 spec, _ = find_reference([instance], params, written, capture, path)
+                if spec is None and not _associate(instance.name, refs, len(names)):
+                    spec, _ = find_inline_reference([instance], params, written, capture, path)
                 if spec is None:
                     ref = _associate(instance.name, refs, len(names))
                     spec = spec_from_reference(ref, [n for n in params if n not in written], written, path)

@@ -5,7 +5,8 @@ The file runs as ``__main__`` with ``sys.argv = [file]`` (argparse defaults appl
 
 * ``@tilelang.jit`` calls and ``.compile(...)``, ``tilelang.compile(prim_func)`` and
   autotuned kernels record their arguments (an :class:`Instance`) instead of compiling,
-  and hand back a stand-in kernel whose launches return nothing;
+  and hand back a stand-in kernel whose launches return its outputs as meta tensors (an
+  eager kernel called with tensors is launched at once);
 * torch tensors asked for on ``cuda`` are made on the ``meta`` device (shapes only: the
   file's own big reference computations cost nothing) unless they are small (offsets,
   indices: made on the CPU, so ``.item()`` works), benchmarks return a fixed time;
@@ -15,15 +16,21 @@ The file runs as ``__main__`` with ``sys.argv = [file]`` (argparse defaults appl
   with (:class:`Launch`), calls of the file's functions with tensor arguments, and the
   callable given to ``profiler.assert_allclose`` are recorded (:class:`ReferenceCall`),
   so ``reference.py`` can pair them by tensor identity and re-run the reference at the
-  reduced sizes with the call site's other arguments.
+  reduced sizes with the call site's other arguments;
+* every torch call's result is remembered with its arguments (:class:`Derivation`; an
+  in-place change voids it) and the file's comparisons of two tensors are recorded
+  (:class:`Comparison`), so an expected value computed inline from a kernel's inputs can be
+  replayed at the reduced sizes.
 """
 from __future__ import annotations
 
 import contextlib
 import inspect
 import io
+import os
 import signal
 import sys
+import traceback
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -340,7 +347,7 @@ def run_file(path: str, budget: float) -> Capture:
         patches.append((tl_tensor, "torch_assert_close", compare))
     except (ImportError, AttributeError):
         pass
-    for name in ("synchronize", "empty_cache", "manual_seed", "manual_seed_all", "set_device"):
+    for name in ("synchronize", "empty_cache", "manual_seed", "manual_seed_all", "set_device", "init"):
         patches.append((torch.cuda, name, lambda *a, **k: None))
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name, None))) for owner, name, _ in patches]
     # TileLang and the examples ask the (absent) GPU for its properties while building; these
@@ -352,6 +359,8 @@ def run_file(path: str, budget: float) -> Capture:
     try:
         from tilelang.carver.arch.driver import cuda_driver
         patches.append((cuda_driver, "get_cuda_device_properties", lambda *a: _FAKE_GPU))
+        from tilelang.contrib import nvcc
+        patches.append((nvcc, "get_target_compute_version", lambda *a, **k: f"{_FAKE_GPU.major}.{_FAKE_GPU.minor}"))
     except ImportError:
         pass
 
@@ -416,6 +425,11 @@ def run_file(path: str, budget: float) -> Capture:
         capture.stopped_by = f"time budget ({budget:.0f} s)"
     except BaseException as exc:  # the user's run ends at its first error; what it asked for is kept
         capture.stopped_by = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == path]
+        if lines:
+            capture.stopped_by += f" at line {lines[-1]}"
+        if os.environ.get("VERIFY_AGENT_DEBUG"):
+            traceback.print_exc()
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, old_handler)

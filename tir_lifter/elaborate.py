@@ -239,7 +239,8 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         from .reference import find_inline_reference, find_reference
         traced, traced_reason = find_reference(group, names, written, capture, path)
         if traced is None and not _associate(name, references, kernel_count):
-            traced, traced_reason = find_inline_reference(group, names, written, capture, path)
+            traced, inline_reason = find_inline_reference(group, names, written, capture, path)
+            traced_reason = traced_reason or inline_reason
         if traced is not None:
             return traced
     reference = _associate(name, references, kernel_count)
@@ -257,6 +258,10 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} is not translatable ({reason}); "
                                   f"pass --spec {name}=\"...\"", reference.lineno))
             return False
+    if traced_reason:  # the file checks this kernel against something that cannot be its spec: not guessed
+        report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}: {traced_reason}; pass --spec "
+                              f"{name}=\"C = ...\"", kernel.line))
+        return False
     inferred = infer_spec(kernel)
     if inferred:
         try:
@@ -264,8 +269,7 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         except LiftInputError:
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
-    why = f"; {traced_reason}" if traced_reason and traced_reason != "no reference call found" else ""
-    report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}{why}: pass --spec {name}=\"C = ...\"",
+    report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return False
 

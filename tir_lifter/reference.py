@@ -25,6 +25,7 @@ import numpy as np
 from .capture import Capture, Instance, Launch, ReferenceCall
 from .spec import SpecError
 
+NOT_FOUND = ""  # the reason when the run shows no reference call or comparison at all (not a refusal)
 _REFERENCE = re.compile(r"(?i)(^ref|reference|torch|naive|_ref$|_ref_|^ref_)")
 
 
@@ -174,11 +175,13 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             binding = {n: ("tensor", p) for n, p in zip(free, passed)}
             binding.update({n: ("value", v) for n, v in bound.items()})
             candidates.append(((False, False, False), ref, binding, outputs))
+    by_id_all: dict[int, str] = {}
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
         tensors = launch_tensors(launch, params)
         by_id = {id(t): p for p, t in tensors.items() if p in inputs}
+        by_id_all.update(by_id)
         for number, ref in enumerate(capture.references):
             if ref.via != "call" or number in capture.wrappers:
                 continue
@@ -196,9 +199,15 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
                     instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
             candidates.append((rank, ref, binding, tuple(written)))
     if not candidates:
-        return None, "no reference call found"
+        return None, NOT_FOUND
     candidates.sort(key=lambda c: c[0])
     best = candidates[0][0]
+    if best[0]:  # even the best reads only some of the kernel's inputs: the kernel is not that function
+        _, ref, binding, _ = candidates[0]
+        read = {value for kind, value in binding.values() if kind == "tensor"}
+        unread = sorted(set(by_id_all.values()) - read)
+        return None, (f"{getattr(ref.func, '__name__', 'a function')} is called with only some of the kernel's inputs "
+                      f"(not {', '.join(unread)}): it is not the kernel's reference")
     distinct = {id(c[1].func) for c in candidates if c[0] == best}
     if len(distinct) > 1:
         names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
@@ -242,7 +251,7 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
     ``calc_diff(c, a.float() @ b.float().T)``): the torch calls that made the expected
     values, replayed on the reduced inputs."""
     import torch
-    reason = "the file compares no output of the kernel with a value it computes"
+    reason = NOT_FOUND
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
@@ -272,6 +281,10 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
             used, constants = _check_replay([expected[w][0] for w in written], capture, input_of, sizes)
         except SpecError as exc:
             reason = str(exc)
+            continue
+        unread = sorted(set(input_of.values()) - set(used))
+        if unread:
+            reason = f"the file's expected value is computed from only some of the kernel's inputs (not {', '.join(unread)})"
             continue
         targets = [expected[w][0] for w in written]
         lines = sorted({line for _, line in expected.values() if line})

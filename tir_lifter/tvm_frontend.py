@@ -144,6 +144,7 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
     walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p].name
                           for p in func.params if p in func.buffer_map}
+    walker.tensors = {func.buffer_map[p].name: func.buffer_map[p] for p in func.params if p in func.buffer_map}
     body = walker.stmt(func.body)
     body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=tuple(walker.grid), body=body,
@@ -194,6 +195,7 @@ class _Walker:
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
         self.tensor_data: dict[int, str] = {}  # data pointer of a global tensor -> its name
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
+        self.tensors: dict[str, Any] = {}  # global tensor name -> its TIR buffer
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
 
@@ -229,6 +231,11 @@ class _Walker:
         (``T.Tensor(shape, dtype, X.data)``) is recorded as a view of that tensor."""
         base = self.tensor_data.get(buf.data.__chandle__())
         if base is not None and base != buf.name and all(view.name != buf.name for view, _ in self.views):
+            tensor = self.tensors[base]
+            offset = self.expr(buf.elem_offset) if buf.elem_offset is not None else Const(0)
+            if str(buf.dtype) != str(tensor.dtype) or offset != Const(0) or not _row_major(buf):
+                raise Unsupported(None, f"{buf.name} reads the memory of {base} with another element type, offset "
+                                  "or stride order, which is not modelled")
             self.views.append((self.buffer(buf, GLOBAL), base))
         return buf.name
 
@@ -454,6 +461,20 @@ def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
                 return BinOp("%", value, Const(k + 1))
     raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values, "
                             f"shifts by a constant and masks of low bits)")
+
+
+def _row_major(buf: Any) -> bool:
+    """No strides, or the strides of a dense row-major array of its shape."""
+    from tvm import arith
+    strides = list(buf.strides or [])
+    if not strides:
+        return True
+    analyzer, dense = arith.Analyzer(), 1
+    for stride, dim in zip(reversed(strides), reversed(list(buf.shape))):
+        if not analyzer.can_prove_equal(stride, dense):
+            return False
+        dense = dense * dim
+    return True
 
 
 def _constant_int(expr: Expr) -> int | None:

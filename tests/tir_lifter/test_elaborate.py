@@ -15,10 +15,13 @@ from lifter_helpers import EXAMPLES
 pytestmark = pytest.mark.tilelang
 
 
-def _mutate(name: str, old: str, new: str, count: int = 1) -> str:
+def _mutate(name: str, old: str, new: str, count: int = 1, *more: tuple[str, str]) -> str:
+    """The bundled kernel ``name`` with ``old`` replaced by ``new`` (and each further pair)."""
     source = (EXAMPLES / name).read_text()
-    assert old in source, f"{old!r} not in {name}"
-    return source.replace(old, new, count)
+    for before, after in ((old, new),) + more:
+        assert before in source, f"{before!r} not in {name}"
+        source = source.replace(before, after, count)
+    return source
 
 
 MUTANTS = {
@@ -69,6 +72,13 @@ MUTANTS = {
     # dilation 2 where the reference convolves densely
     "conv_dilated.py": _mutate("conv2d_im2col.py", "T.im2col(image, patch, bp, kt, taps, stride, 1, pad)",
                                "T.im2col(image, patch, bp, kt, taps, stride, 2, pad)"),
+    # the output's memory read as float32 elements: a reinterpretation, not a view
+    "conv_view_dtype.py": _mutate("conv2d_im2col.py", "out_2d = T.Tensor((batch * out_h * out_w, features), dtype,",
+                                  "out_2d = T.Tensor((batch * out_h * out_w, features), accum_dtype,"),
+    # the function the file compares with reads A only: not the kernel's reference (it reads B too)
+    "reference_of_some_inputs.py": _mutate("eager_elementwise.py", "def ref_program(A, B):\n    return A + B * 2",
+                                           "def tripled(A):\n    return A * 3", 1,
+                                           ("ref_program(a, b))", "tripled(a))")),
     # the rows shifted by their minimum: differs from the inline expected value
     "inline_min_shift.py": _mutate("inline_checked_row_shift.py", "T.reduce_max(tile, row_max", "T.reduce_min(tile, row_max"),
     # the expected value changed in place after it was computed: what made it is no longer its value
@@ -182,8 +192,10 @@ def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
 
 
 @pytest.mark.parametrize("name,reason", [("inline_changed_in_place.py", "changed in place"),
-                                         ("inline_real_sizes.py", "a real size")])
-def test_an_inline_expected_value_that_cannot_be_replayed_is_not_a_spec(reports, name, reason):
+                                         ("inline_real_sizes.py", "a real size"),
+                                         ("conv_view_dtype.py", "another element type"),
+                                         ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)")])
+def test_what_cannot_be_replayed_or_viewed_is_unsupported_with_its_reason(reports, name, reason):
     report = reports[name]
     assert report.verdict == "unsupported", [d.message for d in report.diagnostics]
     assert any(reason in d.message for d in report.diagnostics), [d.message for d in report.diagnostics]
