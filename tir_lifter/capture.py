@@ -30,6 +30,7 @@ import io
 import os
 import signal
 import sys
+import threading
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -395,8 +396,8 @@ def run_file(path: str, budget: float) -> Capture:
             if id(frame) in active:
                 capture.active.remove(active.pop(id(frame)))
             args = calls.pop(id(frame), None)
-            func = frame.f_globals.get(code.co_name)
-            if isinstance(arg, tirx.PrimFunc) and args is not None and getattr(func, "__code__", None) is code:
+            func = _function_of(frame) if isinstance(arg, tirx.PrimFunc) and args is not None else None
+            if func is not None:  # a factory of the file (a nested one too) returned a PrimFunc
                 instance = record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())),
                                            None, "call", func))
                 produced_instances.append((arg, instance))
@@ -416,10 +417,12 @@ def run_file(path: str, budget: float) -> Capture:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
         with _MetaDevice(capture), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             sys.setprofile(profile)
+            threading.setprofile(profile)  # worker threads too (an autotuner builds its configs in a pool)
             try:
                 exec(code, namespace)  # noqa: S102 - the documented tracing frontend, in its child process
             finally:
                 sys.setprofile(None)
+                threading.setprofile(None)
         capture.stopped_by = "end of file"
     except _Stop:
         capture.stopped_by = f"time budget ({budget:.0f} s)"

@@ -64,11 +64,45 @@ def _tensor_shape(value: Any) -> tuple[int, ...] | None:
         return None
 
 
+def _module_sizes(func: Any) -> dict[str, int]:
+    """Integer globals of the file that the kernel's code (nested functions included) reads by
+    name (``M = 8192`` at module level): sizes like its arguments."""
+    namespace = getattr(func, "__globals__", None)
+    code = getattr(func, "__code__", None)
+    if namespace is None or code is None:
+        return {}
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        stack.extend(c for c in current.co_consts if hasattr(c, "co_names"))
+    return {n: namespace[n] for n in sorted(names) if _is_int(namespace.get(n)) and namespace[n] >= 2}
+
+
+def _with_module_sizes(func: Any, sizes: dict[str, int], build: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    """``build`` with the file's module-level sizes set to the values asked for while TileLang builds."""
+    if not sizes:
+        return build
+    namespace = func.__globals__
+
+    def build_with(kwargs: dict[str, Any]) -> Any:
+        saved = {n: namespace[n] for n in sizes}
+        namespace.update({n: kwargs[n] for n in sizes if n in kwargs})
+        try:
+            return build({k: v for k, v in kwargs.items() if k not in sizes})
+        finally:
+            namespace.update(saved)
+    return build_with
+
+
 def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -> Elaborated:
     """Reduce ``instance`` and lift the PrimFunc TileLang builds for it."""
     if instance.factory is not None:
         arguments = dict(instance.kwargs)
-        return _reduce_and_lift(instance, arguments, {}, lambda kwargs: instance.factory(**kwargs), lift)
+        module = {k: v for k, v in _module_sizes(instance.factory).items() if k not in arguments}
+        build = _with_module_sizes(instance.factory, module, lambda kwargs: instance.factory(**kwargs))
+        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift)
     if instance.primfunc is not None:  # a module-level PrimFunc: checked at its own (literal) sizes
         return Elaborated(lift(instance.primfunc, instance.name), (), (), ())
     jit = instance.jit
@@ -86,9 +120,13 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -
     for name in tensors:
         arguments[name] = None
 
+    function = getattr(jit.func, "orig_func", jit.func)
+    module = {k: v for k, v in _module_sizes(function).items() if k not in arguments and k not in params}
+    arguments.update(module)
+
     def build(kwargs: dict[str, Any]) -> Any:
         return jit.get_tir(**kwargs)
-    return _reduce_and_lift(instance, arguments, tensors, build, lift)
+    return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift)
 
 
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],

@@ -79,6 +79,9 @@ MUTANTS = {
     "reference_of_some_inputs.py": _mutate("eager_elementwise.py", "def ref_program(A, B):\n    return A + B * 2",
                                            "def tripled(A):\n    return A * 3", 1,
                                            ("ref_program(a, b))", "tripled(a))")),
+    # multiplied by the row sum where divided
+    "module_sizes_times.py": _mutate("module_sizes_rows.py", "tile[i, j] = tile[i, j] / total[i]",
+                                     "tile[i, j] = tile[i, j] * total[i]"),
     # the rows shifted by their minimum: differs from the inline expected value
     "inline_min_shift.py": _mutate("inline_checked_row_shift.py", "T.reduce_max(tile, row_max", "T.reduce_min(tile, row_max"),
     # the expected value changed in place after it was computed: what made it is no longer its value
@@ -92,7 +95,7 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
-             "inline_checked_row_shift.py"]
+             "inline_checked_row_shift.py", "module_sizes_rows.py"]
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +178,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
     ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
     ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
-    ("inline_min_shift.py", "spec"),
+    ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -184,6 +187,11 @@ def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, nam
     if check is not None:
         assert any(d.check == check for d in errors), [d.check for d in errors]
     assert any(d.counterexample is not None and d.counterexample.confirmed for d in errors)
+
+
+def test_module_level_sizes_the_kernel_reads_are_reduced_like_arguments(reports):
+    proven = " ".join(reports["module_sizes_rows.py"].proven)
+    assert "M=6 (from 96)" in proven and "N=4 (from 40)" in proven
 
 
 def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
