@@ -189,7 +189,7 @@ def normal_form(term):
     return result
 
 
-def _apply(function: z3.FuncDeclRef, args: list) -> z3.ExprRef:
+def apply_decl(function: z3.FuncDeclRef, args: list) -> z3.ExprRef:
     """``function(*args)`` through the C API: z3py's __call__ re-checks sorts on every call,
     which dominated the run time of row-wise ops."""
     array = (z3.Ast * len(args))(*[a.as_ast() for a in args])
@@ -364,7 +364,7 @@ class Z3Backend:
             if grad is not None:
                 row += [normal_form(self._real(t)) for t in grad[index]]
             for j in range(n):
-                out[index + (j,)] = _apply(self._function(name, len(row), j), row)
+                out[index + (j,)] = apply_decl(self._function(name, len(row), j), row)
         return out
 
     def matmul(self, a, b) -> np.ndarray:
