@@ -532,6 +532,7 @@ class _MetaDevice:
 
     SMALL = 1 << 16
     DERIVATIONS = 200_000  # tensors whose making is remembered (for the file's inline expected values)
+    KEPT_BYTES = 1 << 29  # CPU memory those tensors may hold alive (meta tensors hold none)
 
     def __init__(self, capture: Capture | None = None) -> None:
         self._capture = capture
@@ -541,25 +542,39 @@ class _MetaDevice:
         from torch.overrides import TorchFunctionMode
         from torch.utils._pytree import tree_flatten, tree_map
         small = self.SMALL
-        capture, limit = self._capture, self.DERIVATIONS
+        capture, limit, byte_limit = self._capture, self.DERIVATIONS, self.KEPT_BYTES
+        kept = [0]
 
         def remember(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
-            if capture is None or len(capture.derivations) >= limit:
+            if capture is None:
                 return out
             name = getattr(func, "__name__", "")
-            if (name.endswith("_") and not name.startswith("__")) or name in _IN_PLACE or "out" in kwargs:  # in place: what made the tensor is no longer its value
+            if (name.endswith("_") and not name.startswith("__")) or name in _IN_PLACE or "out" in kwargs:
+                # in place: what made the tensor is no longer its value (voided even past the limits below)
+                # (and so is everything it was computed from: it may be a view of them)
                 changed = kwargs.get("out", args[0] if args else None)
-                for tensor in changed if isinstance(changed, (tuple, list)) else (changed,):
-                    if isinstance(tensor, torch.Tensor):
-                        capture.derivations[id(tensor)] = Derivation(None, (), {})
-                        capture.alive.append(tensor)
+                stack = [t for t in (changed if isinstance(changed, (tuple, list)) else (changed,))
+                         if isinstance(t, torch.Tensor)]
+                while stack:
+                    tensor = stack.pop()
+                    made = capture.derivations.get(id(tensor))
+                    if made is not None and made.func is None:
+                        continue
+                    capture.derivations[id(tensor)] = Derivation(None, (), {})
+                    capture.alive.append(tensor)
+                    if made is not None:
+                        stack.extend(t for t in tree_flatten((made.args, made.kwargs))[0] if isinstance(t, torch.Tensor))
                 return out
+            if len(capture.derivations) >= limit or kept[0] >= byte_limit:
+                return out  # what is not remembered cannot be replayed (the spec is refused, never guessed)
             results = out if isinstance(out, (tuple, list)) else (out,)
             for index, value in enumerate(results):
                 if isinstance(value, torch.Tensor) and id(value) not in capture.derivations:
                     item = index if isinstance(out, (tuple, list)) else None
                     capture.derivations[id(value)] = Derivation(func, tuple(args), dict(kwargs), item)
                     capture.alive.append(value)
+                    if value.device.type != "meta":
+                        kept[0] += value.numel() * value.element_size()
             return out
 
         def on_cuda(device: Any) -> bool:

@@ -87,6 +87,9 @@ MUTANTS = {
     # the expected value changed in place after it was computed: what made it is no longer its value
     "inline_changed_in_place.py": _mutate("inline_checked_row_shift.py", "    torch.testing.assert_close(y, expected)",
                                           "    expected[0, 0] = 0.0\n    torch.testing.assert_close(y, expected)"),
+    # ... changed through a view of it
+    "inline_view_changed.py": _mutate("inline_checked_row_shift.py", "    torch.testing.assert_close(y, expected)",
+                                      "    expected.view(-1)[0] = 0.0\n    torch.testing.assert_close(y, expected)"),
     # the expected value reshaped with the real sizes: not replayable at reduced sizes
     "inline_real_sizes.py": _mutate("inline_checked_row_shift.py", "keepdim=True).values",
                                     "keepdim=True).values.reshape(M, 1)"),
@@ -200,6 +203,7 @@ def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
 
 
 @pytest.mark.parametrize("name,reason", [("inline_changed_in_place.py", "changed in place"),
+                                         ("inline_view_changed.py", "changed in place"),
                                          ("inline_real_sizes.py", "a real size"),
                                          ("conv_view_dtype.py", "another element type"),
                                          ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)")])
