@@ -90,6 +90,10 @@ MUTANTS = {
     # ... changed through a view of it
     "inline_view_changed.py": _mutate("inline_checked_row_shift.py", "    torch.testing.assert_close(y, expected)",
                                       "    expected.view(-1)[0] = 0.0\n    torch.testing.assert_close(y, expected)"),
+    # the kernel's output changed in place before the file compares it
+    "inline_output_changed.py": _mutate("inline_checked_row_shift.py",
+                                        "    expected = x - x.max(dim=1, keepdim=True).values",
+                                        "    y.add_(1.0)\n    expected = x - x.max(dim=1, keepdim=True).values + 1.0"),
     # the expected value reshaped with the real sizes: not replayable at reduced sizes
     "inline_real_sizes.py": _mutate("inline_checked_row_shift.py", "keepdim=True).values",
                                     "keepdim=True).values.reshape(M, 1)"),
@@ -204,6 +208,7 @@ def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
 
 @pytest.mark.parametrize("name,reason", [("inline_changed_in_place.py", "changed in place"),
                                          ("inline_view_changed.py", "changed in place"),
+                                         ("inline_output_changed.py", "changes the kernel's output Y in place"),
                                          ("inline_real_sizes.py", "a real size"),
                                          ("conv_view_dtype.py", "another element type"),
                                          ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)")])
