@@ -25,7 +25,8 @@ from verifier.backends import apply_decl
 from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend
-from .counterexample import confirm_mismatch, describe_block, find_concrete_mismatch, fmt, random_inputs
+from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
+                             mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
@@ -63,9 +64,13 @@ def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tu
     for atomically accumulated ones."""
     from .size_env import eval_size
     written = written_buffers(kernel)
+    masks = mask_values(kernel, sizes, shapes)
     tensors: dict[str, np.ndarray] = {}
     for buf in kernel.params:
         shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
+        if buf.name in masks:
+            tensors[buf.name] = masks[buf.name].astype(object)
+            continue
         array = np.empty(shape, dtype=object)
         for index in np.ndindex(shape):
             if written.get(buf.name) is True:
@@ -82,7 +87,8 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     diagnostics: list[Diagnostic] = []
     proven: list[str] = []
     tensors = symbolic_tensors(kernel, sizes)
-    where = reduction.where()
+    masks = mask_values(kernel, sizes)
+    where = reduction.where() + (f" ({describe_masks(masks)})" if masks else "")
     try:
         trace = Machine(kernel, sizes, Z3Backend(), tensors).run()
     except InfiniteValue:
@@ -124,7 +130,8 @@ def _conflicting(trace: Trace, name: str) -> set[tuple[int, ...]]:
 def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[str, np.ndarray], trace: Trace,
                 excluded: dict[str, set[tuple[int, ...]]], where: str) -> tuple[list[Diagnostic], list[str]]:
     if getattr(spec, "traced", False):  # a reference argument named like a size takes its reduced value
-        spec.named_sizes = {n: (reduction.original.get(n), v) for n, v in reduction.sizes.items()}
+        spec.named_sizes = {**{n: (reduction.original.get(n), v) for n, v in reduction.sizes.items()},
+                            **spec.tile_sizes}
     try:
         expected = evaluate(spec, {n: tensors[n] for n in spec.inputs}, Z3Backend())
     except SpecError as exc:
@@ -233,6 +240,9 @@ def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str) -> Dia
 def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, array in tensors.items():
+        if array.size and all(isinstance(v, bool) for v in array.flat):  # a sampled mask: not the model's
+            out[name] = np.asarray(array, dtype=bool)
+            continue
         values = np.empty(array.shape, dtype=float)
         for index in np.ndindex(array.shape):
             value = model.eval(array[index], model_completion=True)

@@ -64,18 +64,46 @@ def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
     from .checks import written_buffers
     rng = np.random.default_rng(seed)
     written = written_buffers(kernel)
+    masks = mask_values(kernel, sizes, shapes)
     out: dict[str, np.ndarray] = {}
     for buf in kernel.params:
         shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
-        if written.get(buf.name) is True:
+        if buf.name in masks:
+            out[buf.name] = masks[buf.name]
+        elif written.get(buf.name) is True:
             out[buf.name] = np.zeros(shape)
         else:
             out[buf.name] = rng.integers(-3, 4, size=shape).astype(float)
     return out
 
 
+def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]] | None = None
+                ) -> dict[str, np.ndarray]:
+    """The one sampled value of each boolean input tensor (a block mask): a kernel branches on
+    it, so it is not a symbolic input.  The same sample for the proof, the reference and every
+    concrete run; some elements true and some false."""
+    from .checks import written_buffers
+    written = written_buffers(kernel)
+    out: dict[str, np.ndarray] = {}
+    for buf in kernel.params:
+        if buf.dtype != "bool" or buf.name in written:
+            continue
+        shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
+        values = np.random.default_rng(len(out) + 7).random(shape) < 0.5
+        if values.size >= 2:
+            values.flat[0], values.flat[-1] = True, False
+        out[buf.name] = values
+    return out
+
+
+def describe_masks(masks: dict[str, np.ndarray]) -> str:
+    return "; ".join(f"{name} (bool) fixed to one sampled value ({int(v.sum())} of {v.size} true), other values not "
+                     "proven" for name, v in masks.items())
+
+
 def _objects(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.asarray(array, dtype=float).astype(object) for name, array in arrays.items()}
+    return {name: np.asarray(array).astype(object) if np.asarray(array).dtype == bool
+            else np.asarray(array, dtype=float).astype(object) for name, array in arrays.items()}
 
 
 def run_float(kernel: Kernel, sizes: dict[str, int], inputs: dict[str, np.ndarray]):

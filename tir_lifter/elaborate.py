@@ -163,6 +163,8 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         if not paired and kernel.sizes and not elaborated.dynamic:
             # the real tiling case of each division is unknown: check the partial-tile case
             kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
+        if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
+            spec.tile_sizes = {name: (real, reduced) for name, real, reduced in elaborated.tiles + elaborated.fixed}
         try:
             taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
             check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)

@@ -64,6 +64,7 @@ class Machine:
         self.globals = {name: array.copy() for name, array in tensors.items()}
         self.shapes = {buf.name: tuple(eval_size(d, sizes) for d in buf.shape) for buf in kernel.params + kernel.allocs}
         self.scopes = {buf.name: buf.scope for buf in kernel.params + kernel.allocs}
+        self.dtypes = {buf.name: buf.dtype for buf in kernel.params + kernel.allocs}
         self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params}
         self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
         self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params}
@@ -158,7 +159,7 @@ class Machine:
         if not self.in_bounds(name, index):
             if not guarded:
                 self.fault("out-of-bounds", line, f"reads {name}{list(index)} outside its shape {list(self.shapes[name])}")
-            return self.backend.const(0)
+            return False if self.dtypes.get(name) == "bool" else self.backend.const(0)
         value = self.array(name)[index]
         if value is None:
             self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")

@@ -52,18 +52,22 @@ class TracedSpec:
     statements: tuple = ()
     traced: bool = True
     named_sizes: dict[str, tuple[int | None, int]] = field(default_factory=dict)  # name -> (real, reduced)
+    tile_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # tiles and fixed sizes: (real, reduced)
     constants: tuple[float, ...] = ()  # floats the file computed at the real sizes (inline expected values)
     _cache: dict = field(default_factory=dict)
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
         shapes = {name: tuple(np.shape(tensors[name])) for name in self.inputs}
-        key = (tuple(sorted(shapes.items())), tuple(sorted(self.named_sizes.items())))
+        masks = {name: np.asarray(tensors[name], dtype=bool) for name in self.inputs if _is_mask(tensors[name])}
+        key = (tuple(sorted(shapes.items())), tuple(sorted(self.named_sizes.items())),
+               tuple((n, m.tobytes()) for n, m in sorted(masks.items())))
         if key not in self._cache:
-            self._cache[key] = self._record(shapes)
+            self._cache[key] = self._record(shapes, masks)
         ops, out_names = self._cache[key]
-        return _run_ops(ops, out_names, self.outputs, {n: tensors[n] for n in self.inputs}, backend)
+        leaves = {n: tensors[n] for n in self.inputs if n not in masks}  # masks are constants of the recording
+        return _run_ops(ops, out_names, self.outputs, leaves, backend)
 
-    def _record(self, shapes: dict[str, tuple[int, ...]]) -> tuple[tuple, list[str]]:
+    def _record(self, shapes: dict[str, tuple[int, ...]], masks: dict[str, np.ndarray]) -> tuple[tuple, list[str]]:
         import torch
 
         from frontends.traced.recorder import Recorder
@@ -79,6 +83,9 @@ class TracedSpec:
                 continue
             dtype = self.dtypes.get(arg.tensor, torch.float32)
             shape = shapes[arg.tensor]
+            if arg.tensor in masks:  # the kernel's sampled mask, the same values here
+                kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy())
+                continue
             if dtype.is_floating_point:
                 tensor = torch.randn(shape, generator=generator).to(dtype)
             else:
@@ -116,6 +123,11 @@ class TracedSpec:
             raise SpecError(f"reference argument {arg.name}={value} is a size of dimensions reduced to different "
                             f"sizes ({', '.join(map(str, sorted(reduced)))})")
         return reduced.pop() if reduced else value
+
+
+def _is_mask(values: Any) -> bool:
+    array = np.asarray(values)
+    return array.dtype == bool or (array.size > 0 and all(isinstance(v, (bool, np.bool_)) for v in array.flat))
 
 
 def _run_ops(ops: tuple, out_names: list[str], outputs: tuple[str, ...], leaves: dict[str, np.ndarray],
@@ -222,10 +234,9 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     shown = ", ".join(a.tensor or f"{a.name}={a.value!r}" for a in arguments)
     line = f" (line {ref.line})" if ref.line else ""
     via = " via profiler.assert_allclose" if ref.via == "profiler" else ""
-    sizes = [a.name for a in arguments if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)
-             and any(a.value in shape for shape in real_shapes.values())]
+    sizes = [a.name for a in arguments if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
     if sizes:
-        via += f"; {', '.join(sizes)} given the reduced size of the dimension it equals"
+        via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
     spec = TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
                       origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)

@@ -82,6 +82,10 @@ MUTANTS = {
     # multiplied by the row sum where divided
     "module_sizes_times.py": _mutate("module_sizes_rows.py", "tile[i, j] = tile[i, j] / total[i]",
                                      "tile[i, j] = tile[i, j] * total[i]"),
+    # the mask read with the block indices swapped
+    "mask_swapped.py": _mutate("block_sparse_gemm.py", "if Mask[by, bx, ko]:", "if Mask[bx, by, ko]:"),
+    # the mask's K block fixed at the first
+    "mask_first_k.py": _mutate("block_sparse_gemm.py", "if Mask[by, bx, ko]:", "if Mask[by, bx, 0]:"),
     # the rows shifted by their minimum: differs from the inline expected value
     "inline_min_shift.py": _mutate("inline_checked_row_shift.py", "T.reduce_max(tile, row_max", "T.reduce_min(tile, row_max"),
     # the expected value changed in place after it was computed: what made it is no longer its value
@@ -102,7 +106,7 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
-             "inline_checked_row_shift.py", "module_sizes_rows.py"]
+             "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py"]
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +189,8 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("dynamic_floor_grid.py", "coverage"), ("attention_no_rescale.py", "spec"), ("attention_mask_bound.py", "spec"),
     ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
     ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
-    ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"),
+    ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"), ("mask_swapped.py", None),
+    ("mask_first_k.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -194,6 +199,13 @@ def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, nam
     if check is not None:
         assert any(d.check == check for d in errors), [d.check for d in errors]
     assert any(d.counterexample is not None and d.counterexample.confirmed for d in errors)
+
+
+def test_a_mask_the_kernel_branches_on_is_sampled_and_the_report_says_so(reports):
+    proven = [p for p in reports["block_sparse_gemm.py"].proven if "kernel computes C = ref_program" in p]
+    assert proven and all("Mask (bool) fixed to one sampled value" in p and "other values not proven" in p
+                          for p in proven)
+    assert all("block_M, block_N, block_K given the reduced value" in p for p in proven)
 
 
 def test_module_level_sizes_the_kernel_reads_are_reduced_like_arguments(reports):
@@ -221,7 +233,7 @@ def test_what_cannot_be_replayed_or_viewed_is_unsupported_with_its_reason(report
 def test_the_reference_the_file_calls_is_re_run_with_its_call_site_arguments(reports):
     proven = " ".join(reports["eager_rms_rows.py"].proven)
     assert "ref_rms_rows(A, n_cols=40, eps=1e-06)" in proven and "re-run by torch" in proven
-    assert "n_cols given the reduced size" in proven
+    assert "n_cols given the reduced value of the size each names or equals" in proven
 
 
 def test_the_reference_given_to_the_profiler_keeps_its_partial_arguments(reports):
