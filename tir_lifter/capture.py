@@ -519,7 +519,8 @@ def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> tuple[tuple[str, Any]
     try:
         func = jit.get_tir(*args, **kwargs)
         buffers = [func.buffer_map.get(param) for param in func.params]
-        return tuple((b.name, _meta_tensor(b)) for b in buffers if b is not None and b.name not in jit.signature.parameters)
+        return tuple((b.name, _meta_tensor(b)) for b in buffers
+                     if b is not None and b.name not in jit.signature.parameters)
     except Exception:  # noqa: BLE001 - the run goes on without outputs
         return ()
 
@@ -563,7 +564,8 @@ class _MetaDevice:
                     capture.derivations[id(tensor)] = Derivation(None, (), {})
                     capture.alive.append(tensor)
                     if made is not None:
-                        stack.extend(t for t in tree_flatten((made.args, made.kwargs))[0] if isinstance(t, torch.Tensor))
+                        stack.extend(t for t in tree_flatten((made.args, made.kwargs))[0]
+                                     if isinstance(t, torch.Tensor))
                 return out
             if len(capture.derivations) >= limit or kept[0] >= byte_limit:
                 return out  # what is not remembered cannot be replayed (the spec is refused, never guessed)

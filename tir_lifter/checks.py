@@ -26,7 +26,7 @@ from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
-                             mask_values, random_inputs)
+                             is_mask, mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
@@ -240,7 +240,7 @@ def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str) -> Dia
 def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, array in tensors.items():
-        if array.size and all(isinstance(v, bool) for v in array.flat):  # a sampled mask: not the model's
+        if is_mask(array):  # a sampled mask: not the model's
             out[name] = np.asarray(array, dtype=bool)
             continue
         values = np.empty(array.shape, dtype=float)

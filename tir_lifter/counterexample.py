@@ -96,6 +96,12 @@ def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[i
     return out
 
 
+def is_mask(values: Any) -> bool:
+    """A sampled mask's values (booleans), not numbers or terms."""
+    array = np.asarray(values)
+    return array.dtype == bool or (array.size > 0 and all(isinstance(v, (bool, np.bool_)) for v in array.flat))
+
+
 def describe_masks(masks: dict[str, np.ndarray]) -> str:
     return "; ".join(f"{name} (bool) fixed to one sampled value ({int(v.sum())} of {v.size} true), other values not "
                      "proven" for name, v in masks.items())

@@ -96,7 +96,7 @@ def run_request(request: dict[str, Any]) -> Report:
                 continue
             except _OutOfBudget:
                 pass
-            except Exception:  # noqa: BLE001 - raised inside a C call, ctypes wraps it: the budget is spent all the same
+            except Exception:  # noqa: BLE001 - raised in a C call, ctypes wraps it: the budget is spent all the same
                 if not spent:
                     raise
             report.add(Diagnostic("unsupported", ERROR, f"{name}: not (fully) checked: the file's checking "

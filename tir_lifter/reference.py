@@ -10,9 +10,15 @@ its ``aten`` ops are evaluated by the verifier's op registry over the same value
 kernel's run reads (Z3 terms for the proof, floats for counterexamples), so control flow,
 ``einsum``, masks and dtype casts in the reference are whatever torch did.
 
-An integer argument that equals a real size of one of the kernel's tensors or a named size of
-the kernel (``ref(logits, top_k)`` beside the kernel's ``topk``) is given its reduced value; one that matches dimensions reduced differently cannot be
-re-run and the reference is refused (the kernel then has no traced spec).
+An integer argument that names a size or tile of the kernel, or equals a real size of one of
+its tensors or a named size (``ref(logits, top_k)`` beside the kernel's ``topk``), is given
+its reduced value; one that matches sizes reduced differently cannot be re-run and the
+reference is refused (the kernel then has no traced spec).  A sampled boolean mask is passed
+as the same constant the kernel reads.
+
+Without a reference function, the file's own expected value is the spec
+(:func:`find_inline_reference`): the torch calls that computed what the file compares the
+kernel's outputs with, replayed on the reduced inputs.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .capture import Capture, Instance, Launch, ReferenceCall
+from .counterexample import is_mask
 from .spec import SpecError
 
 NOT_FOUND = ""  # the reason when the run shows no reference call or comparison at all (not a refusal)
@@ -58,7 +65,7 @@ class TracedSpec:
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
         shapes = {name: tuple(np.shape(tensors[name])) for name in self.inputs}
-        masks = {name: np.asarray(tensors[name], dtype=bool) for name in self.inputs if _is_mask(tensors[name])}
+        masks = {name: np.asarray(tensors[name], dtype=bool) for name in self.inputs if is_mask(tensors[name])}
         key = (tuple(sorted(shapes.items())), tuple(sorted(self.named_sizes.items())),
                tuple((n, m.tobytes()) for n, m in sorted(masks.items())))
         if key not in self._cache:
@@ -123,11 +130,6 @@ class TracedSpec:
             raise SpecError(f"reference argument {arg.name}={value} is a size of dimensions reduced to different "
                             f"sizes ({', '.join(map(str, sorted(reduced)))})")
         return reduced.pop() if reduced else value
-
-
-def _is_mask(values: Any) -> bool:
-    array = np.asarray(values)
-    return array.dtype == bool or (array.size > 0 and all(isinstance(v, (bool, np.bool_)) for v in array.flat))
 
 
 def _run_ops(ops: tuple, out_names: list[str], outputs: tuple[str, ...], leaves: dict[str, np.ndarray],
@@ -234,7 +236,8 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     shown = ", ".join(a.tensor or f"{a.name}={a.value!r}" for a in arguments)
     line = f" (line {ref.line})" if ref.line else ""
     via = " via profiler.assert_allclose" if ref.via == "profiler" else ""
-    sizes = [a.name for a in arguments if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
+    sizes = [a.name for a in arguments
+             if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
     if sizes:
         via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
     spec = TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
@@ -282,12 +285,14 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
                     expected.setdefault(output_of[id(actual)], (value, line))
         if not expected:
             continue
-        changed = [w for w in written if w in outputs and getattr(capture.derivations.get(id(outputs[w])), "func", 0) is None]
+        changed = [w for w in written
+                   if w in outputs and getattr(capture.derivations.get(id(outputs[w])), "func", 0) is None]
         if changed:  # the file changed the kernel's output in place: what it compares is not what the kernel wrote
             return None, f"the file changes the kernel's output {', '.join(changed)} in place"
         missing = [w for w in written if w not in expected]
         if missing:
-            return None, f"the file compares {', '.join(expected)} but not {', '.join(missing)} with a value it computes"
+            return None, (f"the file compares {', '.join(expected)} but not {', '.join(missing)} with a value it "
+                          "computes")
         real_shapes, dtypes = _launched_shapes(instances, params, capture)
         sizes = {d for shape in real_shapes.values() for d in shape if d > 1} | \
             {int(d) for t in outputs.values() for d in t.shape if int(d) > 1}
@@ -298,7 +303,8 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
             continue
         unread = sorted(set(input_of.values()) - set(used))
         if unread:
-            reason = f"the file's expected value is computed from only some of the kernel's inputs (not {', '.join(unread)})"
+            reason = (f"the file's expected value is computed from only some of the kernel's inputs "
+                      f"(not {', '.join(unread)})")
             continue
         targets = [expected[w][0] for w in written]
         lines = sorted({line for _, line in expected.values() if line})

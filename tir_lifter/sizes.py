@@ -210,7 +210,8 @@ def _search_with_partner(name: str, search: Any, before: list[str], sizes: dict[
     """``name`` with one size searched before it (and sharing a division with it) raised, up to
     its real value, until both keep their tiling cases; that size's own cases are re-checked at
     its new value."""
-    partners = dict.fromkeys(s for d in divisions if name in symbols_of(d) for s in sorted(symbols_of(d)) if s in before)
+    partners = dict.fromkeys(s for d in divisions if name in symbols_of(d)
+                             for s in sorted(symbols_of(d)) if s in before)
     for partner in partners:
         own = [d for d in divisions if partner in symbols_of(d) and name not in symbols_of(d)]
         ceiling = min(_PARTNER_LIMIT, (original.get(partner) or _PARTNER_LIMIT) + 1)  # never above its real value

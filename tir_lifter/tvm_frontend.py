@@ -99,8 +99,9 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.no_set_max_nreg", "tl.tileop.im2col"} | {f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor",
-                                                                     "bitwise_not", "shift_left", "shift_right")}
+               "tl.no_set_max_nreg", "tl.tileop.im2col"} | {
+                   f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
+                                               "shift_right")}
 # calls evaluated for their effect on the hardware only (register budgets): no statement of the program
 _NO_OPS = {"tl.no_set_max_nreg"}
 
@@ -142,9 +143,8 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
         if p in func.buffer_map:
             walker.size_names(func.buffer_map[p])
     params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
-    walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p].name
+    walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p]
                           for p in func.params if p in func.buffer_map}
-    walker.tensors = {func.buffer_map[p].name: func.buffer_map[p] for p in func.params if p in func.buffer_map}
     body = walker.stmt(func.body)
     body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=tuple(walker.grid), body=body,
@@ -193,9 +193,8 @@ class _Walker:
         self.lets: dict[str, Expr] = {}
         self.thread_vars: set[str] = set()
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
-        self.tensor_data: dict[int, str] = {}  # data pointer of a global tensor -> its name
+        self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
-        self.tensors: dict[str, Any] = {}  # global tensor name -> its TIR buffer
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
 
@@ -229,9 +228,9 @@ class _Walker:
     def name_of(self, buf: Any) -> str:
         """A buffer's name; a buffer over a global tensor's memory under another name
         (``T.Tensor(shape, dtype, X.data)``) is recorded as a view of that tensor."""
-        base = self.tensor_data.get(buf.data.__chandle__())
+        tensor = self.tensor_data.get(buf.data.__chandle__())
+        base = tensor.name if tensor is not None else None
         if base is not None and base != buf.name and all(view.name != buf.name for view, _ in self.views):
-            tensor = self.tensors[base]
             offset = self.expr(buf.elem_offset) if buf.elem_offset is not None else Const(0)
             if str(buf.dtype) != str(tensor.dtype) or offset != Const(0) or not _row_major(buf):
                 raise Unsupported(None, f"{buf.name} reads the memory of {base} with another element type, offset "
@@ -351,7 +350,8 @@ class _Walker:
             return ()
         if name == "tl.atomic_add_elem_op":
             target = args[0].args[0]
-            return (Store(self.name_of(target.buffer), tuple(self.expr(i) for i in target.indices), self.expr(args[1]), True),)
+            indices = tuple(self.expr(i) for i in target.indices)
+            return (Store(self.name_of(target.buffer), indices, self.expr(args[1]), True),)
         raise Unsupported(None, f"TileLang call {name} is not modelled")
 
     def im2col(self, args: list) -> tuple[Stmt, ...]:
@@ -384,7 +384,8 @@ class _Walker:
                           b("*", b("%", b("//", tap, c_dim), kernel), dilation)), pad)
         inside = b("and", b("and", b(">=", row, Const(0)), b(">=", column, Const(0))),
                    b("and", b("<", row, h_dim), b("<", column, w_dim)))
-        value = Select(inside, Load(image.buffer, (b("//", pixel, out_hw), row, column, b("%", tap, c_dim))), Const(0.0))
+        element = Load(image.buffer, (b("//", pixel, out_hw), row, column, b("%", tap, c_dim)))
+        value = Select(inside, element, Const(0.0))
         target = tuple(col.starts[:-2]) + (b("+", col.starts[-2], i), b("+", col.starts[-1], j))
         store = Store(col.buffer, target, value)
         return (Loop(i.name, block_m, PARALLEL, (Loop(j.name, block_k, PARALLEL, (store,)),)),)
