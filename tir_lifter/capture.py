@@ -234,8 +234,11 @@ def run_file(path: str, budget: float) -> Capture:
             known[key] = instance
         return known[key]
 
+    jitted: set[Any] = set()  # code of the functions under @tilelang.jit: their runs are TileLang's elaboration
+
     def jit_instance(jit: Any, args: tuple, kwargs: dict, origin: str) -> Instance:
         func = getattr(jit.func, "orig_func", jit.func)
+        jitted.add(getattr(func, "__code__", None))
         return Instance(getattr(func, "__name__", "kernel"), _def_line(func, path), jit, tuple(args),
                         tuple(sorted(kwargs.items())), None, origin)
 
@@ -396,7 +399,8 @@ def run_file(path: str, budget: float) -> Capture:
             if id(frame) in active:
                 capture.active.remove(active.pop(id(frame)))
             args = calls.pop(id(frame), None)
-            func = _function_of(frame) if isinstance(arg, tirx.PrimFunc) and args is not None else None
+            func = _function_of(frame) if isinstance(arg, tirx.PrimFunc) and args is not None \
+                and code not in jitted else None
             if func is not None:  # a factory of the file (a nested one too) returned a PrimFunc
                 instance = record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())),
                                            None, "call", func))

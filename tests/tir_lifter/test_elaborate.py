@@ -255,6 +255,19 @@ def test_a_kernel_whose_reference_cannot_be_associated_is_unsupported_not_checke
     assert any(p.startswith("add_kernel:") for p in report.proven)
 
 
+def test_a_jit_kernel_is_recorded_once_not_again_as_a_factory_while_tilelang_elaborates_it():
+    pytest.importorskip("tilelang")
+    import subprocess
+    import sys
+
+    from tir_lifter.elaborate_run import child_env
+    code = ("import sys; from tir_lifter.capture import run_file; "
+            "print([(i.name, i.factory is None) for i in run_file(sys.argv[1], 20.0).instances])")
+    done = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "flash_attention_causal.py")], env=child_env(),
+                          capture_output=True, text=True, timeout=300)  # the run patches torch: in a child
+    assert done.stdout.strip().splitlines()[-1] == "[('flash_attention', True)]", done.stderr[-2000:]
+
+
 def test_no_exec_reads_the_source_without_running_it():
     from tir_lifter import run_lift
     report = run_lift(str(EXAMPLES / "gemm.py"), no_exec=True)
