@@ -325,6 +325,12 @@ class _Group:
                     # A failed program may leave peers out of step: start afresh.
                     self._restart_after(idx)
         elif kind == "fatal":
+            if "EADDRINUSE" in str(msg[2]) and self.restarts < _MAX_RESTARTS:
+                # the free port was taken before rank 0 bound it (another process): again, on a new port
+                self.restarts += 1
+                self._kill()
+                self.start()
+                return
             self._fatal(f"worker rank {rank} failed to start:\n{msg[2]}")
         elif kind == "exit":
             self.exited.add(rank)
