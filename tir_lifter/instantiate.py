@@ -167,7 +167,7 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
         return {n: tirx.Var(n, "int32") for n in names}
 
     # eager kernels: sizes declared with T.const("M, N") (or named by the error TileLang raises)
-    consts: list[str] = [n for n in _declared_consts(instance) if n not in problem]
+    consts: list[str] = [n for n in _declared_consts(instance) if n not in ints]  # given sizes are not unknown
     base = dict(arguments)
     base.update(reduced_tiles)
     base.update({k: min(v, 2) for k, v in counts.items()})
