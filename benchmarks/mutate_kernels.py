@@ -37,7 +37,7 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py",
            "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py",
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
-           "block_sparse_gemm.py"]
+           "block_sparse_gemm.py", "chunk_sums.py"]
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "causal_tril.py", "eager_gemm_bt.py", "factory_splitk_relu.py", "profiler_scaled_gemm.py",
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
-             "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py"]
+             "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py",
+             "chunk_sums.py"]
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +207,11 @@ def test_a_mask_the_kernel_branches_on_is_sampled_and_the_report_says_so(reports
     assert proven and all("Mask (bool) fixed to one sampled value" in p and "other values not proven" in p
                           for p in proven)
     assert all("block_M, block_N, block_K given the reduced value" in p for p in proven)
+
+
+def test_a_const_size_given_by_name_that_is_a_tile_is_reduced_as_a_tile(reports):
+    proven = " ".join(reports["chunk_sums.py"].proven)
+    assert "chunk_size=2 (from 16)" in proven and "C=3 (from 4)" in proven
 
 
 def test_module_level_sizes_the_kernel_reads_are_reduced_like_arguments(reports):
