@@ -165,8 +165,8 @@ def _profiler_reference(func: Any, instance: Instance, out_idx: tuple[int, ...] 
 
 
 class _StubKernel:
-    """What a recorded compile hands back: launches are recorded and return None,
-    benchmarks a fixed time."""
+    """What a recorded compile hands back: launches are recorded and return the kernel's
+    outputs as meta tensors, benchmarks a fixed time."""
 
     def __init__(self, capture: Capture | None = None, instances: tuple[Instance, ...] = (),
                  out_idx: tuple[int, ...] | None = None, primfunc: Any = None):
@@ -180,8 +180,7 @@ class _StubKernel:
             if not kwargs:
                 for instance in self._instances:
                     self._capture.launches.append(Launch(instance, tuple(args), self._out_idx, outputs=named))
-        tensors = [t for _, t in named]
-        return None if not tensors else tensors[0] if len(tensors) == 1 else tuple(tensors)
+        return _returned(named)
 
     def _outputs(self) -> tuple[tuple[str, Any], ...]:
         """The kernel's ``out_idx`` outputs as meta tensors, so the file's run goes on to its checks."""
@@ -198,9 +197,7 @@ class _StubKernel:
             if func is None:
                 return ()
             self._primfunc = func
-            params = list(func.params)
-            buffers = [func.buffer_map[params[i % len(params)]] for i in self._out_idx]
-            return tuple((buffer.name, _meta_tensor(buffer)) for buffer in buffers)
+            return _output_tensors(func, self._out_idx)
         except Exception:  # noqa: BLE001 - the run goes on without outputs
             return ()
 
@@ -260,7 +257,11 @@ def run_file(path: str, budget: float) -> Capture:
 
     def eager_launch(jit: Any, instances: tuple[Instance, ...], args: tuple, kwargs: dict) -> Any:
         """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
-        outputs = _eager_outputs(jit, args, kwargs)
+        try:
+            func = jit.get_tir(*args, **kwargs)
+            outputs = _output_tensors(func, _eager_out_idx(jit, func) or ())
+        except Exception:  # noqa: BLE001 - the run goes on without outputs
+            outputs = ()
         capture.alive.append(outputs)
         try:
             named = jit.signature.bind_partial(*args, **kwargs).arguments
@@ -268,8 +269,7 @@ def run_file(path: str, budget: float) -> Capture:
             capture.launches.extend(Launch(instance, (), None, tensors, outputs) for instance in instances)
         except TypeError:
             pass
-        values = [t for _, t in outputs]
-        return None if not values else values[0] if len(values) == 1 else tuple(values)
+        return _returned(outputs)
 
     def is_eager(jit: Any, args: tuple, kwargs: dict) -> bool:
         try:
@@ -503,30 +503,32 @@ def _meta_tensor(buffer: Any) -> Any:
 def _kernel_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
     """Positions of a compiled kernel's outputs: its ``out_idx``, or an eager kernel's ``T.empty`` buffers."""
     if getattr(jit, "out_idx", None) is None and "T.empty" in (getattr(jit, "func_source", "") or ""):
-        return _eager_out_idx(jit, args, kwargs)
+        try:
+            return _eager_out_idx(jit, jit.get_tir(*args, **kwargs))
+        except Exception:  # noqa: BLE001 - outputs unknown
+            return None
     return _out_idx(getattr(jit, "out_idx", None))
 
 
-def _eager_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
-    """Positions of an eager kernel's ``T.empty`` outputs (parameters not in its signature)."""
-    try:
-        func = jit.get_tir(*args, **kwargs)
-        names = [func.buffer_map[p].name if p in func.buffer_map else "" for p in func.params]
-    except Exception:  # noqa: BLE001
-        return None
+def _eager_out_idx(jit: Any, func: Any) -> tuple[int, ...] | None:
+    """Positions of an eager kernel's ``T.empty`` outputs in its PrimFunc ``func`` (parameters
+    that are not in its signature)."""
+    names = [func.buffer_map[p].name if p in func.buffer_map else "" for p in func.params]
     out = tuple(i for i, n in enumerate(names) if n and n not in jit.signature.parameters)
     return out or None
 
 
-def _eager_outputs(jit: Any, args: tuple, kwargs: dict) -> tuple[tuple[str, Any], ...]:
-    """What an eager kernel launch returns: its ``T.empty`` outputs, as meta tensors (by name)."""
-    try:
-        func = jit.get_tir(*args, **kwargs)
-        buffers = [func.buffer_map.get(param) for param in func.params]
-        return tuple((b.name, _meta_tensor(b)) for b in buffers
-                     if b is not None and b.name not in jit.signature.parameters)
-    except Exception:  # noqa: BLE001 - the run goes on without outputs
-        return ()
+def _output_tensors(func: Any, out_idx: tuple[int, ...]) -> tuple[tuple[str, Any], ...]:
+    """The ``out_idx`` parameters of ``func`` as meta tensors, by name (what a launch returns)."""
+    params = list(func.params)
+    buffers = [func.buffer_map[params[i % len(params)]] for i in out_idx]
+    return tuple((buffer.name, _meta_tensor(buffer)) for buffer in buffers)
+
+
+def _returned(named: tuple[tuple[str, Any], ...]) -> Any:
+    """A launch's return value: nothing, its one output, or the tuple of its outputs."""
+    tensors = [t for _, t in named]
+    return None if not tensors else tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
 class _MetaDevice:

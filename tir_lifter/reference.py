@@ -266,6 +266,11 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
     values, replayed on the reduced inputs."""
     import torch
     reason = NOT_FOUND
+    pairs = [(c.actual, c.expected, c.line) for c in capture.comparisons]
+    for ref in capture.references:  # a comparison written as a function of the file: calc_diff(c, ref_c)
+        compared = [v for _, v in ref.arguments if isinstance(v, torch.Tensor)]
+        if ref.via == "call" and len(compared) == 2:
+            pairs.append((compared[0], compared[1], None))
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
@@ -273,11 +278,6 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
         outputs = {**dict(launch.outputs), **{p: t for p, t in tensors.items() if p in written}}
         output_of = {id(t): p for p, t in outputs.items() if p in written}
         input_of = {id(t): p for p, t in tensors.items() if p not in written}
-        pairs = [(c.actual, c.expected, c.line) for c in capture.comparisons]
-        for ref in capture.references:  # a comparison written as a function of the file: calc_diff(c, ref_c)
-            compared = [v for _, v in ref.arguments if isinstance(v, torch.Tensor)]
-            if ref.via == "call" and len(compared) == 2:
-                pairs.append((compared[0], compared[1], None))
         expected: dict[str, tuple[Any, int | None]] = {}
         for a, b, line in pairs:
             for actual, value in ((a, b), (b, a)):
@@ -296,8 +296,9 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
         real_shapes, dtypes = _launched_shapes(instances, params, capture)
         sizes = {d for shape in real_shapes.values() for d in shape if d > 1} | \
             {int(d) for t in outputs.values() for d in t.shape if int(d) > 1}
+        targets = [expected[w][0] for w in written]
         try:
-            used, constants = _check_replay([expected[w][0] for w in written], capture, input_of, sizes)
+            used, constants = _check_replay(targets, capture, input_of, sizes)
         except SpecError as exc:
             reason = str(exc)
             continue
@@ -306,7 +307,6 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
             reason = (f"the file's expected value is computed from only some of the kernel's inputs "
                       f"(not {', '.join(unread)})")
             continue
-        targets = [expected[w][0] for w in written]
         lines = sorted({line for _, line in expected.values() if line})
         where = f" (line {', '.join(map(str, lines))})" if lines else ""
         spec = TracedSpec(text=f"{', '.join(written)} = the file's own expected value{where}",
@@ -327,20 +327,11 @@ def _check_replay(targets: list[Any], capture: Capture, input_of: dict[int, str]
     """The kernel inputs the expected values are computed from, and the float constants the
     computation holds; SpecError when it cannot be replayed at other sizes."""
     import torch
+    from torch.utils._pytree import tree_flatten
     used: dict[str, None] = {}
     constants: set[float] = set()
     seen: set[int] = set()
     stack = list(targets)
-
-    def scalars(value: Any) -> list[Any]:
-        if isinstance(value, (list, tuple)):
-            return [s for v in value for s in scalars(v)]
-        if isinstance(value, dict):
-            return [s for v in value.values() for s in scalars(v)]
-        if isinstance(value, slice):
-            return [value.start, value.stop, value.step]
-        return [value]
-
     while stack:
         tensor = stack.pop()
         if id(tensor) in seen:
@@ -354,7 +345,8 @@ def _check_replay(targets: list[Any], capture: Capture, input_of: dict[int, str]
             raise SpecError("an expected value the file compares with is changed in place or not computed from "
                             "the kernel's inputs")
         name = getattr(made.func, "__name__", "?")
-        values = scalars((made.args, made.kwargs))
+        values = [part for leaf in tree_flatten((made.args, made.kwargs))[0]
+                  for part in ((leaf.start, leaf.stop, leaf.step) if isinstance(leaf, slice) else (leaf,))]
         if any(word in name for word in _NOT_REPLAYED) or not any(isinstance(v, torch.Tensor) for v in values):
             raise SpecError(f"an expected value the file compares with comes from {name}(...), not from the "
                             "kernel's inputs")
@@ -377,25 +369,22 @@ def _replay(targets: list[Any], capture: Capture, input_of: dict[int, str]) -> A
     """A function of the kernel's inputs (by parameter name) that redoes the file's torch calls."""
     def run(**inputs: Any) -> tuple:
         import torch
+        from torch.utils._pytree import tree_map
         memo: dict[int, Any] = {}
 
         def value(x: Any) -> Any:
-            if isinstance(x, torch.Tensor):
-                if id(x) in input_of:
-                    return inputs[input_of[id(x)]]
-                if id(x) not in memo:
-                    memo[id(x)] = apply(capture.derivations[id(x)])
-                return memo[id(x)]
-            if isinstance(x, (list, tuple)):
-                return type(x)(value(v) for v in x)
-            if isinstance(x, dict):
-                return {k: value(v) for k, v in x.items()}
-            return x
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) in input_of:
+                return inputs[input_of[id(x)]]
+            if id(x) not in memo:
+                memo[id(x)] = apply(capture.derivations[id(x)])
+            return memo[id(x)]
 
         def apply(made: Any) -> Any:
             name = getattr(made.func, "__name__", "")
-            args = [value(a) for a in made.args]
-            kwargs = {k: value(v) for k, v in made.kwargs.items() if k != "device"}
+            args = list(tree_map(value, made.args))
+            kwargs = {k: tree_map(value, v) for k, v in made.kwargs.items() if k != "device"}
             if name in ("cuda", "cpu"):
                 return args[0]
             if name == "to":  # the device moves of the file's run: CPU here
