@@ -197,7 +197,10 @@ def _same_term(a: Any, b: Any, memo: dict[int, tuple[Any, Any]]) -> bool:
     ``If(0 >= x, 0, x)`` from the reference's ``relu`` are one term)."""
     if not (z3.is_expr(a) and z3.is_expr(b)):
         return False
-    return _canonical_extrema(z3.simplify(a), memo).eq(_canonical_extrema(z3.simplify(b), memo))
+    try:
+        return _canonical_extrema(z3.simplify(a), memo).eq(_canonical_extrema(z3.simplify(b), memo))
+    except RecursionError:  # a term deeper than Python's stack: left to the solver
+        return False
 
 
 def _canonical_extrema(term: Any, memo: dict[int, tuple[Any, Any]]) -> Any:

@@ -93,10 +93,9 @@ def _convolution(xp, args, attrs, ctx):
     for axis, (o, k, s, d) in enumerate(zip(outs, taps, stride, dilation)):
         shape = [1] * (2 * spatial)
         shape[axis], shape[spatial + axis] = o, k
-        index.append((np.arange(o)[:, None] * s + np.arange(k)[None, :] * d).reshape(
-            [o if i == axis else 1 for i in range(spatial)] + [k if i == axis else 1 for i in range(spatial)]))
+        index.append((np.arange(o)[:, None] * s + np.arange(k)[None, :] * d).reshape(shape))
     patches = padded[(slice(None), slice(None)) + tuple(index)]  # N, C, *outs, *taps
-    batch, channels = np.shape(x)[:2]
+    batch = np.shape(x)[0]
     order = [0] + list(range(2, 2 + spatial)) + [1] + list(range(2 + spatial, 2 + 2 * spatial))
     rows = np.transpose(patches, order).reshape(batch * int(np.prod(outs)), -1)
     filters = np.asarray(w).reshape(np.shape(w)[0], -1)
