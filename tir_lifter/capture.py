@@ -106,6 +106,7 @@ class Capture:
     references: list[ReferenceCall] = field(default_factory=list)
     wrappers: set[int] = field(default_factory=set)  # references[i] launched or built a kernel: not a reference
     active: list[int] = field(default_factory=list)  # references whose call is running
+    results: dict[int, Any] = field(default_factory=dict)  # references[i] -> what the call returned
     derivations: dict[int, Derivation] = field(default_factory=dict)  # id of a tensor -> how the file made it
     comparisons: list[Comparison] = field(default_factory=list)
     alive: list[Any] = field(default_factory=list)  # tensors whose ids are keys above stay alive
@@ -397,7 +398,9 @@ def run_file(path: str, budget: float) -> Capture:
                                                             code.co_firstlineno))
         elif event == "return":
             if id(frame) in active:
-                capture.active.remove(active.pop(id(frame)))
+                index = active.pop(id(frame))
+                capture.active.remove(index)
+                capture.results[index] = arg
             args = calls.pop(id(frame), None)
             func = _function_of(frame) if isinstance(arg, tirx.PrimFunc) and args is not None \
                 and code not in jitted else None

@@ -44,15 +44,17 @@ class CheckResult:
 
 def written_buffers(kernel: Kernel) -> dict[str, bool]:
     """Global tensors the kernel writes -> True when every write is atomic (then the
-    tensor is assumed zero-initialised by the caller, as TileLang's split-K examples do)."""
+    tensor is assumed zero-initialised by the caller, as TileLang's split-K examples do).
+    The kernel's own ``T.alloc_global`` scratch is not among them."""
+    scratch = {buf.name for buf in kernel.allocs}
     atomic: dict[str, bool] = {}
     for stmt in walk_stmts(kernel.body):
-        if isinstance(stmt, Store) and kernel.buffer(stmt.buffer).scope == GLOBAL:
+        if isinstance(stmt, Store) and kernel.buffer(stmt.buffer).scope == GLOBAL and stmt.buffer not in scratch:
             name = kernel.tensor_of(stmt.buffer)
             atomic[name] = atomic.get(name, True) and stmt.atomic
         elif isinstance(stmt, TileOp) and stmt.kind in ("copy", "atomic_add", "fill"):
             dst = stmt.operands[1] if stmt.kind != "fill" else stmt.operands[0]
-            if isinstance(dst, Region) and kernel.buffer(dst.buffer).scope == GLOBAL:
+            if isinstance(dst, Region) and kernel.buffer(dst.buffer).scope == GLOBAL and dst.buffer not in scratch:
                 name = kernel.tensor_of(dst.buffer)
                 atomic[name] = atomic.get(name, True) and stmt.kind == "atomic_add"
     return atomic

@@ -15,7 +15,7 @@ from verifier.report import Counterexample
 
 from .backends import FloatBackend
 from .interpreter import Machine
-from .program import Call, Kernel, Region, Store, TileOp, walk_expr, walk_stmts
+from .program import BinOp, Call, Const, If, Kernel, Load, Loop, Region, Select, Store, TileOp, UnOp, walk_expr, walk_stmts
 from .size_env import eval_size
 from .spec import Spec, SpecError, evaluate
 
@@ -54,7 +54,7 @@ def fmt(value: Any) -> str:
 
 
 def describe_block(kernel: Kernel, block: tuple[int, ...]) -> str:
-    return "(" + ", ".join(f"{axis.var}={value}" for axis, value in zip(kernel.grid, block)) + ")"
+    return "(" + ", ".join(f"{axis.var}={value}" for axis, value in zip(kernel.grid or kernel.all_axes, block)) + ")"
 
 
 def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
@@ -79,14 +79,16 @@ def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
 
 def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]] | None = None
                 ) -> dict[str, np.ndarray]:
-    """The one sampled value of each boolean input tensor (a block mask): a kernel branches on
-    it, so it is not a symbolic input.  The same sample for the proof, the reference and every
+    """The one sampled value of each boolean input tensor (a block mask), or 8-bit integer one
+    the kernel only compares with constants (``mask[j] != 0``): a kernel branches on it, so it
+    is not a symbolic input.  The same sample for the proof, the reference and every
     concrete run; some elements true and some false."""
     from .checks import written_buffers
     written = written_buffers(kernel)
     out: dict[str, np.ndarray] = {}
     for buf in kernel.params:
-        if buf.dtype != "bool" or buf.name in written:
+        if buf.name in written or not (buf.dtype == "bool" or buf.dtype in _INTEGER_MASKS and _only_compared(kernel,
+                                                                                                           buf.name)):
             continue
         shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
         values = np.random.default_rng(len(out) + 7).random(shape) < 0.5
@@ -94,6 +96,58 @@ def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[i
             values.flat[0], values.flat[-1] = True, False
         out[buf.name] = values
     return out
+
+
+_INTEGER_MASKS = ("uint8", "int8")
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _only_compared(kernel: Kernel, name: str) -> bool:
+    """Every read of tensor ``name``, and of the on-chip copies made of it, compares one
+    element with a constant: never arithmetic, an index or a tile op's operand."""
+    names = {name}
+    for stmt in walk_stmts(kernel.body):  # statements come in program order: copies before uses
+        if isinstance(stmt, TileOp) and stmt.kind == "copy" and stmt.operands[0].buffer in names:
+            names.add(stmt.operands[1].buffer)
+    exprs: list[Any] = []
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, TileOp):
+            regions = [o for o in stmt.operands if isinstance(o, Region)]
+            if stmt.kind != "copy" and any(r.buffer in names for r in regions):
+                return False
+            exprs += [o for o in stmt.operands if not isinstance(o, Region)]
+            exprs += [e for r in regions for e in r.starts + (r.extents or ())]
+        elif isinstance(stmt, Store):
+            if stmt.buffer in names:
+                return False
+            exprs += list(stmt.indices) + [stmt.value]
+        elif isinstance(stmt, If):
+            exprs.append(stmt.cond)
+        elif isinstance(stmt, Loop):
+            exprs.append(stmt.extent)
+    return all(_compared_reads(e, names) for e in exprs)
+
+
+def _compared_reads(expr: Any, names: set[str]) -> bool:
+    if isinstance(expr, Load) and expr.buffer in names:
+        return False  # read for its value
+    if isinstance(expr, BinOp) and expr.op in _COMPARISONS:
+        for read, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(read, Call) and read.fn == "cast" and len(read.args) == 1:  # (int32) mask[j] != 0
+                read = read.args[0]
+            if isinstance(read, Load) and read.buffer in names:
+                return isinstance(other, Const) and all(_compared_reads(i, names) for i in read.indices)
+    if isinstance(expr, BinOp):
+        children: tuple = (expr.a, expr.b)
+    elif isinstance(expr, UnOp):
+        children = (expr.a,)
+    elif isinstance(expr, (Call, Load)):
+        children = expr.args if isinstance(expr, Call) else expr.indices
+    elif isinstance(expr, Select):
+        children = (expr.cond, expr.a, expr.b)
+    else:
+        children = ()
+    return all(_compared_reads(c, names) for c in children)
 
 
 def is_mask(values: Any) -> bool:

@@ -155,22 +155,19 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             continue
         done.add(key)
         checked.append(instance.origin)
-        spec = _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group)
-        if spec is False:
-            _merge(report, sub, name)
-            continue
         kernel, paired = elaborated.kernel, bool(elaborated.divisions)
         if not paired and kernel.sizes and not elaborated.dynamic:
             # the real tiling case of each division is unknown: check the partial-tile case
             kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
-        if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
-            spec.tile_sizes = {name: (real, reduced) for name, real, reduced in elaborated.tiles + elaborated.fixed}
-        try:
-            taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
-            check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)
-        except Unsupported as exc:
-            sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
-        _unattributable_spec_differences(instance, spec, sub)
+        for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group):
+            if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
+                spec.tile_sizes = {n: (real, reduced) for n, real, reduced in elaborated.tiles + elaborated.fixed}
+            try:
+                taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
+                check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)
+            except Unsupported as exc:
+                sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+            _unattributable_spec_differences(instance, spec, sub)
         if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
             sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
                                "whether the real sizes are could not be read from the kernel", instance.line))
@@ -218,7 +215,7 @@ def _merge(report: Report, sub: Report, name: str) -> None:
     for diag in sub.diagnostics:
         message = diag.message if diag.message.startswith(f"{name}:") else f"{name}: {diag.message}"
         report.add(replace(diag, message=message))
-    report.proven.extend(f"{name}: {p}" for p in sub.proven)
+    report.proven.extend(dict.fromkeys(f"{name}: {p}" for p in sub.proven))  # a grid proof per spec: once
     report.ops += sub.ops
     for key, value in sub.extra.items():
         report.extra.setdefault(f"{key}", {})
@@ -228,10 +225,11 @@ def _merge(report: Report, sub: Report, name: str) -> None:
 
 def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.FunctionDef], specs: dict[str, str],
               path: str, kernel_count: int, report: Report, capture: Capture | None = None,
-              group: list[Instance] | None = None) -> Spec | None | bool:
-    """The kernel's own spec: ``--spec NAME=...``, the reference the file calls with the
-    kernel's inputs (re-run by torch), its reference function by name, or its tile ops;
-    ``False`` (after an unsupported diagnostic) when none can be associated."""
+              group: list[Instance] | None = None) -> list[Spec]:
+    """The kernel's own specs: ``--spec NAME=...``, the reference the file calls with the
+    kernel's inputs (re-run by torch; each of several the file compares the kernel with), its
+    reference function by name, or its tile ops; none (after an unsupported diagnostic) when
+    none can be associated."""
     from .checks import written_buffers
     kernel = elaborated.kernel
     names = [b.name for b in kernel.params]
@@ -240,18 +238,18 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
     text = specs.get(name) or (specs.get("") if kernel_count == 1 else None)
     if text:
         try:
-            return parse_spec(text, names, path)
+            return [parse_spec(text, names, path)]
         except LiftInputError as exc:
             report.add(Diagnostic("unsupported", ERROR, f"spec: {exc.message}", kernel.line))
-            return False
+            return []
     traced_reason = ""
     if capture is not None and group:
         from .reference import find_inline_reference, find_reference
         traced, traced_reason = find_reference(group, names, written, capture, path)
-        if traced is None and not _associate(name, references, kernel_count):
-            traced, inline_reason = find_inline_reference(group, names, written, capture, path)
-            traced_reason = traced_reason or inline_reason
-        if traced is not None:
+        if not traced and not _associate(name, references, kernel_count):
+            inline, inline_reason = find_inline_reference(group, names, written, capture, path)
+            traced, traced_reason = ([inline] if inline is not None else []), traced_reason or inline_reason
+        if traced:
             return traced
     reference = _associate(name, references, kernel_count)
     if reference is not None:
@@ -260,28 +258,28 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} takes {len(params)} arguments "
                                   f"({', '.join(params)}) but the kernel reads {len(inputs)} tensors "
                                   f"({', '.join(inputs)}); pass --spec {name}=\"...\"", reference.lineno))
-            return False
+            return []
         try:
-            return spec_from_reference(reference, inputs, written, path)
+            return [spec_from_reference(reference, inputs, written, path)]
         except (LiftInputError, SpecError) as exc:
             reason = exc.message if isinstance(exc, LiftInputError) else str(exc)
             report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} is not translatable ({reason}); "
                                   f"pass --spec {name}=\"...\"", reference.lineno))
-            return False
+            return []
     if traced_reason:  # the file checks this kernel against something that cannot be its spec: not guessed
         report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}: {traced_reason}; pass --spec "
                               f"{name}=\"C = ...\"", kernel.line))
-        return False
+        return []
     inferred = infer_spec(kernel)
     if inferred:
         try:
-            return replace(parse_spec(inferred, names, path), origin="inferred from the tile ops")
+            return [replace(parse_spec(inferred, names, path), origin="inferred from the tile ops")]
         except LiftInputError:
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
-    return False
+    return []
 
 
 def _associate(name: str, references: dict[str, ast.FunctionDef], kernel_count: int) -> ast.FunctionDef | None:

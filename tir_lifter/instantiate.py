@@ -226,7 +226,7 @@ def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:
     sizes the kernel reads at run time (``T.dynamic("m")``, ``T.symbolic``)."""
     from .program import Loop, walk_stmts
     from .sizes import kernel_exprs, symbols_of
-    bound = {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)} | {a.var for a in kernel.grid}
+    bound = {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)} | {a.var for a in kernel.all_axes}
     used = set().union(*(symbols_of(e) for e in kernel_exprs(kernel)))
     return sorted(used - bound - set(chosen))
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .backends import InfinityArithmetic
 from .errors import InfiniteValue, Unsupported
-from .program import (GLOBAL, BinOp, Call, Const, Expr, If, Kernel, Load, Loop, Select, Stmt, Store,
+from .program import (GLOBAL, BinOp, Call, Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Select, Stmt, Store,
                       TileOp, UnOp, Var)
 from .size_env import eval_size
 
@@ -65,9 +65,11 @@ class Machine:
         self.shapes = {buf.name: tuple(eval_size(d, sizes) for d in buf.shape) for buf in kernel.params + kernel.allocs}
         self.scopes = {buf.name: buf.scope for buf in kernel.params + kernel.allocs}
         self.dtypes = {buf.name: buf.dtype for buf in kernel.params + kernel.allocs}
-        self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params}
-        self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params}
-        self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params}
+        scratch = [buf for buf in kernel.allocs if buf.scope == GLOBAL]  # T.alloc_global: uninitialised, shared
+        self.globals.update({buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in scratch})
+        self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params + tuple(scratch)}
+        self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params + tuple(scratch)}
+        self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params + tuple(scratch)}
         for view, base in kernel.views:  # another shape of the same memory: numpy views of the tensor's arrays
             shape = tuple(eval_size(d, sizes) for d in view.shape)
             if int(np.prod(shape)) != self.globals[base].size:
@@ -85,21 +87,26 @@ class Machine:
         self.written_values: dict[tuple[str, tuple[int, ...]], list[tuple[tuple[int, ...], Any]]] = {}
         self.block: tuple[int, ...] = ()
         self.block_id = 0
+        self.blocks: list[tuple[int, ...]] = []  # block id -> its indices (ids go on across launches)
         self.locals: dict[str, np.ndarray] = {}
 
     # -- driving --
     def run(self) -> Trace:
         from .tile_ops import HANDLERS  # handlers need Machine; imported late to keep one direction
         self.handlers = HANDLERS
-        extents = [eval_size(axis.extent, self.sizes) for axis in self.kernel.grid]
-        for block_id, block in enumerate(itertools.product(*(range(max(e, 0)) for e in extents))):
-            self.block, self.block_id = block, block_id
-            self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in self.kernel.allocs}
-            env = dict(self.sizes)
-            env.update({axis.var: value for axis, value in zip(self.kernel.grid, block)})
-            self.exec_block(self.kernel.body, env)
+        self.launch(self.kernel.grid, self.kernel.body, dict(self.sizes))
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
                      self.conflict_cells, list(self.auto_guarded.values()))
+
+    def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
+        """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
+        extents = [eval_size(axis.extent, self.sizes) for axis in grid]
+        for block in itertools.product(*(range(max(e, 0)) for e in extents)):
+            self.block, self.block_id = block, len(self.blocks)
+            self.blocks.append(block)
+            self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object)
+                           for buf in self.kernel.allocs if buf.scope != GLOBAL}
+            self.exec_block(body, {**env, **{axis.var: value for axis, value in zip(grid, block)}})
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for stmt in stmts:
@@ -128,6 +135,8 @@ class Machine:
                 current = self.load(stmt.buffer, index, stmt.line, guarded=guarded)
                 value = self.backend.add(current, value)
             self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=guarded)
+        elif isinstance(stmt, GridLaunch):
+            self.launch(stmt.axes, stmt.body, env)
         elif isinstance(stmt, TileOp):
             handler = self.handlers.get(stmt.kind)
             if handler is None:
@@ -189,8 +198,7 @@ class Machine:
             self.written_values.setdefault((name, index), []).append((self.block, value))
 
     def _block_of(self, block_id: int) -> tuple[int, ...]:
-        extents = [eval_size(axis.extent, self.sizes) for axis in self.kernel.grid]
-        return next(itertools.islice(itertools.product(*(range(e) for e in extents)), block_id, None))
+        return self.blocks[block_id]
 
     def fault(self, check: str, line: int | None, message: str) -> None:
         if (check, line) not in self._fault_lines:

@@ -199,9 +199,6 @@ class If:
     line: int | None = None
 
 
-Stmt = Union[TileOp, Store, Loop, If]
-
-
 @dataclass(frozen=True)
 class GridAxis:
     var: str
@@ -209,9 +206,23 @@ class GridAxis:
 
 
 @dataclass(frozen=True)
+class GridLaunch:
+    """One ``T.Kernel`` of a PrimFunc that launches several in turn (split, then combine):
+    ``body`` runs once per block of ``axes``, after every block of the previous launch."""
+
+    axes: tuple[GridAxis, ...]
+    body: tuple["Stmt", ...]
+    line: int | None = None
+
+
+Stmt = Union[TileOp, Store, Loop, If, GridLaunch]
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One lifted kernel.  ``params`` are the global tensors in signature order,
-    ``allocs`` the on-chip buffers, ``sizes`` the named size parameters with their value
+    ``allocs`` the on-chip buffers (and ``T.alloc_global`` scratch), ``grid`` the blocks
+    (empty when the body is several :class:`GridLaunch`), ``sizes`` the named size parameters with their value
     in the file (None when the file never binds it)."""
 
     name: str
@@ -238,6 +249,11 @@ class Kernel:
         return next((base for view, base in self.views if view.name == name), name)
 
     @property
+    def all_axes(self) -> tuple[GridAxis, ...]:
+        """The grid's axes and those of each launch of a several-launch kernel."""
+        return self.grid + tuple(a for s in walk_stmts(self.body) if isinstance(s, GridLaunch) for a in s.axes)
+
+    @property
     def size_values(self) -> dict[str, int | None]:
         return dict(self.sizes)
 
@@ -249,7 +265,7 @@ def walk_stmts(stmts: tuple[Stmt, ...]):
     """Yield every statement, descending into loops and ifs."""
     for stmt in stmts:
         yield stmt
-        if isinstance(stmt, Loop):
+        if isinstance(stmt, (Loop, GridLaunch)):
             yield from walk_stmts(stmt.body)
         elif isinstance(stmt, If):
             yield from walk_stmts(stmt.then)

@@ -90,8 +90,8 @@ class TracedSpec:
                 continue
             dtype = self.dtypes.get(arg.tensor, torch.float32)
             shape = shapes[arg.tensor]
-            if arg.tensor in masks:  # the kernel's sampled mask, the same values here
-                kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy())
+            if arg.tensor in masks:  # the kernel's sampled mask, the same values (and the file's dtype) here
+                kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy()).to(self.dtypes.get(arg.tensor, torch.bool))
                 continue
             if dtype.is_floating_point:
                 tensor = torch.randn(shape, generator=generator).to(dtype)
@@ -164,8 +164,9 @@ def launch_tensors(launch: Launch, params: list[str]) -> dict[str, Any]:
 
 
 def find_reference(instances: list[Instance], params: list[str], written: list[str], capture: Capture,
-                   path: str) -> tuple[TracedSpec | None, str]:
-    """The traced spec of a kernel (launched as one of ``instances``), or None and why not."""
+                   path: str) -> tuple[list[TracedSpec], str]:
+    """The traced specs of a kernel (launched as one of ``instances``): its reference, or each
+    of several whose results the file compares with; none and why not."""
     import torch
     inputs = [p for p in params if p not in written]
     candidates: list[tuple[tuple, ReferenceCall, dict[str, Any], tuple[str, ...]]] = []
@@ -190,12 +191,15 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             binding.update({n: ("value", v) for n, v in bound.items()})
             candidates.append(((False, False, False), ref, binding, outputs))
     by_id_all: dict[int, str] = {}
+    output_ids: set[int] = set()
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
         tensors = launch_tensors(launch, params)
         by_id = {id(t): p for p, t in tensors.items() if p in inputs}
         by_id_all.update(by_id)
+        output_ids |= {id(t) for t in dict(launch.outputs).values()} | \
+            {id(t) for p, t in tensors.items() if p in written}
         for number, ref in enumerate(capture.references):
             if ref.via != "call" or number in capture.wrappers:
                 continue
@@ -211,22 +215,40 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             # rank: reads every input of the kernel, is named after it, is named like a reference
             rank = (len({id(v) for v in arg_tensors.values()}) < len(by_id),
                     instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
-            candidates.append((rank, ref, binding, tuple(written)))
+            candidates.append((rank, ref, binding, _returned_outputs(launch, params, written, capture)))
     if not candidates:
-        return None, NOT_FOUND
+        return [], NOT_FOUND
     candidates.sort(key=lambda c: c[0])
     best = candidates[0][0]
     if best[0]:  # even the best reads only some of the kernel's inputs: the kernel is not that function
         _, ref, binding, _ = candidates[0]
         read = {value for kind, value in binding.values() if kind == "tensor"}
         unread = sorted(set(by_id_all.values()) - read)
-        return None, (f"{getattr(ref.func, '__name__', 'a function')} is called with only some of the kernel's inputs "
-                      f"(not {', '.join(unread)}): it is not the kernel's reference")
-    distinct = {id(c[1].func) for c in candidates if c[0] == best}
-    if len(distinct) > 1:
-        names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
-        return None, f"several functions are called with the kernel's inputs ({', '.join(names)})"
-    _, ref, binding, outputs = candidates[0]
+        return [], (f"{getattr(ref.func, '__name__', 'a function')} is called with only some of the kernel's inputs "
+                    f"(not {', '.join(unread)}): it is not the kernel's reference")
+    # the functions whose results the file compares the kernel's outputs with, each checked;
+    # else the best-ranked function, when it is the only one
+    compared = {id(other) for a, b, _ in compared_pairs(capture)
+                for mine, other in ((a, b), (b, a)) if id(mine) in output_ids}
+    chosen: dict[int, tuple] = {}  # one call per function, in the order of the ranking
+    for candidate in candidates:
+        if _result_compared(candidate[1], capture, compared) and not candidate[0][0]:
+            chosen.setdefault(id(candidate[1].func), candidate)
+    if not chosen:
+        for candidate in candidates:
+            if candidate[0] == best:
+                chosen.setdefault(id(candidate[1].func), candidate)
+        if len(chosen) > 1:
+            names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
+            return [], (f"several functions are called with the kernel's inputs ({', '.join(names)}) and the file "
+                        "compares none of their results with the kernel's")
+    return [_traced_spec(ref, binding, outputs, written, instances, params, capture, path)
+            for _, ref, binding, outputs in chosen.values()], ""
+
+
+def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], outputs: tuple[str, ...],
+                 written: list[str], instances: list[Instance], params: list[str], capture: Capture,
+                 path: str) -> TracedSpec:
     real_shapes, dtypes = _launched_shapes(instances, params, capture)
     arguments = tuple(Argument(n, kind_value[1] if kind_value[0] == "tensor" else None,
                                None if kind_value[0] == "tensor" else kind_value[1])
@@ -240,10 +262,40 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
              if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
     if sizes:
         via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
-    spec = TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
+    scratch = [w for w in written if w not in outputs]
+    if scratch:
+        via += f"; {', '.join(scratch)} written but not returned by the kernel: not compared"
+    return TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
                       origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
-    return spec, ""
+
+
+def _returned_outputs(launch: Launch, params: list[str], written: list[str], capture: Capture) -> tuple[str, ...]:
+    """The tensors a launch returns (``out_idx``); every written one when it returns none."""
+    out_idx = launch.out_idx or _instance_out_idx(launch.instance, capture) or ()
+    returned = tuple(params[i % len(params)] for i in sorted(out_idx)) if params else ()
+    return returned if returned and all(r in written for r in returned) else tuple(written)
+
+
+def _result_compared(ref: ReferenceCall, capture: Capture, compared: set[int]) -> bool:
+    """The file compares (a tensor of) what this call returned; a profiler's reference always."""
+    from torch.utils._pytree import tree_flatten
+    if ref.via == "profiler":
+        return True
+    number = next((i for i, r in enumerate(capture.references) if r is ref), None)
+    return any(id(leaf) in compared for leaf in tree_flatten(capture.results.get(number))[0])
+
+
+def compared_pairs(capture: Capture) -> list[tuple[Any, Any, int | None]]:
+    """(actual, expected, line) of each comparison the file made: ``assert_close``/``allclose``,
+    or a function of the file called with two tensors (``calc_diff(c, ref_c)``)."""
+    import torch
+    pairs = [(c.actual, c.expected, c.line) for c in capture.comparisons]
+    for ref in capture.references:
+        compared = [v for _, v in ref.arguments if isinstance(v, torch.Tensor)]
+        if ref.via == "call" and len(compared) == 2:
+            pairs.append((compared[0], compared[1], None))
+    return pairs
 
 
 def _launched_shapes(instances: list[Instance], params: list[str], capture: Capture
@@ -266,11 +318,7 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
     values, replayed on the reduced inputs."""
     import torch
     reason = NOT_FOUND
-    pairs = [(c.actual, c.expected, c.line) for c in capture.comparisons]
-    for ref in capture.references:  # a comparison written as a function of the file: calc_diff(c, ref_c)
-        compared = [v for _, v in ref.arguments if isinstance(v, torch.Tensor)]
-        if ref.via == "call" and len(compared) == 2:
-            pairs.append((compared[0], compared[1], None))
+    pairs = compared_pairs(capture)
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue

@@ -26,11 +26,12 @@ are not of this affine-tile form are reported as unsupported rather than reduced
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import Unsupported
-from .program import BinOp, Expr, If, Kernel, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
+from .program import BinOp, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
@@ -60,7 +61,7 @@ class Reduction:
 def kernel_exprs(kernel: Kernel) -> list[Expr]:
     """Every integer/value expression of the kernel (shapes, extents, indices, values)."""
     exprs: list[Expr] = [d for buf in kernel.params + kernel.allocs for d in buf.shape]
-    exprs += [axis.extent for axis in kernel.grid]
+    exprs += [axis.extent for axis in kernel.all_axes]
     for stmt in walk_stmts(kernel.body):
         if isinstance(stmt, Loop):
             exprs.append(stmt.extent)
@@ -108,14 +109,14 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     original = kernel.size_values
     exprs = kernel_exprs(kernel)
     loop_vars = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)} | \
-        {axis.var for axis in kernel.grid}
+        {axis.var for axis in kernel.all_axes}
     used = set().union(*(symbols_of(e) for e in exprs)) - loop_vars
     unknown = sorted(name for name in used if name not in original)
     if unknown:
         raise Unsupported(kernel.line, f"size {unknown[0]} has no definition")
     tiles = set().union(*(symbols_of(d) for buf in kernel.allocs for d in buf.shape)) & used
     problem = set().union(*(symbols_of(d) for buf in kernel.params for d in buf.shape)) & used - tiles
-    extents = [axis.extent for axis in kernel.grid] + \
+    extents = [axis.extent for axis in kernel.all_axes] + \
         [stmt.extent for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)]
     counts = {e.name for e in extents if isinstance(e, Var)} & used - tiles - problem
 
@@ -139,7 +140,7 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     # grid axes get different block counts (2, 3, 4 when the real grid has that many): on a
     # square reduced grid, bx and by swapped would compute the same thing
     floors: dict[BinOp, int] = {}
-    for rank, axis in enumerate(kernel.grid):
+    for rank, axis in enumerate(kernel.all_axes):
         for node in _divisions([axis.extent]):
             floors.setdefault(node, 2 + rank)
     searched = [n for n in sorted(problem) + sorted(used - tiles - problem - counts) if n not in sizes]
@@ -254,9 +255,8 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
 
 def concrete_cost(kernel: Kernel, sizes: dict[str, int]) -> int:
     """Rough count of element operations of one run, to refuse runs that would not finish."""
-    blocks = 1
-    for axis in kernel.grid:
-        blocks *= max(eval_size(axis.extent, sizes), 1)
+    launches = [kernel.grid] + [s.axes for s in walk_stmts(kernel.body) if isinstance(s, GridLaunch)]
+    blocks = max(math.prod(max(eval_size(a.extent, sizes), 1) for a in axes) for axes in launches)
     per_block = 0
     for buf in kernel.allocs:
         count = 1

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
-                      Expr, GridAxis, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
+                      Expr, GridAxis, GridLaunch, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
                       UnOp, Var, fold_const, walk_stmts)
 
 
@@ -145,10 +145,22 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     params = tuple(walker.buffer(func.buffer_map[p], GLOBAL) for p in func.params if p in func.buffer_map)
     walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p]
                           for p in func.params if p in func.buffer_map}
-    body = walker.stmt(func.body)
+    body, grid = _one_launch(walker.stmt(func.body))
     body, allocs = _fold_reduce_staging(body, walker.allocs)
-    return Kernel(name=name, params=params, allocs=tuple(allocs), grid=tuple(walker.grid), body=body,
+    return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views))
+
+
+def _one_launch(body: tuple[Stmt, ...]) -> tuple[tuple[Stmt, ...], tuple[GridAxis, ...]]:
+    """A PrimFunc with one ``T.Kernel``: its statements over its grid; several launches stay
+    :class:`GridLaunch` statements run in turn (the kernel's own grid is then empty)."""
+    launches = [s for s in walk_stmts(body) if isinstance(s, GridLaunch)]
+    if len(launches) != 1 or not any(stmt is launches[0] for stmt in body):  # several, or inside a loop/branch
+        return body, ()
+    out: list[Stmt] = []
+    for stmt in body:
+        out.extend(stmt.body if stmt is launches[0] else (stmt,))
+    return tuple(out), launches[0].axes
 
 
 def _fold_reduce_staging(body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[tuple[Stmt, ...], list[Buffer]]:
@@ -171,7 +183,7 @@ def _fold_reduce_staging(body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[
                 out.append(replace(nxt, operands=(stmt.operands[0],) + nxt.operands[1:]))
                 i += 2
                 continue
-            if isinstance(stmt, Loop):
+            if isinstance(stmt, (Loop, GridLaunch)):
                 stmt = replace(stmt, body=walk(stmt.body))
             elif isinstance(stmt, If):
                 stmt = replace(stmt, then=walk(stmt.then), orelse=walk(stmt.orelse))
@@ -189,6 +201,7 @@ class _Walker:
     def __init__(self) -> None:
         self.allocs: list[Buffer] = []
         self.grid: list[GridAxis] = []
+        self.launching = False  # inside a T.Kernel's block axes
         self.threads: int | None = None
         self.lets: dict[str, Expr] = {}
         self.thread_vars: set[str] = set()
@@ -288,7 +301,12 @@ class _Walker:
             if not tag.startswith("blockIdx"):
                 raise Unsupported(None, f"explicit {tag} binding is not modelled")
             self.grid.append(GridAxis(var, self.expr(node.extent)))
-            return self.stmt(node.body)
+            if self.launching:  # an inner axis of the same T.Kernel
+                return self.stmt(node.body)
+            first, self.launching = len(self.grid) - 1, True
+            body = self.stmt(node.body)
+            self.launching = False
+            return (GridLaunch(tuple(self.grid[first:]), body),)
         stages = node.annotations.get("num_stages") if node.annotations else None
         stages = int(stages) if stages is not None and type(stages).__name__ == "IntImm" or isinstance(stages, int) \
             else None if stages is None else 1
@@ -511,7 +529,7 @@ def transfer_lines(lifted: Kernel, text: Kernel) -> Kernel:
         out = []
         for stmt in stmts:
             line = lines.get(id(stmt))
-            if isinstance(stmt, Loop):
+            if isinstance(stmt, (Loop, GridLaunch)):
                 stmt = replace(stmt, body=relabel(stmt.body), line=line)
             elif isinstance(stmt, If):
                 stmt = replace(stmt, then=relabel(stmt.then), orelse=relabel(stmt.orelse), line=line)

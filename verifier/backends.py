@@ -319,6 +319,9 @@ def as_term(value, integer: bool = False):
     return z3.RealVal(float(value))
 
 
+_FOLDED_ON_CONSTANTS = {"sqrt": math.sqrt, "rsqrt": lambda v: 1.0 / math.sqrt(v)}  # of a positive numeral
+
+
 class Z3Backend:
     """Object arrays of Z3 terms.  One instance per proof: it owns the function symbols."""
 
@@ -350,7 +353,14 @@ class Z3Backend:
     def unary(self, name: str, x) -> np.ndarray:
         self.uninterpreted_ops.add(name)
         function = self._function(name, 1)
-        return _objectwise(lambda t: function(normal_form(self._real(t))), np.asarray(x, dtype=object))
+
+        def apply(term):
+            term = normal_form(self._real(term))
+            if name in _FOLDED_ON_CONSTANTS and z3.is_rational_value(term) and term.as_fraction() > 0:
+                # sqrt(torch.tensor(dim)) in a reference: a number (as the kernel's own Python float is)
+                return z3.RealVal(_FOLDED_ON_CONSTANTS[name](float(term.as_fraction())))
+            return function(term)
+        return _objectwise(apply, np.asarray(x, dtype=object))
 
     def rowwise(self, name: str, x, eps: float = 0.0, grad=None) -> np.ndarray:
         """Output j of a row is an uninterpreted function of the whole row (and the row of ``grad``)."""

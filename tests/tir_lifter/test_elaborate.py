@@ -98,6 +98,29 @@ MUTANTS = {
     "inline_output_changed.py": _mutate("inline_checked_row_shift.py",
                                         "    expected = x - x.max(dim=1, keepdim=True).values",
                                         "    y.add_(1.0)\n    expected = x - x.max(dim=1, keepdim=True).values + 1.0"),
+    # the second launch adds all but the last split's partial sums
+    "split_short_combine.py": _mutate("split_masked_row_sum.py", "for s in T.serial(num_split):",
+                                      "for s in T.serial(num_split - 1):"),
+    # every split writes the first column of the scratch: the others are read unwritten
+    "split_one_column.py": _mutate("split_masked_row_sum.py", "partial[bm * block_M + i, bs] = total[i]",
+                                   "partial[bm * block_M + i, 0] = total[i]"),
+    "split_mask_inverted.py": _mutate("split_masked_row_sum.py", "keep[j] != 0", "keep[j] == 0"),
+    # the file compares the kernel with both references: the dense one too
+    "split_both_compared.py": _mutate(
+        "split_masked_row_sum.py", "    torch.testing.assert_close(out, ref_program(x, mask), rtol=1e-4, atol=1e-4)\n",
+        "    torch.testing.assert_close(out, ref_program(x, mask), rtol=1e-4, atol=1e-4)\n"
+        "    torch.testing.assert_close(out, ref_dense(x, mask), rtol=1e-4, atol=1e-4)\n"),
+    # ... with the masked one and one more that computes the same
+    "split_two_right_references.py": _mutate(
+        "split_masked_row_sum.py", "    torch.testing.assert_close(out, ref_program(x, mask), rtol=1e-4, atol=1e-4)\n",
+        "    torch.testing.assert_close(out, ref_program(x, mask), rtol=1e-4, atol=1e-4)\n"
+        "    torch.testing.assert_close(out, ref_where(x, mask), rtol=1e-4, atol=1e-4)\n", 1,
+        ("def ref_dense(X, Mask):", "def ref_where(X, Mask):\n    return torch.where(Mask != 0, X, 0.0).sum(dim=-1)"
+                                   "\n\n\ndef ref_dense(X, Mask):")),
+    # the mask's value multiplies the data: a uint8 input, not a sampled mask
+    "split_mask_multiplied.py": _mutate("split_masked_row_sum.py",
+                                        "tile[i, j] = T.if_then_else(keep[j] != 0, tile[i, j], 0)",
+                                        "tile[i, j] = tile[i, j] * keep[j]"),
     # the expected value reshaped with the real sizes: not replayable at reduced sizes
     "inline_real_sizes.py": _mutate("inline_checked_row_shift.py", "keepdim=True).values",
                                     "keepdim=True).values.reshape(M, 1)"),
@@ -107,7 +130,7 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
              "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py",
-             "chunk_sums.py"]
+             "chunk_sums.py", "split_masked_row_sum.py"]
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +214,8 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("softmax_natural_log.py", "spec"), ("band_or.py", "spec"), ("parity_bit.py", "spec"),
     ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
     ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"), ("mask_swapped.py", None),
-    ("mask_first_k.py", "spec"),
+    ("mask_first_k.py", "spec"), ("split_short_combine.py", "spec"), ("split_one_column.py", "uninitialized-read"),
+    ("split_mask_inverted.py", "spec"), ("split_both_compared.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -207,6 +231,30 @@ def test_a_mask_the_kernel_branches_on_is_sampled_and_the_report_says_so(reports
     assert proven and all("Mask (bool) fixed to one sampled value" in p and "other values not proven" in p
                           for p in proven)
     assert all("block_M, block_N, block_K given the reduced value" in p for p in proven)
+
+
+def test_a_primfunc_launching_twice_runs_the_launches_in_turn_through_its_global_scratch(reports):
+    proven = " ".join(reports["split_masked_row_sum.py"].proven)
+    assert "kernel computes Out = ref_program(X, Mask)" in proven
+    assert "Mask (bool) fixed to one sampled value" in proven  # a uint8 mask only compared with 0
+    assert "ref_dense" not in proven  # called with the kernel's inputs, but not compared with its output
+    conflicts = [d.message for d in reports["split_one_column.py"].diagnostics if d.check == "write-conflict"]
+    assert conflicts and "partial[" in conflicts[0]
+
+
+def test_every_function_the_file_compares_the_kernel_with_is_checked(reports):
+    violations = [d.message for d in reports["split_both_compared.py"].diagnostics if d.check == "spec"]
+    assert violations and all("ref_dense(X, Mask)" in v for v in violations)
+    report = reports["split_two_right_references.py"]
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    proven = " ".join(report.proven)
+    assert "Out = ref_program(X, Mask)" in proven and "Out = ref_where(X, Mask)" in proven
+
+
+def test_an_integer_tensor_the_kernel_computes_with_is_not_sampled_as_a_mask(reports):
+    report = reports["split_mask_multiplied.py"]
+    assert report.verdict == "unsupported"
+    assert any("Mask is a torch.uint8 tensor" in d.message for d in report.diagnostics)
 
 
 def test_a_const_size_given_by_name_that_is_a_tile_is_reduced_as_a_tile(reports):

@@ -133,3 +133,19 @@ def test_where_and_masked_fill_encoding_equals_numpy():
         _assert_same("where", concrete, symbolic, f"({values.dtype})")
         concrete, symbolic = _both("masked_fill", [values, mask], {"value": 0.0})
         _assert_same("masked_fill", concrete, symbolic, f"({values.dtype})")
+
+
+def test_square_root_of_a_number_is_that_number_and_of_a_term_stays_a_function():
+    """``scores / torch.sqrt(torch.tensor(dim))``: the scale is a number, as a kernel's own
+    Python-computed scale is, so the algebra of exponentials can compare the two."""
+    backend = Z3Backend()
+    folded = backend.unary("sqrt", np.array([z3.RealVal(16), z3.RealVal(2)], dtype=object))
+    assert z3.simplify(as_term(folded[0]) == 4).eq(z3.BoolVal(True))
+    assert abs(float(as_term(folded[1]).as_fraction()) - 2 ** 0.5) < 1e-15
+    inverse = backend.unary("rsqrt", np.array([z3.RealVal(4)], dtype=object))
+    assert z3.simplify(as_term(inverse[0]) == z3.RealVal(0.5)).eq(z3.BoolVal(True))
+    x = z3.Real("x")
+    kept = as_term(backend.unary("sqrt", np.array([x], dtype=object))[0])
+    assert z3.is_app(kept) and kept.decl().name().startswith("sqrt") and kept.num_args() == 1
+    negative = as_term(backend.unary("sqrt", np.array([z3.RealVal(-4)], dtype=object))[0])
+    assert negative.decl().name().startswith("sqrt")  # not a real number: stays uninterpreted
