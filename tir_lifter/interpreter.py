@@ -88,6 +88,7 @@ class Machine:
         self.block: tuple[int, ...] = ()
         self.block_id = 0
         self.blocks: list[tuple[int, ...]] = []  # block id -> its indices (ids go on across launches)
+        self.launch_start = 0  # first block id of the running launch: earlier writes are finished ones
         self.locals: dict[str, np.ndarray] = {}
 
     # -- driving --
@@ -101,12 +102,14 @@ class Machine:
     def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
         extents = [eval_size(axis.extent, self.sizes) for axis in grid]
+        outer, self.launch_start = self.launch_start, len(self.blocks)
         for block in itertools.product(*(range(max(e, 0)) for e in extents)):
             self.block, self.block_id = block, len(self.blocks)
             self.blocks.append(block)
             self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object)
                            for buf in self.kernel.allocs if buf.scope != GLOBAL}
             self.exec_block(body, {**env, **{axis.var: value for axis, value in zip(grid, block)}})
+        self.launch_start = outer
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for stmt in stmts:
@@ -186,8 +189,9 @@ class Machine:
         self.lines[name][index] = line
         writer = self.writers[name]
         previous = int(writer[index])
-        if previous == -1:
+        if previous < self.launch_start:  # unwritten, or written by a launch that has finished
             writer[index] = self.block_id
+            self.plain[name][index] = False
         elif previous != self.block_id and (not atomic or self.plain[name][index]):
             self.conflict_cells.setdefault(name, set()).add(index)
             if not any(c.buffer == name and c.line == line for c in self.conflicts):

@@ -117,6 +117,11 @@ MUTANTS = {
         "    torch.testing.assert_close(out, ref_where(x, mask), rtol=1e-4, atol=1e-4)\n", 1,
         ("def ref_dense(X, Mask):", "def ref_where(X, Mask):\n    return torch.where(Mask != 0, X, 0.0).sum(dim=-1)"
                                    "\n\n\ndef ref_dense(X, Mask):")),
+    # the first launch zeroes the output the second launch then writes: ordered, not a conflict
+    "split_out_zeroed_first.py": _mutate(
+        "split_masked_row_sum.py", "                partial[bm * block_M + i, bs] = total[i]\n",
+        "                partial[bm * block_M + i, bs] = total[i]\n            if bs == 0:\n"
+        "                for i in T.Parallel(block_M):\n                    Out[bm * block_M + i] = 0\n"),
     # the mask's value multiplies the data: a uint8 input, not a sampled mask
     "split_mask_multiplied.py": _mutate("split_masked_row_sum.py",
                                         "tile[i, j] = T.if_then_else(keep[j] != 0, tile[i, j], 0)",
@@ -240,6 +245,8 @@ def test_a_primfunc_launching_twice_runs_the_launches_in_turn_through_its_global
     assert "ref_dense" not in proven  # called with the kernel's inputs, but not compared with its output
     conflicts = [d.message for d in reports["split_one_column.py"].diagnostics if d.check == "write-conflict"]
     assert conflicts and "partial[" in conflicts[0]
+    report = reports["split_out_zeroed_first.py"]  # a later launch writing again is no conflict
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
 
 
 def test_every_function_the_file_compares_the_kernel_with_is_checked(reports):
