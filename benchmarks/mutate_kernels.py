@@ -37,7 +37,8 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "eager_gemm_bt.py", "causal_row_sum.py", "profiler_scaled_gemm.py", "eager_rms_rows.py", "dynamic_axpy.py",
            "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py",
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
-           "block_sparse_gemm.py", "chunk_sums.py"]
+           "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
+           "gcd_tile_rows.py", "row_bias_view.py"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ def _line_mutations(line: str, tiles: tuple[str, ...] = (), blocks: tuple[str, s
         out.append(("floor grid", re.sub(r"T\.ceildiv\(([^,]+), ([^)]+)\)", r"\1 // \2", line, count=1)))
     if re.search(r"for \w+ in T\.(Pipelined|serial)\(T\.ceildiv\(", code):
         out.append(("off-by-one loop bound", re.sub(r"T\.ceildiv\(([^)]*)\)", r"T.ceildiv(\1) - 1", line, count=1)))
+    if re.search(r"for \w+ in T\.serial\(\w+\)", code):
+        out.append(("off-by-one loop bound", re.sub(r"T\.serial\((\w+)\)", r"T.serial(\1 - 1)", line, count=1)))
+    if "!= 0" in code:
+        out.append(("inverted mask test", line.replace("!= 0", "== 0", 1)))
     if re.search(r"\b\w+ < [MN]\b", code):
         out.append(("off-by-one guard", re.sub(r"\b(\w+) < ([MN])\b", r"\1 <= \2", line, count=1)))
     if re.search(r"\+ i\b", code) and indexing:

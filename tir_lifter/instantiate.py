@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .capture import Instance
 from .errors import Unsupported
-from .program import BinOp, Kernel
+from .program import BinOp, Const, Kernel
 
 _TILE = re.compile(r"(?i)(block|tile|blk|chunk|^b[mnkhd]$|^b_?[mnkhd]$|^bs_|_bs$|^bsz|window_size$)")
 _COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
@@ -197,8 +197,23 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
         if func is None:
             err = _error(build, dict(base, **concrete, **symbolic(chosen)))
             raise Unsupported(instance.line, f"TileLang could not build {instance.name} at reduced sizes ({err})")
-    real_values = dict(problem)
+    real_base = dict(base, **tiles, **counts)
+    real_func = _try(build, dict(real_base, **{n: problem[n] for n in concrete}, **symbolic(chosen)))
+    real_kernel = _lifted(lift, real_func, instance.name)
     kernel = lift(func, instance.name)
+    if real_kernel is not None and _degenerate(kernel, real_kernel):
+        # a size computed from the reduced ones came out 1 where the real one is more (gcd(hidden,
+        # h_blk), heads // groups): an index mixed up with it would not show; larger fixed sizes
+        for trial in _larger(concrete):
+            lifted = _lifted(lift, _try(build, dict(base, **trial, **symbolic(chosen))), instance.name)
+            if lifted is not None and not _degenerate(lifted, real_kernel):
+                concrete, kernel = trial, lifted
+                break
+        else:
+            raise Unsupported(instance.line, f"at the reduced sizes {_degenerate(kernel, real_kernel)[0]}: a size "
+                              "computed from them is 1 where the real one is more, so an index mixed up with it "
+                              "would not show")
+    real_values = dict(problem)
     const_values = _const_values(kernel, consts, tensors)
     if any(c not in const_values for c in consts):
         missing = [c for c in consts if c not in const_values]
@@ -209,14 +224,8 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     sizes = tuple((n, real_values.get(n)) for n in chosen) + tuple((n, None) for n in dynamic)
     kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=instance.line)
     divisions: tuple[tuple[BinOp, BinOp], ...] = ()
-    real_base = dict(base, **tiles, **counts)
-    real_fixed = {n: problem[n] for n in concrete}
-    real_func = _try(build, dict(real_base, **real_fixed, **symbolic(chosen)))
-    if real_func is not None:
-        try:
-            divisions = _pair_divisions(kernel, lift(real_func, instance.name))
-        except Unsupported:
-            divisions = ()
+    if real_kernel is not None:
+        divisions = _pair_divisions(kernel, real_kernel)
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
                       tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic))
 
@@ -290,6 +299,31 @@ def _const_values(kernel: Kernel, consts: list[str], tensors: dict[str, tuple[in
             if isinstance(dim, Var) and dim.name in consts:
                 values.setdefault(dim.name, real)
     return values
+
+
+def _lifted(lift: Callable[[Any, str], Kernel], func: Any, name: str) -> Kernel | None:
+    try:
+        return lift(func, name) if func is not None else None
+    except Unsupported:
+        return None
+
+
+def _degenerate(reduced: Kernel, real: Kernel) -> list[str]:
+    """On-chip buffers with an axis 1 wide at the reduced sizes and wider in the real build."""
+    real_shapes = {buf.name: buf.shape for buf in real.allocs}
+    found = []
+    for buf in reduced.allocs:
+        shape = real_shapes.get(buf.name, ())
+        if len(shape) == len(buf.shape) and any(small == Const(1) and isinstance(big, Const) and big.value > 1
+                                                 for small, big in zip(buf.shape, shape)):
+            found.append(f"{buf.name} is {[str(d) for d in buf.shape]} (real {[str(d) for d in shape]})")
+    return found
+
+
+def _larger(concrete: dict[str, int]) -> list[dict[str, int]]:
+    """Fixed reduced sizes made larger: each one alone, then all together."""
+    return [{**concrete, name: value * factor} for factor in (2, 3, 4) for name, value in concrete.items()] + \
+        [{name: value * factor for name, value in concrete.items()} for factor in (2, 3)] if concrete else []
 
 
 def _pair_divisions(reduced: Kernel, real: Kernel) -> tuple[tuple[BinOp, BinOp], ...]:

@@ -41,6 +41,7 @@ class Argument:
     name: str
     tensor: str | None = None  # kernel parameter bound to it
     value: Any = None
+    view: Any = None  # the argument is this function of the parameter (the kernel reads a view of it)
 
 
 @dataclass
@@ -84,6 +85,7 @@ class TracedSpec:
         spans = SpanFinder(self.path, self.path)
         recorder = Recorder(spans, simulated=False)
         generator = torch.Generator().manual_seed(0)
+        leaves: dict[str, Any] = {}
         for arg in self.arguments:
             if arg.tensor is None:
                 kwargs[arg.name] = self._reduced_value(arg, shapes)
@@ -93,14 +95,17 @@ class TracedSpec:
             if arg.tensor in masks:  # the kernel's sampled mask, the same values (and the file's dtype) here
                 kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy()).to(self.dtypes.get(arg.tensor, torch.bool))
                 continue
-            if dtype.is_floating_point:
-                tensor = torch.randn(shape, generator=generator).to(dtype)
-            else:
-                raise SpecError(f"reference argument {arg.name} is a {dtype} tensor (only float inputs are re-run)")
-            recorder.bind_leaf(tensor, arg.tensor, Span(None, self.path))
-            kwargs[arg.name] = tensor
+            if arg.tensor not in leaves:
+                if not dtype.is_floating_point:
+                    raise SpecError(f"reference argument {arg.name} is a {dtype} tensor (only float inputs are re-run)")
+                leaves[arg.tensor] = torch.randn(shape, generator=generator).to(dtype)
+                recorder.bind_leaf(leaves[arg.tensor], arg.tensor, Span(None, self.path))
+            kwargs[arg.name] = leaves[arg.tensor]
         try:
             with torch.no_grad(), recorder:
+                for arg in self.arguments:
+                    if arg.view is not None:  # recorded: the reference reads the parameter through it
+                        kwargs[arg.name] = arg.view(kwargs[arg.name])
                 result = self.func(**kwargs)
                 flat = list(result) if isinstance(result, (tuple, list)) else [result]
                 if len(flat) != len(self.outputs) or not all(isinstance(t, torch.Tensor) for t in flat):
@@ -200,20 +205,23 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
         by_id_all.update(by_id)
         output_ids |= {id(t) for t in dict(launch.outputs).values()} | \
             {id(t) for p, t in tensors.items() if p in written}
+        viewed = _viewed_inputs(tensors, inputs, capture)
         for number, ref in enumerate(capture.references):
             if ref.via != "call" or number in capture.wrappers:
                 continue
             args = dict(ref.arguments)
             arg_tensors = {n: v for n, v in args.items() if isinstance(v, torch.Tensor)}
-            if not arg_tensors or any(id(v) not in by_id for v in arg_tensors.values()):
+            if not arg_tensors or any(id(v) not in by_id and id(v) not in viewed for v in arg_tensors.values()):
                 continue
             func_name = getattr(ref.func, "__name__", "")
             if func_name in kernel_names:  # the kernel's own function, run by TileLang's elaboration
                 continue
-            binding = {n: ("tensor", by_id[id(v)]) if isinstance(v, torch.Tensor) else ("value", v)
-                       for n, v in args.items()}
+            binding = {n: ("value", v) if not isinstance(v, torch.Tensor) else ("tensor", by_id[id(v)])
+                       if id(v) in by_id else ("view", viewed[id(v)]) for n, v in args.items()}
+            read = {kind_value[1] if kind_value[0] == "tensor" else kind_value[1][0]
+                    for kind_value in binding.values() if kind_value[0] != "value"}
             # rank: reads every input of the kernel, is named after it, is named like a reference
-            rank = (len({id(v) for v in arg_tensors.values()}) < len(by_id),
+            rank = (len(read) < len(by_id),
                     instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
             candidates.append((rank, ref, binding, _returned_outputs(launch, params, written, capture)))
     if not candidates:
@@ -222,7 +230,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     best = candidates[0][0]
     if best[0]:  # even the best reads only some of the kernel's inputs: the kernel is not that function
         _, ref, binding, _ = candidates[0]
-        read = {value for kind, value in binding.values() if kind == "tensor"}
+        read = {value if kind == "tensor" else value[0] for kind, value in binding.values() if kind != "value"}
         unread = sorted(set(by_id_all.values()) - read)
         return [], (f"{getattr(ref.func, '__name__', 'a function')} is called with only some of the kernel's inputs "
                     f"(not {', '.join(unread)}): it is not the kernel's reference")
@@ -250,12 +258,12 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
                  written: list[str], instances: list[Instance], params: list[str], capture: Capture,
                  path: str) -> TracedSpec:
     real_shapes, dtypes = _launched_shapes(instances, params, capture)
-    arguments = tuple(Argument(n, kind_value[1] if kind_value[0] == "tensor" else None,
-                               None if kind_value[0] == "tensor" else kind_value[1])
-                      for n, kind_value in binding.items())
+    arguments = tuple(Argument(n, value) if kind == "tensor" else Argument(n, value[0], view=value[1])
+                      if kind == "view" else Argument(n, None, value) for n, (kind, value) in binding.items())
     used = tuple(dict.fromkeys(a.tensor for a in arguments if a.tensor))
     name = getattr(ref.func, "__name__", "reference")
-    shown = ", ".join(a.tensor or f"{a.name}={a.value!r}" for a in arguments)
+    shown = ", ".join(f"{a.tensor}.{a.view.__name__}" if a.view is not None else a.tensor or f"{a.name}={a.value!r}"
+                      for a in arguments)
     line = f" (line {ref.line})" if ref.line else ""
     via = " via profiler.assert_allclose" if ref.via == "profiler" else ""
     sizes = [a.name for a in arguments
@@ -268,6 +276,49 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
     return TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
                       origin=f"{name}{line}{via}, re-run by torch at the reduced sizes", func=ref.func,
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
+
+
+def _viewed_inputs(tensors: dict[str, Any], inputs: list[str], capture: Capture) -> dict[int, tuple[str, Any]]:
+    """Tensors the file passed to the kernel as a view (``mix.squeeze(-1)``, ``x.transpose(1, 2)``):
+    id of the viewed tensor -> (the kernel parameter, the function giving it back from the view)."""
+    import torch
+    out: dict[int, tuple[str, Any]] = {}
+    for param, tensor in tensors.items():
+        made = capture.derivations.get(id(tensor))
+        if param not in inputs or made is None or made.func is None or made.kwargs or made.index is not None \
+                or not made.args or not isinstance(made.args[0], torch.Tensor):
+            continue
+        base, rest, name = made.args[0], made.args[1:], getattr(made.func, "__name__", "")
+        inverse = _INVERSE_VIEWS.get(name, lambda *_: None)(base, rest)
+        if inverse is not None and all(isinstance(i, int) for r in rest for i in (r if isinstance(r, tuple) else (r,))):
+            inverse.__name__ = f"{_INVERSE_NAMES[name]}({', '.join(map(str, _inverse_args(name, base, rest)))})"
+            out[id(base)] = (param, inverse)
+    return out
+
+
+def _inverse_args(name: str, base: Any, rest: tuple) -> tuple:
+    if name == "permute":
+        dims = tuple(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+        return tuple(int(i) for i in np.argsort([d % base.dim() for d in dims]))
+    return rest
+
+
+def _unsqueeze_back(base: Any, rest: tuple) -> Any:
+    """``x.squeeze(d)`` of a size-1 axis ``d``: ``unsqueeze(d)`` gives ``x`` back."""
+    if len(rest) != 1 or not isinstance(rest[0], int) or base.shape[rest[0]] != 1:
+        return None
+    return lambda view: view.unsqueeze(rest[0])
+
+
+_INVERSE_VIEWS = {
+    "squeeze": _unsqueeze_back,
+    "unsqueeze": lambda base, rest: (lambda view: view.squeeze(rest[0])) if len(rest) == 1 else None,
+    "transpose": lambda base, rest: (lambda view: view.transpose(*rest)) if len(rest) == 2 else None,
+    "permute": lambda base, rest: (lambda view: view.permute(*_inverse_args("permute", base, rest))),
+    "contiguous": lambda base, rest: (lambda view: view) if not rest else None,
+}
+_INVERSE_NAMES = {"squeeze": "unsqueeze", "unsqueeze": "squeeze", "transpose": "transpose", "permute": "permute",
+                  "contiguous": "contiguous"}
 
 
 def _returned_outputs(launch: Launch, params: list[str], written: list[str], capture: Capture) -> tuple[str, ...]:

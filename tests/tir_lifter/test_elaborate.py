@@ -122,6 +122,9 @@ MUTANTS = {
         "split_masked_row_sum.py", "                partial[bm * block_M + i, bs] = total[i]\n",
         "                partial[bm * block_M + i, bs] = total[i]\n            if bs == 0:\n"
         "                for i in T.Parallel(block_M):\n                    Out[bm * block_M + i] = 0\n"),
+    # the tile offset without its tile size: at reduced sizes where gcd(N, blk_n) is 1, the same
+    "gcd_tile_offset.py": _mutate("gcd_tile_rows.py", "T.copy(X[row, t * blk], tile)", "T.copy(X[row, t], tile)"),
+    "bias_subtracted.py": _mutate("row_bias_view.py", " + b[bx * block_N + j]", " - b[bx * block_N + j]"),
     # the mask's value multiplies the data: a uint8 input, not a sampled mask
     "split_mask_multiplied.py": _mutate("split_masked_row_sum.py",
                                         "tile[i, j] = T.if_then_else(keep[j] != 0, tile[i, j], 0)",
@@ -135,7 +138,7 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
              "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py",
-             "chunk_sums.py", "split_masked_row_sum.py"]
+             "chunk_sums.py", "split_masked_row_sum.py", "gcd_tile_rows.py", "row_bias_view.py"]
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +158,12 @@ def reports(tmp_path_factory):
         assert "internal_error" not in body, body
         out[name] = report_from_json(body)
     return out
+
+
+def _proof_of(report) -> str:
+    """The proven lines of a report that must be verified."""
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    return " ".join(report.proven)
 
 
 @pytest.mark.parametrize("name", ORIGINALS)
@@ -192,16 +201,12 @@ def test_autotuned_kernels_are_checked_per_config_and_as_called_with_their_tunab
 
 
 def test_tiles_equal_in_the_call_that_tilelang_needs_equal_are_reduced_alike(reports):
-    report = reports["tiles_equal_in_the_call.py"]
-    assert report.verdict == "verified", [d.message for d in report.diagnostics]
-    proven = " ".join(report.proven)
+    proven = _proof_of(reports["tiles_equal_in_the_call.py"])
     assert "block_N=2 (from 16)" in proven and "block_K=2 (from 16)" in proven
 
 
 def test_divisions_folded_by_equal_tiles_are_paired_with_the_tiles_reduced_alike(reports):
-    report = reports["square_column_sum.py"]
-    assert report.verdict == "verified", [d.message for d in report.diagnostics]
-    proven = " ".join(report.proven)
+    proven = _proof_of(reports["square_column_sum.py"])
     assert "(from 96)" in proven and "unbound" not in proven  # the real tiling case is known
     assert "block_M=2 (from 32), block_N=2 (from 32)" in proven
 
@@ -220,7 +225,8 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("conv_no_pad.py", "spec"), ("conv_filter_tile.py", "spec"), ("conv_dilated.py", "spec"),
     ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"), ("mask_swapped.py", None),
     ("mask_first_k.py", "spec"), ("split_short_combine.py", "spec"), ("split_one_column.py", "uninitialized-read"),
-    ("split_mask_inverted.py", "spec"), ("split_both_compared.py", "spec"),
+    ("split_mask_inverted.py", "spec"), ("split_both_compared.py", "spec"), ("gcd_tile_offset.py", "spec"),
+    ("bias_subtracted.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -245,16 +251,13 @@ def test_a_primfunc_launching_twice_runs_the_launches_in_turn_through_its_global
     assert "ref_dense" not in proven  # called with the kernel's inputs, but not compared with its output
     conflicts = [d.message for d in reports["split_one_column.py"].diagnostics if d.check == "write-conflict"]
     assert conflicts and "partial[" in conflicts[0]
-    report = reports["split_out_zeroed_first.py"]  # a later launch writing again is no conflict
-    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    assert _proof_of(reports["split_out_zeroed_first.py"])  # a later launch writing again is no conflict
 
 
 def test_every_function_the_file_compares_the_kernel_with_is_checked(reports):
     violations = [d.message for d in reports["split_both_compared.py"].diagnostics if d.check == "spec"]
     assert violations and all("ref_dense(X, Mask)" in v for v in violations)
-    report = reports["split_two_right_references.py"]
-    assert report.verdict == "verified", [d.message for d in report.diagnostics]
-    proven = " ".join(report.proven)
+    proven = _proof_of(reports["split_two_right_references.py"])
     assert "Out = ref_program(X, Mask)" in proven and "Out = ref_where(X, Mask)" in proven
 
 
@@ -262,6 +265,15 @@ def test_an_integer_tensor_the_kernel_computes_with_is_not_sampled_as_a_mask(rep
     report = reports["split_mask_multiplied.py"]
     assert report.verdict == "unsupported"
     assert any("Mask is a torch.uint8 tensor" in d.message for d in report.diagnostics)
+
+
+def test_a_size_the_factory_computes_is_not_reduced_to_one_where_the_real_one_is_more(reports):
+    proven = _proof_of(reports["gcd_tile_rows.py"])
+    assert "N=10 (from 640)" in proven  # N=5 would make gcd(N, blk_n=2) a 1-wide tile: raised
+
+
+def test_a_reference_taking_what_the_kernel_reads_through_a_view_gets_the_view_undone(reports):
+    assert "Y = ref_add_bias(X, b.unsqueeze(0))" in _proof_of(reports["row_bias_view.py"])
 
 
 def test_a_const_size_given_by_name_that_is_a_tile_is_reduced_as_a_tile(reports):
