@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
-from .program import BinOp, Const, GridAxis, GridLaunch, If, Kernel, Loop, TileOp, UnOp, Var
+from .program import BinOp, Const, GridAxis, GridLaunch, If, While, Kernel, Loop, TileOp, UnOp, Var
 from .size_env import eval_size
 
 
@@ -57,7 +57,7 @@ def _fill_extents(stmt: Any, shapes: dict[str, tuple[int, ...]]) -> Any:
         elif dst.extents is None and src.extents is not None:
             dst = replace(dst, extents=_align(src.extents, len(dst.starts)))
         return replace(stmt, operands=(src, dst), line=None)
-    if isinstance(stmt, (Loop, GridLaunch)):
+    if isinstance(stmt, (Loop, While, GridLaunch)):
         return replace(stmt, body=tuple(_fill_extents(s, shapes) for s in stmt.body), line=None)
     if isinstance(stmt, If):
         return replace(stmt, then=tuple(_fill_extents(s, shapes) for s in stmt.then),

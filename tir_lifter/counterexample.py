@@ -15,7 +15,7 @@ from verifier.report import Counterexample
 
 from .backends import FloatBackend
 from .interpreter import Machine
-from .program import BinOp, Call, Const, If, Kernel, Load, Loop, Region, Select, Store, TileOp, UnOp, walk_expr, walk_stmts
+from .program import BinOp, Call, Const, If, Kernel, While, Load, Loop, Region, Select, Store, TileOp, UnOp, walk_expr, walk_stmts
 from .size_env import eval_size
 from .spec import Spec, SpecError, evaluate
 
@@ -121,7 +121,7 @@ def _only_compared(kernel: Kernel, name: str) -> bool:
             if stmt.buffer in names:
                 return False
             exprs += list(stmt.indices) + [stmt.value]
-        elif isinstance(stmt, If):
+        elif isinstance(stmt, (If, While)):
             exprs.append(stmt.cond)
         elif isinstance(stmt, Loop):
             exprs.append(stmt.extent)

@@ -19,6 +19,7 @@ partial boundary tile).
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -77,7 +78,33 @@ def _module_sizes(func: Any) -> dict[str, int]:
         current = stack.pop()
         names.update(current.co_names)
         stack.extend(c for c in current.co_consts if hasattr(c, "co_names"))
-    return {n: namespace[n] for n in sorted(names) if _is_int(namespace.get(n)) and namespace[n] >= 2}
+    sizes = {n: namespace[n] for n in sorted(names) if _is_int(namespace.get(n)) and namespace[n] >= 2}
+    computed = sorted(set(sizes) & _computed_module_names(namespace.get("__file__")))
+    if computed:  # ``tiles = M // BLOCK`` keeps its real value at any reduced size: no instance is faithful
+        raise Unsupported(None, f"the kernel reads {computed[0]}, an integer the file computes at module level "
+                          "from its real sizes, which reduced sizes would not recompute")
+    return sizes
+
+
+def _computed_module_names(path: Any) -> set[str]:
+    """Names the file's module-level code assigns anything but an integer literal."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, TypeError, ValueError, SyntaxError):
+        return set()
+    computed: set[str] = set()
+    for node in ast.walk(ast.Module(body=tree.body, type_ignores=[])):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr)) else []
+        literal = isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) and \
+            isinstance(node.value.value, int)
+        for target in targets:
+            names = [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+            if not (literal and isinstance(target, ast.Name)):
+                computed.update(names)
+    return computed
 
 
 def _with_module_sizes(func: Any, sizes: dict[str, int], build: Callable[[dict], Any]) -> Callable[[dict], Any]:

@@ -21,8 +21,10 @@ import numpy as np
 from .backends import InfinityArithmetic
 from .errors import InfiniteValue, Unsupported
 from .program import (GLOBAL, BinOp, Call, Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Select, Stmt, Store,
-                      TileOp, UnOp, Var)
+                      TileOp, UnOp, Var, While)
 from .size_env import eval_size
+
+_MAX_WHILE = 10_000  # iterations of one while loop at the reduced sizes
 
 
 @dataclass
@@ -138,6 +140,15 @@ class Machine:
                 current = self.load(stmt.buffer, index, stmt.line, guarded=guarded)
                 value = self.backend.add(current, value)
             self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=guarded)
+        elif isinstance(stmt, While):
+            for _ in range(_MAX_WHILE):
+                cond = self.value(stmt.cond, env, stmt.line)
+                if not isinstance(cond, (bool, np.bool_)):
+                    raise Unsupported(stmt.line, "a while loop whose condition depends on tensor data is not modelled")
+                if not cond:
+                    return
+                self.exec_block(stmt.body, env)
+            raise Unsupported(stmt.line, f"a while loop ran {_MAX_WHILE} times without ending at the reduced sizes")
         elif isinstance(stmt, GridLaunch):
             self.launch(stmt.axes, stmt.body, env)
         elif isinstance(stmt, TileOp):

@@ -200,6 +200,15 @@ class If:
 
 
 @dataclass(frozen=True)
+class While:
+    """``while cond: body`` (a loop whose trip count the kernel computes, as stream-K does)."""
+
+    cond: Expr
+    body: tuple["Stmt", ...]
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class GridAxis:
     var: str
     extent: Expr
@@ -215,7 +224,7 @@ class GridLaunch:
     line: int | None = None
 
 
-Stmt = Union[TileOp, Store, Loop, If, GridLaunch]
+Stmt = Union[TileOp, Store, Loop, If, While, GridLaunch]
 
 
 @dataclass(frozen=True)
@@ -265,7 +274,7 @@ def walk_stmts(stmts: tuple[Stmt, ...]):
     """Yield every statement, descending into loops and ifs."""
     for stmt in stmts:
         yield stmt
-        if isinstance(stmt, (Loop, GridLaunch)):
+        if isinstance(stmt, (Loop, While, GridLaunch)):
             yield from walk_stmts(stmt.body)
         elif isinstance(stmt, If):
             yield from walk_stmts(stmt.then)

@@ -376,6 +376,13 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
         tensors = launch_tensors(launch, params)
         outputs = {**dict(launch.outputs), **{p: t for p, t in tensors.items() if p in written}}
         output_of = {id(t): p for p, t in outputs.items() if p in written}
+        for a, b, _ in pairs:  # an output compared in another dtype (``c.to(torch.float16)``): rounding is not modelled
+            for tensor in (a, b):
+                made = capture.derivations.get(id(tensor))
+                if made is not None and getattr(made.func, "__name__", "") in _CASTS and made.args and \
+                        id(made.args[0]) in output_of and all(isinstance(x, torch.dtype) for x in made.args[1:]) \
+                        and set(made.kwargs) <= {"dtype"}:
+                    output_of[id(tensor)] = output_of[id(made.args[0])]
         input_of = {id(t): p for p, t in tensors.items() if p not in written}
         expected: dict[str, tuple[Any, int | None]] = {}
         for a, b, line in pairs:
@@ -418,6 +425,7 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
     return None, reason
 
 
+_CASTS = ("to", "float", "half", "bfloat16", "double")
 _NOT_REPLAYED = ("empty", "rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "manual_seed")
 
 

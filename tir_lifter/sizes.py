@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Unsupported
-from .program import BinOp, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
+from .program import BinOp, Expr, GridLaunch, If, Kernel, While, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
@@ -65,7 +65,7 @@ def kernel_exprs(kernel: Kernel) -> list[Expr]:
     for stmt in walk_stmts(kernel.body):
         if isinstance(stmt, Loop):
             exprs.append(stmt.extent)
-        elif isinstance(stmt, If):
+        elif isinstance(stmt, (If, While)):
             exprs.append(stmt.cond)
         elif isinstance(stmt, Store):
             exprs += list(stmt.indices) + [stmt.value]

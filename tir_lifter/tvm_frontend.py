@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
                       Expr, GridAxis, GridLaunch, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
-                      UnOp, Var, fold_const, walk_stmts)
+                      UnOp, Var, While, fold_const, walk_stmts)
 
 
 def available() -> bool:
@@ -183,7 +183,7 @@ def _fold_reduce_staging(body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[
                 out.append(replace(nxt, operands=(stmt.operands[0],) + nxt.operands[1:]))
                 i += 2
                 continue
-            if isinstance(stmt, (Loop, GridLaunch)):
+            if isinstance(stmt, (Loop, While, GridLaunch)):
                 stmt = replace(stmt, body=walk(stmt.body))
             elif isinstance(stmt, If):
                 stmt = replace(stmt, then=walk(stmt.then), orelse=walk(stmt.orelse))
@@ -341,6 +341,9 @@ class _Walker:
     def _s_IfThenElse(self, node: Any) -> tuple[Stmt, ...]:
         orelse = self.stmt(node.else_case) if node.else_case is not None else ()
         return (If(self.expr(node.condition), self.stmt(node.then_case), orelse),)
+
+    def _s_While(self, node: Any) -> tuple[Stmt, ...]:
+        return (While(self.expr(node.condition), self.stmt(node.body)),)
 
     def _s_BufferStore(self, node: Any) -> tuple[Stmt, ...]:
         return (Store(self.name_of(node.buffer), tuple(self.expr(i) for i in node.indices), self.expr(node.value)),)
@@ -529,7 +532,7 @@ def transfer_lines(lifted: Kernel, text: Kernel) -> Kernel:
         out = []
         for stmt in stmts:
             line = lines.get(id(stmt))
-            if isinstance(stmt, (Loop, GridLaunch)):
+            if isinstance(stmt, (Loop, While, GridLaunch)):
                 stmt = replace(stmt, body=relabel(stmt.body), line=line)
             elif isinstance(stmt, If):
                 stmt = replace(stmt, then=relabel(stmt.then), orelse=relabel(stmt.orelse), line=line)

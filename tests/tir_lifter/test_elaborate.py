@@ -125,6 +125,13 @@ MUTANTS = {
     # the tile offset without its tile size: at reduced sizes where gcd(N, blk_n) is 1, the same
     "gcd_tile_offset.py": _mutate("gcd_tile_rows.py", "T.copy(X[row, t * blk], tile)", "T.copy(X[row, t], tile)"),
     "bias_subtracted.py": _mutate("row_bias_view.py", " + b[bx * block_N + j]", " - b[bx * block_N + j]"),
+    # the grid sized by a module-level value computed from M (half of it): reduced on its own, it
+    # would cover every reduced row (this was verified); no faithful reduced instance exists
+    "module_computed_grid.py": _mutate("module_sizes_rows.py", "M = 96\nN = 40\n", "M = 96\nN = 40\nROWS = M // 2\n", 1,
+                                       ("T.Kernel(T.ceildiv(M, block_M)", "T.Kernel(T.ceildiv(ROWS, block_M)")),
+    # the persistent loop strides one tile too far: a tile no program visits
+    "while_stride_skips.py": _mutate("persistent_while_scale.py", "cursor[0] = cursor[0] + num_programs",
+                                     "cursor[0] = cursor[0] + num_programs + 1"),
     # the mask's value multiplies the data: a uint8 input, not a sampled mask
     "split_mask_multiplied.py": _mutate("split_masked_row_sum.py",
                                         "tile[i, j] = T.if_then_else(keep[j] != 0, tile[i, j], 0)",
@@ -138,7 +145,8 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "eager_rms_rows.py", "dynamic_axpy.py", "flash_attention_causal.py", "two_pass_softmax.py",
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
              "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py",
-             "chunk_sums.py", "split_masked_row_sum.py", "gcd_tile_rows.py", "row_bias_view.py"]
+             "chunk_sums.py", "split_masked_row_sum.py", "gcd_tile_rows.py", "row_bias_view.py",
+             "persistent_while_scale.py"]
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +234,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("inline_min_shift.py", "spec"), ("module_sizes_times.py", "spec"), ("mask_swapped.py", None),
     ("mask_first_k.py", "spec"), ("split_short_combine.py", "spec"), ("split_one_column.py", "uninitialized-read"),
     ("split_mask_inverted.py", "spec"), ("split_both_compared.py", "spec"), ("gcd_tile_offset.py", "spec"),
-    ("bias_subtracted.py", "spec"),
+    ("bias_subtracted.py", "spec"), ("while_stride_skips.py", "coverage"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -296,7 +304,9 @@ def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
                                          ("inline_output_changed.py", "changes the kernel's output Y in place"),
                                          ("inline_real_sizes.py", "a real size"),
                                          ("conv_view_dtype.py", "another element type"),
-                                         ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)")])
+                                         ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)"),
+                                         ("module_computed_grid.py", "ROWS, an integer the file computes at module "
+                                                                     "level")])
 def test_what_cannot_be_replayed_or_viewed_is_unsupported_with_its_reason(reports, name, reason):
     report = reports[name]
     assert report.verdict == "unsupported", [d.message for d in report.diagnostics]
