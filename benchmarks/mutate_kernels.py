@@ -38,7 +38,8 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "flash_attention_causal.py", "two_pass_softmax.py", "autotuned_gemm.py", "banded_parity_mask.py",
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
            "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
-           "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py"]
+           "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py",
+           "counted_k_tiles_gemm.py"]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ _COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
 _KEEP = re.compile(r"(?i)(thread|stage|raster|swizzle|policy|k_pack|warp|bits|^sm|version|^use_|^enable|^is_|"
                    r"seed|dtype|^group_size$|^rep$|^warmup$)")
 _MISSING_CONST = re.compile(r"constexpr variable `(\w+)`")
+_TILE_COUNT = re.compile(r"(?i)(tiles|blocks|chunks|iters)$")  # how many tiles, not how large one is
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,10 @@ class Elaborated:
     tiles: tuple[tuple[str, int, int], ...]  # name, real value, reduced value
     fixed: tuple[tuple[str, int, int], ...]  # problem sizes TileLang needs as ints: real, reduced
     dynamic: tuple[str, ...] = ()  # sizes the kernel takes at run time (T.dynamic / T.symbolic)
+    derived: tuple[str, ...] = ()  # counts given by the sizes they count the tiles of
 
     def describe(self) -> str:
-        parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed]
+        parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed] + list(self.derived)
         return ", ".join(parts)
 
 
@@ -163,23 +165,29 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
     real sizes either."""
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
-    tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and v >= 2}
+    tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and not _TILE_COUNT.search(k)
+             and v >= 2}
+    derived = _derived_counts(ints, tiles)
+    if derived:  # given by the sizes they are computed from, not reduced on their own
+        arguments = {k: v for k, v in arguments.items() if k not in derived}
+        build = _deriving(build, derived)
     distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
+    shown = tuple(f"{name} = ceildiv({size}, {tile})" for name, (size, tile, _) in derived.items())
     try:
         elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
     except Unsupported as exc:
         if tied == distinct or not exc.reason.startswith("TileLang could not build"):
             raise
-        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+        return replace(_reduce_with(instance, arguments, tensors, build, lift, tiles, tied), derived=shown)
     if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
-        return elaborated
+        return replace(elaborated, derived=shown)
     # the real build folds divisions by equal tiles together, so the reduced one cannot be paired
     # with it (its tiling cases unknown): reduced alike, the two build the same divisions
     try:
         again = _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
     except Unsupported:
-        return elaborated
-    return again if again.divisions else elaborated
+        return replace(elaborated, derived=shown)
+    return replace(again if again.divisions else elaborated, derived=shown)
 
 
 def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -326,6 +334,36 @@ def _const_values(kernel: Kernel, consts: list[str], tensors: dict[str, tuple[in
             if isinstance(dim, Var) and dim.name in consts:
                 values.setdefault(dim.name, real)
     return values
+
+
+def _derived_counts(ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tuple[str, str, bool]]:
+    """Integer arguments named as counts of tiles that equal a size over a tile at the real
+    values (``k_tiles = K // block_K``, ``num_blocks = ceildiv(seqlen, block_size)``): name ->
+    (size, tile, rounded up).  Reduced on their own they would lose that relation (the kernel
+    then reads part of K); several sizes giving the same count cannot tell which one it is."""
+    found: dict[str, tuple[str, str, bool]] = {}
+    for name, value in ints.items():
+        if name in tiles or not _TILE_COUNT.search(name):
+            continue
+        ways = {(size, tile, size_value % tile_value != 0) for size, size_value in ints.items()
+                for tile, tile_value in tiles.items() if size not in (name, tile) and size not in tiles
+                and size_value >= tile_value and -(-size_value // tile_value) == value}
+        if len(ways) > 1:
+            shown = ", ".join(f"ceildiv({size}, {tile})" for size, tile, _ in sorted(ways))
+            raise Unsupported(None, f"{name}={value} is {shown} at the real sizes: which size it counts the tiles "
+                              "of is not known, so it cannot follow the reduced sizes")
+        if ways:
+            found[name] = ways.pop()
+    return found
+
+
+def _deriving(build: Callable[[dict], Any], derived: dict[str, tuple[str, str, bool]]) -> Callable[[dict], Any]:
+    """``build`` with each derived count computed from the size and tile it is built with."""
+    def build_with(kwargs: dict[str, Any]) -> Any:
+        counts = {name: (kwargs[size] + kwargs[tile] - 1) // kwargs[tile]
+                  for name, (size, tile, _) in derived.items() if size in kwargs and tile in kwargs}
+        return build({**kwargs, **counts})
+    return build_with
 
 
 def _lifted(lift: Callable[[Any, str], Kernel], func: Any, name: str) -> Kernel | None:

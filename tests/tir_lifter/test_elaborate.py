@@ -132,6 +132,11 @@ MUTANTS = {
     # the persistent loop strides one tile too far: a tile no program visits
     "while_stride_skips.py": _mutate("persistent_while_scale.py", "cursor[0] = cursor[0] + num_programs",
                                      "cursor[0] = cursor[0] + num_programs + 1"),
+    # the K loop one tile short
+    "k_tiles_short.py": _mutate("counted_k_tiles_gemm.py", "T.Pipelined(k_tiles, num_stages=2)",
+                                "T.Pipelined(k_tiles - 1, num_stages=2)"),
+    # M, N and K equal: the count is the tile count of each, which one is not known
+    "k_tiles_ambiguous.py": _mutate("counted_k_tiles_gemm.py", "M, N, K = 256, 384, 512", "M, N, K = 512, 512, 512"),
     # the mask's value multiplies the data: a uint8 input, not a sampled mask
     "split_mask_multiplied.py": _mutate("split_masked_row_sum.py",
                                         "tile[i, j] = T.if_then_else(keep[j] != 0, tile[i, j], 0)",
@@ -146,7 +151,7 @@ ORIGINALS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factor
              "square_column_sum.py", "autotuned_gemm.py", "banded_parity_mask.py", "conv2d_im2col.py",
              "inline_checked_row_shift.py", "module_sizes_rows.py", "block_sparse_gemm.py",
              "chunk_sums.py", "split_masked_row_sum.py", "gcd_tile_rows.py", "row_bias_view.py",
-             "persistent_while_scale.py"]
+             "persistent_while_scale.py", "counted_k_tiles_gemm.py"]
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +240,7 @@ def test_flash_attention_is_proven_by_the_algebra_of_exponentials_and_says_so(re
     ("mask_first_k.py", "spec"), ("split_short_combine.py", "spec"), ("split_one_column.py", "uninitialized-read"),
     ("split_mask_inverted.py", "spec"), ("split_both_compared.py", "spec"), ("gcd_tile_offset.py", "spec"),
     ("bias_subtracted.py", "spec"), ("while_stride_skips.py", "coverage"),
+    ("k_tiles_short.py", "spec"),
 ])
 def test_kernel_bugs_are_violations_with_a_confirmed_counterexample(reports, name, check):
     report = reports[name]
@@ -284,6 +290,10 @@ def test_a_reference_taking_what_the_kernel_reads_through_a_view_gets_the_view_u
     assert "Y = ref_add_bias(X, b.unsqueeze(0))" in _proof_of(reports["row_bias_view.py"])
 
 
+def test_a_tile_count_the_caller_computes_follows_the_reduced_size_it_counts(reports):
+    assert "k_tiles = ceildiv(K, block_K)" in _proof_of(reports["counted_k_tiles_gemm.py"])
+
+
 def test_a_const_size_given_by_name_that_is_a_tile_is_reduced_as_a_tile(reports):
     proven = " ".join(reports["chunk_sums.py"].proven)
     assert "chunk_size=2 (from 16)" in proven and "C=3 (from 4)" in proven
@@ -306,7 +316,8 @@ def test_an_inline_expected_value_is_replayed_from_the_kernel_inputs(reports):
                                          ("conv_view_dtype.py", "another element type"),
                                          ("reference_of_some_inputs.py", "only some of the kernel's inputs (not B)"),
                                          ("module_computed_grid.py", "ROWS, an integer the file computes at module "
-                                                                     "level")])
+                                                                     "level"),
+                                         ("k_tiles_ambiguous.py", "which size it counts the tiles of is not known")])
 def test_what_cannot_be_replayed_or_viewed_is_unsupported_with_its_reason(reports, name, reason):
     report = reports[name]
     assert report.verdict == "unsupported", [d.message for d in report.diagnostics]
