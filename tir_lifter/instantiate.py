@@ -95,9 +95,12 @@ def _computed_module_names(path: Any) -> set[str]:
     except (OSError, TypeError, ValueError, SyntaxError):
         return set()
     computed: set[str] = set()
-    for node in ast.walk(ast.Module(body=tree.body, type_ignores=[])):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+    stack: list[ast.AST] = list(tree.body)
+    while stack:  # module-level statements, inside if/for/with/try too, not function or class bodies
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
+        stack.extend(ast.iter_child_nodes(node))
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
             if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr)) else []
         literal = isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) and \

@@ -397,3 +397,12 @@ def test_a_size_tilelang_needs_as_an_int_keeps_its_divisibility_by_each_tile():
     tiles, reduced = {"block_N": 64}, {"block_N": 4}
     assert _reduced_problem(128, tiles, reduced) == 8   # two whole tiles
     assert _reduced_problem(100, tiles, reduced) % 4 != 0  # a partial boundary tile stays partial
+
+
+def test_module_level_names_assigned_other_than_an_integer_literal_are_computed(tmp_path):
+    pytest.importorskip("tilelang")
+    from tir_lifter.instantiate import _computed_module_names
+    source = tmp_path / "sizes.py"
+    source.write_text("M = 96\nN = 40\nROWS = M // 2\n\n\ndef run():\n    M = 3\n    K = M + 1\n\n\n"
+                      "if N:\n    Q = N * 2\n")
+    assert _computed_module_names(str(source)) == {"ROWS", "Q"}  # a function's own M and K are not the module's
