@@ -171,7 +171,7 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
             sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
                                "whether the real sizes are could not be read from the kernel", instance.line))
-        if elaborated.tiles or elaborated.fixed or elaborated.derived:
+        if elaborated.describe():
             sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
         _merge(report, sub, name)
     if configs:

@@ -47,9 +47,11 @@ class Elaborated:
     fixed: tuple[tuple[str, int, int], ...]  # problem sizes TileLang needs as ints: real, reduced
     dynamic: tuple[str, ...] = ()  # sizes the kernel takes at run time (T.dynamic / T.symbolic)
     derived: tuple[str, ...] = ()  # counts given by the sizes they count the tiles of
+    counts: tuple[tuple[str, int, int], ...] = ()  # split_k, num_split, ...: real, reduced
 
     def describe(self) -> str:
-        parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed] + list(self.derived)
+        changed_counts = tuple(c for c in self.counts if c[1] != c[2])
+        parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed + changed_counts] + list(self.derived)
         return ", ".join(parts)
 
 
@@ -265,7 +267,8 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     if real_kernel is not None:
         divisions = _pair_divisions(kernel, real_kernel)
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
-                      tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic))
+                      tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic),
+                      counts=tuple((n, v, base[n]) for n, v in counts.items()))
 
 
 def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:

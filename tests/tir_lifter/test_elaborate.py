@@ -290,6 +290,10 @@ def test_a_reference_taking_what_the_kernel_reads_through_a_view_gets_the_view_u
     assert "Y = ref_add_bias(X, b.unsqueeze(0))" in _proof_of(reports["row_bias_view.py"])
 
 
+def test_a_persistent_while_loop_is_run_and_the_reduced_program_count_is_said(reports):
+    assert "num_programs=2 (from 4)" in _proof_of(reports["persistent_while_scale.py"])
+
+
 def test_a_tile_count_the_caller_computes_follows_the_reduced_size_it_counts(reports):
     assert "k_tiles = ceildiv(K, block_K)" in _proof_of(reports["counted_k_tiles_gemm.py"])
 
