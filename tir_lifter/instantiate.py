@@ -168,7 +168,7 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
     that are equal in the real call), or their divisions cannot be paired with the real build's,
     tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
-    real sizes either."""
+    real sizes either.  A count of tiles the caller computed is given by what it counts."""
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and not _TILE_COUNT.search(k)
              and v >= 2}
@@ -176,23 +176,28 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     if derived:  # given by the sizes they are computed from, not reduced on their own
         arguments = {k: v for k, v in arguments.items() if k not in derived}
         build = _deriving(build, derived)
+    shown = tuple(f"{name} = ceildiv({size}, {tile})" for name, (size, tile) in derived.items())
+    return replace(_reduced(instance, arguments, tensors, build, lift, tiles), derived=shown)
+
+
+def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+             build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int]) -> Elaborated:
     distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
-    shown = tuple(f"{name} = ceildiv({size}, {tile})" for name, (size, tile, _) in derived.items())
     try:
         elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
     except Unsupported as exc:
         if tied == distinct or not exc.reason.startswith("TileLang could not build"):
             raise
-        return replace(_reduce_with(instance, arguments, tensors, build, lift, tiles, tied), derived=shown)
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
     if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
-        return replace(elaborated, derived=shown)
+        return elaborated
     # the real build folds divisions by equal tiles together, so the reduced one cannot be paired
     # with it (its tiling cases unknown): reduced alike, the two build the same divisions
     try:
         again = _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
     except Unsupported:
-        return replace(elaborated, derived=shown)
-    return replace(again if again.divisions else elaborated, derived=shown)
+        return elaborated
+    return again if again.divisions else elaborated
 
 
 def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -342,20 +347,20 @@ def _const_values(kernel: Kernel, consts: list[str], tensors: dict[str, tuple[in
     return values
 
 
-def _derived_counts(ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tuple[str, str, bool]]:
-    """Integer arguments named as counts of tiles that equal a size over a tile at the real
-    values (``k_tiles = K // block_K``, ``num_blocks = ceildiv(seqlen, block_size)``): name ->
-    (size, tile, rounded up).  Reduced on their own they would lose that relation (the kernel
-    then reads part of K); several sizes giving the same count cannot tell which one it is."""
-    found: dict[str, tuple[str, str, bool]] = {}
+def _derived_counts(ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tuple[str, str]]:
+    """Integer arguments named as counts of tiles that equal a size over a tile (rounded up) at
+    the real values (``k_tiles = K // block_K``, ``num_blocks = ceildiv(seqlen, block_size)``):
+    name -> (size, tile).  Reduced on their own they would lose that relation (the kernel then
+    reads part of K); several sizes giving the same count cannot tell which one it is."""
+    found: dict[str, tuple[str, str]] = {}
     for name, value in ints.items():
         if name in tiles or not _TILE_COUNT.search(name):
             continue
-        ways = {(size, tile, size_value % tile_value != 0) for size, size_value in ints.items()
-                for tile, tile_value in tiles.items() if size not in (name, tile) and size not in tiles
-                and size_value >= tile_value and -(-size_value // tile_value) == value}
+        ways = {(size, tile) for size, size_value in ints.items() for tile, tile_value in tiles.items()
+                if size not in (name, tile) and size not in tiles and size_value >= tile_value
+                and -(-size_value // tile_value) == value}
         if len(ways) > 1:
-            shown = ", ".join(f"ceildiv({size}, {tile})" for size, tile, _ in sorted(ways))
+            shown = ", ".join(f"ceildiv({size}, {tile})" for size, tile in sorted(ways))
             raise Unsupported(None, f"{name}={value} is {shown} at the real sizes: which size it counts the tiles "
                               "of is not known, so it cannot follow the reduced sizes")
         if ways:
@@ -363,11 +368,11 @@ def _derived_counts(ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tu
     return found
 
 
-def _deriving(build: Callable[[dict], Any], derived: dict[str, tuple[str, str, bool]]) -> Callable[[dict], Any]:
+def _deriving(build: Callable[[dict], Any], derived: dict[str, tuple[str, str]]) -> Callable[[dict], Any]:
     """``build`` with each derived count computed from the size and tile it is built with."""
     def build_with(kwargs: dict[str, Any]) -> Any:
         counts = {name: (kwargs[size] + kwargs[tile] - 1) // kwargs[tile]
-                  for name, (size, tile, _) in derived.items() if size in kwargs and tile in kwargs}
+                  for name, (size, tile) in derived.items() if size in kwargs and tile in kwargs}
         return build({**kwargs, **counts})
     return build_with
 
