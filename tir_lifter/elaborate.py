@@ -88,20 +88,23 @@ def run_request(request: dict[str, Any]) -> Report:
         raise _OutOfBudget()
 
     previous = signal.signal(signal.SIGPROF, out_of_budget)
-    signal.setitimer(signal.ITIMER_PROF, budget)  # CPU seconds for all checks of the file
+    # CPU seconds for all checks of the file; once spent, raised again every 0.5 s: an exception
+    # raised inside a destructor (Z3's __del__) is swallowed by Python, and the check ran on
+    signal.setitimer(signal.ITIMER_PROF, budget, 0.5)
     try:
         for name, group in by_kernel.items():
             try:
-                _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture)
-                continue
+                if not spent:
+                    _check_kernel(name, group, references, specs, path, report, len(by_kernel), capture)
+                    continue
             except _OutOfBudget:
                 pass
             except Exception:  # noqa: BLE001 - raised in a C call, ctypes wraps it: the budget is spent all the same
                 if not spent:
                     raise
+            signal.setitimer(signal.ITIMER_PROF, 0)  # the remaining kernels are refused at once
             report.add(Diagnostic("unsupported", ERROR, f"{name}: not (fully) checked: the file's checking "
                                   f"budget of {budget:.0f} CPU s is spent", group[0].line))
-            signal.setitimer(signal.ITIMER_PROF, 0.5)  # the remaining kernels are refused at once
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)

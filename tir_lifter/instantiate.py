@@ -105,12 +105,13 @@ def _computed_module_names(path: Any) -> set[str]:
         stack.extend(ast.iter_child_nodes(node))
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
             if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr)) else []
-        literal = isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant) and \
-            isinstance(node.value.value, int)
-        for target in targets:
-            names = [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-            if not (literal and isinstance(target, ast.Name)):
-                computed.update(names)
+        value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        for target in targets:  # ``M = 96``, ``M, N, K = 4096, 4096, 4096`` are literal
+            pairs = list(zip(target.elts, value.elts)) if isinstance(target, ast.Tuple) and \
+                isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) else [(target, value)]
+            for name, given in pairs:
+                if not (isinstance(name, ast.Name) and isinstance(given, ast.Constant) and isinstance(given.value, int)):
+                    computed.update(n.id for n in ast.walk(name) if isinstance(n, ast.Name))
     return computed
 
 

@@ -407,6 +407,28 @@ def test_module_level_names_assigned_other_than_an_integer_literal_are_computed(
     pytest.importorskip("tilelang")
     from tir_lifter.instantiate import _computed_module_names
     source = tmp_path / "sizes.py"
-    source.write_text("M = 96\nN = 40\nROWS = M // 2\n\n\ndef run():\n    M = 3\n    K = M + 1\n\n\n"
-                      "if N:\n    Q = N * 2\n")
-    assert _computed_module_names(str(source)) == {"ROWS", "Q"}  # a function's own M and K are not the module's
+    source.write_text("M = 96\nN = 40\nROWS = M // 2\nA, B = 8, 16\nC, D = A, 2\nE = F = 4\n\n\ndef run():\n"
+                      "    M = 3\n    K = M + 1\n\n\nif N:\n    Q = N * 2\n")
+    # a function's own M and K are not the module's
+    assert _computed_module_names(str(source)) == {"ROWS", "Q", "C"}
+
+
+def test_the_checking_budget_ends_a_check_that_swallowed_its_first_stop():
+    """Python swallows an exception raised in a destructor (Z3's ``__del__``): the budget's stop
+    is raised again until the check ends (a file ran 250 s past a 40 s budget)."""
+    pytest.importorskip("tilelang")
+    import json
+    import subprocess
+    import sys
+
+    from tir_lifter.elaborate_run import child_env
+    code = ("import json, sys\nfrom tir_lifter import elaborate\n"
+            "def stubborn(*args, **kwargs):\n    try:\n        while True:\n            pass\n"
+            "    except BaseException:\n        pass\n    while True:\n        pass\n"
+            "elaborate._check_kernel = stubborn\n"
+            "report = elaborate.run_request({'path': sys.argv[1], 'check_budget': 0.5, 'run_budget': 20})\n"
+            "print(json.dumps([d.message for d in report.diagnostics]))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "eager_elementwise.py")], env=child_env(),
+                          capture_output=True, text=True, timeout=300)
+    messages = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any("checking budget of" in m and "CPU s is spent" in m for m in messages), messages
