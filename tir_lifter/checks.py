@@ -89,7 +89,7 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     diagnostics: list[Diagnostic] = []
     proven: list[str] = []
     tensors = symbolic_tensors(kernel, sizes)
-    masks = mask_values(kernel, sizes)
+    masks = {name: array for name, array in tensors.items() if is_mask(array)}
     where = reduction.where() + (f" ({describe_masks(masks)})" if masks else "")
     try:
         trace = Machine(kernel, sizes, Z3Backend(), tensors).run()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
-from .program import BinOp, Const, GridAxis, GridLaunch, If, While, Kernel, Loop, TileOp, UnOp, Var
+from .program import BinOp, Const, GridAxis, GridLaunch, If, Kernel, Loop, TileOp, UnOp, Var, While
 from .size_env import eval_size
 
 

@@ -15,7 +15,8 @@ from verifier.report import Counterexample
 
 from .backends import FloatBackend
 from .interpreter import Machine
-from .program import BinOp, Call, Const, If, Kernel, While, Load, Loop, Region, Select, Store, TileOp, UnOp, walk_expr, walk_stmts
+from .program import (BinOp, Call, Const, If, Kernel, Load, Loop, Region, Store, TileOp, While, expr_children,
+                      walk_expr, walk_stmts)
 from .size_env import eval_size
 from .spec import Spec, SpecError, evaluate
 
@@ -137,17 +138,7 @@ def _compared_reads(expr: Any, names: set[str]) -> bool:
                 read = read.args[0]
             if isinstance(read, Load) and read.buffer in names:
                 return isinstance(other, Const) and all(_compared_reads(i, names) for i in read.indices)
-    if isinstance(expr, BinOp):
-        children: tuple = (expr.a, expr.b)
-    elif isinstance(expr, UnOp):
-        children = (expr.a,)
-    elif isinstance(expr, (Call, Load)):
-        children = expr.args if isinstance(expr, Call) else expr.indices
-    elif isinstance(expr, Select):
-        children = (expr.cond, expr.a, expr.b)
-    else:
-        children = ()
-    return all(_compared_reads(c, names) for c in children)
+    return all(_compared_reads(c, names) for c in expr_children(expr))
 
 
 def is_mask(values: Any) -> bool:

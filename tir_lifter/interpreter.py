@@ -67,11 +67,12 @@ class Machine:
         self.shapes = {buf.name: tuple(eval_size(d, sizes) for d in buf.shape) for buf in kernel.params + kernel.allocs}
         self.scopes = {buf.name: buf.scope for buf in kernel.params + kernel.allocs}
         self.dtypes = {buf.name: buf.dtype for buf in kernel.params + kernel.allocs}
-        scratch = [buf for buf in kernel.allocs if buf.scope == GLOBAL]  # T.alloc_global: uninitialised, shared
+        scratch = tuple(buf for buf in kernel.allocs if buf.scope == GLOBAL)  # T.alloc_global: uninitialised, shared
         self.globals.update({buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in scratch})
-        self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in kernel.params + tuple(scratch)}
-        self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in kernel.params + tuple(scratch)}
-        self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in kernel.params + tuple(scratch)}
+        tracked = kernel.params + scratch  # global memory: who wrote each element, how, at which line
+        self.writers = {buf.name: np.full(self.shapes[buf.name], -1, dtype=np.int64) for buf in tracked}
+        self.plain = {buf.name: np.zeros(self.shapes[buf.name], dtype=bool) for buf in tracked}
+        self.lines = {buf.name: np.full(self.shapes[buf.name], None, dtype=object) for buf in tracked}
         for view, base in kernel.views:  # another shape of the same memory: numpy views of the tensor's arrays
             shape = tuple(eval_size(d, sizes) for d in view.shape)
             if int(np.prod(shape)) != self.globals[base].size:

@@ -91,24 +91,26 @@ class Select:
 Expr = Union[Const, Var, BinOp, UnOp, Call, Load, Select]
 
 
+def expr_children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of ``expr``, in order."""
+    if isinstance(expr, BinOp):
+        return (expr.a, expr.b)
+    if isinstance(expr, UnOp):
+        return (expr.a,)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Load):
+        return expr.indices
+    if isinstance(expr, Select):
+        return (expr.cond, expr.a, expr.b)
+    return ()
+
+
 def walk_expr(expr: Expr):
     """Yield ``expr`` and all its sub-expressions (pre-order)."""
     yield expr
-    if isinstance(expr, BinOp):
-        yield from walk_expr(expr.a)
-        yield from walk_expr(expr.b)
-    elif isinstance(expr, UnOp):
-        yield from walk_expr(expr.a)
-    elif isinstance(expr, Call):
-        for arg in expr.args:
-            yield from walk_expr(arg)
-    elif isinstance(expr, Load):
-        for index in expr.indices:
-            yield from walk_expr(index)
-    elif isinstance(expr, Select):
-        yield from walk_expr(expr.cond)
-        yield from walk_expr(expr.a)
-        yield from walk_expr(expr.b)
+    for child in expr_children(expr):
+        yield from walk_expr(child)
 
 
 def fold_const(expr: Expr) -> Expr:

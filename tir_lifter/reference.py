@@ -288,37 +288,33 @@ def _viewed_inputs(tensors: dict[str, Any], inputs: list[str], capture: Capture)
         if param not in inputs or made is None or made.func is None or made.kwargs or made.index is not None \
                 or not made.args or not isinstance(made.args[0], torch.Tensor):
             continue
-        base, rest, name = made.args[0], made.args[1:], getattr(made.func, "__name__", "")
-        inverse = _INVERSE_VIEWS.get(name, lambda *_: None)(base, rest)
-        if inverse is not None and all(isinstance(i, int) for r in rest for i in (r if isinstance(r, tuple) else (r,))):
-            inverse.__name__ = f"{_INVERSE_NAMES[name]}({', '.join(map(str, _inverse_args(name, base, rest)))})"
+        base, rest = made.args[0], made.args[1:]
+        if not all(isinstance(i, int) for r in rest for i in (r if isinstance(r, tuple) else (r,))):
+            continue
+        undo = _undoing_view(getattr(made.func, "__name__", ""), base, rest)
+        if undo is not None:
+            method, args = undo
+
+            def inverse(view: Any, method: str = method, args: tuple = args) -> Any:
+                return getattr(view, method)(*args)
+            inverse.__name__ = f"{method}({', '.join(map(str, args))})"
             out[id(base)] = (param, inverse)
     return out
 
 
-def _inverse_args(name: str, base: Any, rest: tuple) -> tuple:
+def _undoing_view(name: str, base: Any, rest: tuple) -> tuple[str, tuple] | None:
+    """The view method and arguments that give ``base`` back from ``base.<name>(*rest)``."""
+    if name == "squeeze":  # of a size-1 axis only: otherwise it changes nothing
+        return ("unsqueeze", rest) if len(rest) == 1 and isinstance(rest[0], int) and base.shape[rest[0]] == 1 \
+            else None
+    if name in ("unsqueeze", "transpose") and len(rest) == (1 if name == "unsqueeze" else 2):
+        return ("squeeze" if name == "unsqueeze" else "transpose"), rest
     if name == "permute":
-        dims = tuple(rest[0]) if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-        return tuple(int(i) for i in np.argsort([d % base.dim() for d in dims]))
-    return rest
-
-
-def _unsqueeze_back(base: Any, rest: tuple) -> Any:
-    """``x.squeeze(d)`` of a size-1 axis ``d``: ``unsqueeze(d)`` gives ``x`` back."""
-    if len(rest) != 1 or not isinstance(rest[0], int) or base.shape[rest[0]] != 1:
-        return None
-    return lambda view: view.unsqueeze(rest[0])
-
-
-_INVERSE_VIEWS = {
-    "squeeze": _unsqueeze_back,
-    "unsqueeze": lambda base, rest: (lambda view: view.squeeze(rest[0])) if len(rest) == 1 else None,
-    "transpose": lambda base, rest: (lambda view: view.transpose(*rest)) if len(rest) == 2 else None,
-    "permute": lambda base, rest: (lambda view: view.permute(*_inverse_args("permute", base, rest))),
-    "contiguous": lambda base, rest: (lambda view: view) if not rest else None,
-}
-_INVERSE_NAMES = {"squeeze": "unsqueeze", "unsqueeze": "squeeze", "transpose": "transpose", "permute": "permute",
-                  "contiguous": "contiguous"}
+        dims = tuple(rest[0]) if len(rest) == 1 and isinstance(rest[0], tuple) else rest
+        return "permute", tuple(int(i) for i in np.argsort([d % base.dim() for d in dims]))
+    if name == "contiguous" and not rest:
+        return "contiguous", ()
+    return None
 
 
 def _returned_outputs(launch: Launch, params: list[str], written: list[str], capture: Capture) -> tuple[str, ...]:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Unsupported
-from .program import BinOp, Expr, GridLaunch, If, Kernel, While, Loop, Region, Store, TileOp, Var, walk_expr, walk_stmts
+from .program import (BinOp, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, Var, While, walk_expr,
+                      walk_stmts)
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512

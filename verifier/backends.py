@@ -319,7 +319,7 @@ def as_term(value, integer: bool = False):
     return z3.RealVal(float(value))
 
 
-_FOLDED_ON_CONSTANTS = {"sqrt": math.sqrt, "rsqrt": lambda v: 1.0 / math.sqrt(v)}  # of a positive numeral
+_FOLDED_ON_CONSTANTS = ("sqrt", "rsqrt")  # of a positive numeral: a number (the numpy backend's function)
 
 
 class Z3Backend:
@@ -358,7 +358,7 @@ class Z3Backend:
             term = normal_form(self._real(term))
             if name in _FOLDED_ON_CONSTANTS and z3.is_rational_value(term) and term.as_fraction() > 0:
                 # sqrt(torch.tensor(dim)) in a reference: a number (as the kernel's own Python float is)
-                return z3.RealVal(_FOLDED_ON_CONSTANTS[name](float(term.as_fraction())))
+                return z3.RealVal(float(_NUMPY_UNARY[name](float(term.as_fraction()))))
             return function(term)
         return _objectwise(apply, np.asarray(x, dtype=object))
 
