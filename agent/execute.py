@@ -11,34 +11,28 @@ is ``forward(*inputs)`` (every rank gets the whole inputs and returns the global
 arguments.  Inputs are handed over by IR input name; module parameters whose names match an
 IR input get that global value (this rank's block when the code allocates a shard).
 
-Every run happens in child processes (``worker.py``; forked from a torch-preloaded fork server
-where the platform has one, so a run costs well under a second after the first) and is
+Every run happens in one isolated child (``frontends.sandbox``: its own namespaces where Linux
+allows them, a scrubbed environment, limits), ``group_run.py``, which starts the rank processes
+(``worker.py``) inside it and answers in ``frontends.wire``'s data-only format; everything is
 stopped by a timeout: user code can deadlock.  Nothing here needs torch in the parent process.
-The children follow ``frontends.sandbox``: the fork server and the workers start with a
-scrubbed environment (no API keys), each worker limits its memory and CPU time and may
-connect only to 127.0.0.1 before the user's code is loaded.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import math
-import multiprocessing
-import queue as queue_module
-import socket
-import sys
-import time
-from dataclasses import dataclass
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from frontends.sandbox import scrubbed_environ
-
-from . import worker
+from frontends import wire
+from frontends.sandbox import run_python
 
 DEFAULT_TIMEOUT = 60.0
-PEER_GRACE = 3.0  # after one rank fails, how long the others may take before they are stopped
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
 SOURCE_RTOL, SOURCE_ATOL = 1e-7, 1e-9  # float64 on both sides: only reduction order differs
 
 
@@ -138,54 +132,11 @@ def compare(want: Any, got: Any, rtol: float, atol: float) -> tuple[tuple[int, .
 
 # --- parent side ------------------------------------------------------------------------------
 
-_CONTEXT: Any = None
-
-
-def _context():
-    """A fork server with torch preloaded (fast repeated runs), else spawn."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        if "forkserver" in multiprocessing.get_all_start_methods():
-            _CONTEXT = multiprocessing.get_context("forkserver")
-            _CONTEXT.set_forkserver_preload(["torch", "torch.distributed", "frontends.sandbox", worker.__name__])
-        else:
-            _CONTEXT = multiprocessing.get_context("spawn")
-    return _CONTEXT
-
-
-@contextlib.contextmanager
-def _without_main_module():
-    """Start children without re-importing the parent's ``__main__`` (a REPL, stdin, a CLI
-    script): they need nothing from it, and importing it costs time or fails."""
-    main = sys.modules.get("__main__")
-    saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
-    try:
-        if "__file__" in saved:
-            del main.__file__
-        if main is not None:
-            main.__spec__ = None
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(main, name, value)
+_STARTUP_SECONDS = 30.0  # importing torch in the sandboxed child before the ranks start
 
 
 def warm_up() -> None:
-    """Start the torch-preloading fork server now, so its imports overlap with other work
-    (an LLM request, a proof) instead of delaying the first run."""
-    if torch_available():
-        ctx = _context()
-        if ctx.get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            with _without_main_module(), scrubbed_environ():
-                forkserver.ensure_running()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """Nothing to start ahead: every run gets a fresh sandboxed child (kept for callers)."""
 
 
 def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
@@ -203,70 +154,43 @@ def run_source(source: str, path: str, *, mesh: tuple[tuple[str, int], ...],
 
 def _run_once(source: str, path: str, mesh: tuple[tuple[str, int], ...], inputs: dict[str, np.ndarray] | None,
               entry: str | None, timeout: float, seed: int) -> Execution:
-    ctx = _context()
-    results: queue_module.Queue = ctx.Queue()
     unit = tuple((name, 1) for name, _ in mesh)
     world = math.prod(size for _, size in mesh)
     job = {"source": source, "path": path, "entry": entry, "seed": seed, "timeout": timeout,
            "inputs": {k: np.asarray(v) for k, v in inputs.items()} if inputs is not None else None}
-    # The 1-rank reference needs no network (an in-memory store); the N-rank group one port.
-    groups = {1: (unit, 0), world: (mesh, _free_port())} if world > 1 else {1: (unit, 0)}
-    processes: list[tuple[int, Any]] = []
-    with _without_main_module(), scrubbed_environ():
-        for size, (dims, port) in groups.items():
-            for rank in range(size):
-                process = ctx.Process(target=worker.run_rank, args=(rank, size, port, dims, job, results),
-                                      daemon=True)
-                process.start()
-                processes.append((size, process))
-    outcome: dict[int, dict[int, Any]] = {size: {} for size in groups}
-    errors: dict[int, str] = {}
-    unrunnable: set[int] = set()
-    deadline = time.monotonic() + timeout
-    first_error: float | None = None
-    expected = sum(groups)
-    received = 0
-    stopped_early = False
-    try:
-        while received < expected:
-            now = time.monotonic()
-            if now > deadline or (first_error is not None and now - first_error > PEER_GRACE):
-                stopped_early = True
-                break
-            try:
-                kind, size, rank, payload = results.get(timeout=0.05)
-            except queue_module.Empty:
-                if not any(p.is_alive() for _, p in processes):
-                    break
-                continue
-            received += 1
-            if kind == "done":
-                outcome[size][rank] = payload
-            else:
-                errors.setdefault(size, f"rank {rank}: {payload}")
-                if kind == "harness":
-                    unrunnable.add(size)
-                first_error = first_error or time.monotonic()
-    finally:
-        for _, process in processes:
-            if process.is_alive():
-                process.kill()
-        for _, process in processes:
-            process.join(timeout=5)
-        with contextlib.suppress(Exception):
-            results.close()
-            results.cancel_join_thread()
+    groups = [[1, [list(d) for d in unit]]] + ([[world, [list(d) for d in mesh]]] if world > 1 else [])
+    with tempfile.TemporaryDirectory(prefix="verify-agent-run-") as scratch:
+        request = os.path.join(scratch, "job")
+        with open(request, "wb") as handle:
+            handle.write(wire.encode({"job": job, "groups": groups}))
+        done = run_python(["-m", "agent.group_run", request], timeout=timeout + _STARTUP_SECONDS,
+                          cwd=scratch, extra_env={"PYTHONPATH": _PROJECT_ROOT, "CUDA_VISIBLE_DEVICES": ""})
+    answers, unreadable = wire.decode_stream(done.result, check=_check_answer)
+    if not answers:
+        reason = (f"its answer could not be read ({unreadable})" if unreadable is not None
+                  else "no answer before the time limit" if done.timed_out
+                  else f"it ended with code {done.returncode}: "
+                       f"{(done.stderr.decode(errors='replace').strip().splitlines() or ['no output'])[-1]}")
+        failed = SourceRun(1, error=f"the run's process gave no result: {reason}", unrunnable=True)
+        return Execution(failed, replace(failed, world=world))
+    runs = {size: SourceRun(size, tuple(tuple(rank) for rank in run["outputs"]) if run["outputs"] is not None
+                            else None, run["error"], bool(run["timed_out"]), bool(run["unrunnable"]))
+            for size, run in answers[0]["runs"]}
+    return Execution(runs[1], runs[world] if world > 1 else runs[1])
 
-    def run_of(size: int) -> SourceRun:
-        if size in errors:
-            return SourceRun(size, error=errors[size], unrunnable=size in unrunnable)
-        if len(outcome[size]) < size:
-            if stopped_early:
-                return SourceRun(size, timed_out=True)
-            codes = sorted({p.exitcode for s, p in processes if s == size and p.exitcode not in (0, None)})
-            return SourceRun(size, error=f"a worker process exited (code {codes}) without reporting",
-                             unrunnable=True)
-        return SourceRun(size, outputs=tuple(tuple(outcome[size][r]) for r in range(size)))
 
-    reference = run_of(1)
-    return Execution(reference, run_of(world) if world > 1 else reference)
+def _check_answer(answer: Any) -> None:
+    """Refuse anything but ``{"runs": [[size, run], ...]}`` with runs of the right types."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("runs"), list):
+        raise wire.WireError("not a run result")
+    for item in answer["runs"]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int) and isinstance(item[1], dict)):
+            raise wire.WireError("a run is malformed")
+        run = item[1]
+        outputs = run.get("outputs")
+        if outputs is not None and not (isinstance(outputs, list) and len(outputs) == item[0]
+                                        and all(isinstance(rank, list) for rank in outputs)):
+            raise wire.WireError("a run's outputs are malformed")
+        if not isinstance(run.get("error"), (str, type(None))) or not isinstance(run.get("timed_out"), bool) \
+                or not isinstance(run.get("unrunnable"), bool):
+            raise wire.WireError("a run's status is malformed")

@@ -1,11 +1,11 @@
 """The elaboration child: run the file, build each kernel with TileLang, lift and check it.
 
-``python -m tir_lifter.elaborate REQUEST.json RESULT.json`` runs in a child process started
-by ``elaborate_run.py`` (scrubbed environment, time limit): it executes the user's file
+``python -m tir_lifter.elaborate REQUEST.json`` runs in a child process started by
+``elaborate_run.py`` through ``frontends.sandbox`` (isolated, scrubbed environment, limits): it executes the user's file
 (``capture.run_file``), reduces every recorded kernel instance (``instantiate``), lifts
 the PrimFunc TileLang builds with TVM's visitors (``tvm_frontend.from_primfunc``) and
-checks it against its own spec.  The result is a JSON report (never a pickle: the
-parent must not run anything this process wrote).
+checks it against its own spec.  The result is a JSON report in ``frontends.wire``'s
+data-only format (never a pickle: the parent must not run anything this process wrote).
 """
 from __future__ import annotations
 
@@ -37,23 +37,28 @@ class _OutOfBudget(BaseException):
 
 def main(argv: list[str]) -> int:
     """One request (``{"path": ...}``) or a batch (``{"paths": [...]}``: one process, imports
-    paid once, used by the benchmark; each file's failure stays its own)."""
+    paid once, used by the benchmark; each file's failure stays its own).  Answers on the
+    private result channel (taken before the user's file runs), one ``frontends.wire`` message
+    per file, so a cut-off batch keeps the files it finished."""
+    from frontends import wire
+    from frontends.sandbox import enter_child, result_channel
+
+    channel = result_channel()
     request = json.loads(open(argv[0], encoding="utf-8").read())
+    enter_child(memory_bytes=None)
+    if channel is None:
+        return 2
     if "paths" not in request:
-        body: Any = report_to_json(run_request(request))
-    else:
-        body = []
-        for path in request["paths"]:
-            start = time.perf_counter()
-            try:
-                body.append(report_to_json(run_request(dict(request, path=path))))
-            except Exception as exc:  # noqa: BLE001 - recorded as this file's internal error
-                body.append({"file": path, "internal_error": f"{type(exc).__name__}: {exc}"[:300],
-                             "seconds": time.perf_counter() - start})
-            with open(argv[1], "w", encoding="utf-8") as handle:  # after each file: a cut-off batch keeps its results
-                json.dump(body, handle)
-    with open(argv[1], "w", encoding="utf-8") as handle:
-        json.dump(body, handle)
+        wire.write(channel, report_to_json(run_request(request)))
+        return 0
+    for path in request["paths"]:
+        start = time.perf_counter()
+        try:
+            body = report_to_json(run_request(dict(request, path=path)))
+        except Exception as exc:  # noqa: BLE001 - recorded as this file's internal error
+            body = {"file": path, "internal_error": f"{type(exc).__name__}: {exc}"[:300],
+                    "seconds": time.perf_counter() - start}
+        wire.write(channel, body)
     return 0
 
 

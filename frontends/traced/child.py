@@ -1,17 +1,17 @@
 """The child process: run the user's file on one device, then on every rank, and hand back the IR.
 
-Invoked by ``runner.py`` as ``python .../frontends/traced/child.py REQUEST.json RESULT.pickle``
-(run as a script so that the static frontend's package init, which the child never uses, is
-not imported: the child pays for torch only);
-the result file holds a pickled ``TracedProgram`` or ``TraceFailure``.  The user's output goes
-to this process's stdout/stderr, which the parent discards.
+Invoked by ``runner.py`` through ``frontends.sandbox.run_python`` as ``python
+.../frontends/traced/child.py REQUEST.json`` (run as a script so that the static frontend's
+package init, which the child never uses, is not imported: the child pays for torch only); it
+answers with ``TracedProgram`` / ``TraceFailure`` values in ``frontends.wire``'s data-only format
+on its result channel.  The user's output goes to this process's stdout/stderr, which the
+parent keeps only the tail of.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import pickle
 import sys
 import traceback
 
@@ -157,26 +157,39 @@ def _guarded_trace(request: dict):
 
 
 def main(argv: list[str]) -> int:
-    """Writes RESULT (the run on ``world`` ranks) first, then RESULT.<n> for every further world
-    size asked for, so a time limit reached during those still leaves the main result."""
+    """Answers through the private result channel (``frontends.sandbox.result_channel``, taken
+    before any user code runs): the run on ``world`` ranks first, then the run on every further
+    world size asked for, one ``frontends.wire`` message each, so a time limit reached during
+    those still leaves the main result."""
+    from frontends.sandbox import enter_child, result_channel
     from verifier.traced_ir import TracedProgram
 
-    request_path, result_path = argv
+    channel = result_channel()
+    (request_path,) = argv
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
+    enter_child(memory_bytes=None)   # the parent set the memory limit; secrets, loopback, network
     sys.path.insert(0, os.path.dirname(os.path.abspath(request["path"])))
     result = _guarded_trace(request)
-    _write(result_path, result)
+    _write(channel, result)
     if isinstance(result, TracedProgram):
         for world in request.get("also_worlds", []):
-            _write(f"{result_path}.{world}", _guarded_trace({**request, "world": world}))
+            _write(channel, _guarded_trace({**request, "world": world}))
     return 0
 
 
-def _write(path: str, result) -> None:
-    with open(path + ".part", "wb") as handle:
-        pickle.dump(result, handle)
-    os.replace(path + ".part", path)
+def _write(channel, result) -> None:
+    from frontends import wire
+
+    if channel is None:
+        return
+    try:
+        data = wire.encode(result)
+    except wire.WireError as error:  # a value of ours the format does not carry: a bug of ours
+        from .to_ir import TraceFailure
+
+        data = wire.encode(TraceFailure("internal", f"the recording cannot be sent back: {error}", None))
+    channel.write(data)
 
 
 def _bootstrap() -> None:

@@ -1,28 +1,27 @@
-"""Run the child process that runs the user's code: scrubbed environment, time and memory limits.
+"""Run the child process that runs the user's code, isolated (``frontends.sandbox``), and read its answer.
 
-The child gets none of the parent's secrets (variables whose names contain KEY, TOKEN, SECRET,
-PASSWORD, OPENAI_, AWS_, and proxy settings), no GPU, an address-space limit and a wall-clock
-timeout; it answers through a result file holding a pickled ``TracedProgram`` or
-``TraceFailure`` (unpickled only from the child this process started).
+The child answers on its private result channel with ``TracedProgram`` / ``TraceFailure`` values
+in ``frontends.wire``'s data-only format; an answer that is not one (cut off, forged, of the wrong
+types) is an ``unsupported`` failure that says so, never code run here and never an internal error.
 """
 from __future__ import annotations
 
 import json
 import os
-import pickle
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.traced_ir import TracedProgram
+from frontends import wire
+from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python, scrub
+from verifier.ir import Op, Span, TensorSpec
+from verifier.placements import Partial, Replicate, Shard, Varying
+from verifier.traced_ir import Comparison, TracedProgram
 
 from .failure import TraceFailure
 
-_SECRET_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "OPENAI_", "AWS_")
-_PROXIES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"}
-MEMORY_LIMIT = 8 * 1024 ** 3
+MEMORY_LIMIT = DEFAULT_MEMORY_BYTES
+_CARRIED = (TracedProgram, TraceFailure, Comparison, Op, Span, TensorSpec, Shard, Replicate, Partial, Varying)
 
 
 @dataclass(frozen=True)
@@ -37,26 +36,13 @@ class TraceOptions:
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    environ = dict(os.environ if environ is None else environ)
-    clean = {name: value for name, value in environ.items()
-             if not any(part in name.upper() for part in _SECRET_PARTS) and name.lower() not in _PROXIES}
+    """The child's environment: ``environ`` without secrets, no GPU, this project importable."""
+    clean = scrub(os.environ if environ is None else environ)
     clean["CUDA_VISIBLE_DEVICES"] = ""
     clean.setdefault("OMP_NUM_THREADS", "1")
-    clean["PYTHONDONTWRITEBYTECODE"] = "1"
     project_root = str(Path(__file__).resolve().parents[2])
     clean["PYTHONPATH"] = os.pathsep.join(p for p in (project_root, clean.get("PYTHONPATH", "")) if p)
     return clean
-
-
-def _limit_memory(limit: int):
-    def apply() -> None:
-        import resource
-
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ValueError, OSError):
-            pass
-    return apply
 
 
 def trace_file(path: str | Path, options: TraceOptions = TraceOptions(), shown_as: str | None = None
@@ -74,28 +60,27 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
                "shapes": {k: list(v) for k, v in options.shapes.items()}, "layouts": dict(options.layouts),
                "world": int(options.world), "also_worlds": [int(w) for w in options.also_worlds]}
     with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
-        request_path, result_path = os.path.join(scratch, "request.json"), os.path.join(scratch, "result.pickle")
+        request_path = os.path.join(scratch, "request.json")
         with open(request_path, "w", encoding="utf-8") as handle:
             json.dump(request, handle)
-        completed = None
-        try:
-            completed = subprocess.run(
-                [sys.executable, str(Path(__file__).with_name("child.py")), request_path, result_path],
-                cwd=str(path.parent), env=scrubbed_environment(), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=options.timeout,
-                preexec_fn=_limit_memory(options.memory_bytes) if os.name == "posix" else None)
-        except subprocess.TimeoutExpired:
-            if not os.path.exists(result_path):
-                return TraceFailure("timeout", f"running the file took longer than {options.timeout:g} s"), {}
-        if not os.path.exists(result_path):
-            tail = (completed.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            return TraceFailure("internal", f"the tracing process ended with code {completed.returncode}: {tail[0]}"), {}
-        main = _load(result_path)
-        also = {world: _load(f"{result_path}.{world}") for world in options.also_worlds
-                if os.path.exists(f"{result_path}.{world}")}
-        return main, also
+        done = run_python([str(Path(__file__).with_name("child.py")), request_path], timeout=options.timeout,
+                          memory_bytes=options.memory_bytes, cwd=str(path.parent),
+                          extra_env=scrubbed_environment({}))
+    answers, unreadable = wire.decode_stream(done.result, _CARRIED, check=_check)
+    if unreadable is not None and not answers:
+        return TraceFailure("unsupported", f"the tracing process's answer could not be read ({unreadable}); "
+                                           f"the file may have written to it"), {}
+    if not answers:
+        if done.timed_out:
+            return TraceFailure("timeout", f"running the file took longer than {options.timeout:g} s"), {}
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return TraceFailure("internal", f"the tracing process ended with code {done.returncode}: {tail[0]}"), {}
+    main, *further = answers
+    return main, dict(zip(options.also_worlds, further))
 
 
-def _load(path: str):
-    with open(path, "rb") as handle:   # written by the child this process started
-        return pickle.load(handle)
+def _check(value) -> None:
+    """Refuse anything but a ``TracedProgram`` or ``TraceFailure`` whose fields have their types."""
+    if not isinstance(value, (TracedProgram, TraceFailure)):
+        raise wire.WireError(f"a {type(value).__name__} is not a traced program")
+    wire.check_types(value)

@@ -19,7 +19,7 @@ def test_secrets_and_proxies_are_scrubbed_and_the_rest_kept():
 def test_child_sees_no_api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("VERIFY_AGENT_SAFETY_PROBE", "x")
-    result = run_python(["-c", "import os; print(sorted(k for k in os.environ if 'OPENAI' in k or 'VERIFY' in k))"],
+    result = run_python(["-c", "import os; print(sorted(k for k in os.environ if 'OPENAI' in k or 'PROBE' in k))"],
                         timeout=30)
     assert result.ok and result.stdout.strip() == b"[]"
 
