@@ -9,7 +9,9 @@ Entry points (what the CLI calls):
 * ``needs_llm_message(unsupported)`` — "these regions needed an LLM: line N: construct: reason";
 * ``has_cached_response(source, model, path)`` — whether an answer is cached or recorded
   next to the file (the LLM path then runs offline);
-* ``LLMError`` — the endpoint cannot be used (one-line message, exit code 2).
+* ``LLMError`` — the LLM settings are incomplete (no endpoint, no model: exit code 2);
+  its subclass ``LLMUnavailable`` — the endpoint failed or refused (exit code 3), and
+  ``LLMInvalidAnswer`` — it answered with something that is not a chat completion (exit 3).
 
 The feedback policy — what may be sent back to the model and what never is — is in
 ``agent/loop.py``.  Names are imported lazily: the execution workers import ``agent.worker``
@@ -21,7 +23,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "LLMError": "client", "LLMUnavailable": "client", "LLMOutcome": "loop", "llm_translate": "loop", "LLMSettings": "settings",
+    "LLMError": "client", "LLMUnavailable": "client", "LLMInvalidAnswer": "client",
+    "LLMOutcome": "loop", "llm_translate": "loop", "LLMSettings": "settings",
     "needs_llm_message": "regions", "needs_llm_diagnostics": "regions", "has_cached_response": "cache",
     "ir_schema": "ir_json", "program_from_json": "ir_json", "program_to_json": "ir_json",
 }

@@ -3,9 +3,13 @@
 Transient trouble (HTTP 429, 5xx, timeouts, connection resets, malformed bodies) is retried
 with exponential backoff (honouring ``Retry-After``) under one total deadline for the client's
 whole life (``LLMSettings.llm_deadline``), with ``tenacity``; when it runs out the error is
-``LLMUnavailable`` (exit 3: nothing was decided).  Everything else is the user's to fix and
-becomes an ``LLMError`` with a one-line message (exit 2): a bad key (401/403), an unknown
-model (404), no server at the URL (connection refused, unknown host).  An answer longer than
+``LLMUnavailable`` (exit 3: nothing was decided).  A body that is not a chat completion
+(truncated or non-JSON, an HTML page, the wrong schema, no choices, content that is not text)
+is retried the same way and ends as ``LLMInvalidAnswer``.  An endpoint that cannot be used at
+all — a bad key (401/403), an unknown model (404), no server at the URL (connection refused,
+unknown host) — is ``LLMUnavailable`` at once, with a one-line message that says what to fix;
+a missing endpoint or model in the settings is a plain ``LLMError`` (exit 2: the command line
+is incomplete).  Nothing the endpoint sends can end the command as an internal error.  An answer longer than
 ``max_answer_bytes`` is not read: it comes back as a truncated completion.  A 400 that
 complains about ``response_format`` means the endpoint has no structured output; the caller
 falls back to asking for ``.vir`` text (``StructuredOutputUnsupported``).
@@ -29,7 +33,19 @@ class LLMError(Exception):
 
 
 class LLMUnavailable(LLMError):
-    """The endpoint kept failing transiently until the LLM deadline: inconclusive, not the user's fault."""
+    """The endpoint could not be used (it failed, refused or kept failing until the LLM deadline): inconclusive."""
+
+    prefix = "LLM unavailable"
+
+
+class LLMInvalidAnswer(LLMUnavailable):
+    """The endpoint answered, but not with a chat completion we can read: inconclusive."""
+
+    prefix = "LLM gave an invalid answer"
+
+
+class MalformedAnswer(Exception):
+    """One response body was not a chat completion (retried like a flaky proxy)."""
 
 
 class AnswerTooLarge(Exception):
@@ -82,6 +98,8 @@ def _too_large(exc: BaseException) -> bool:
 def _transient(exc: BaseException) -> bool:
     if _too_large(exc):
         return False
+    if isinstance(exc, MalformedAnswer):
+        return True
     if isinstance(exc, openai.APIResponseValidationError):
         return True  # a malformed body: a flaky proxy more often than a broken server
     if isinstance(exc, openai.APITimeoutError):
@@ -146,22 +164,37 @@ class ChatClient:
                 | stop_after_delay(min(settings.retry_deadline, self.remaining())))
         retrying = Retrying(retry=retry_if_exception(_transient), wait=self._wait, stop=stop, reraise=True)
 
-        def attempt() -> Any:
+        response_format = "json" if schema is not None else "vir"
+
+        failures: list[Exception] = []  # the deadline ends the retries with the last real failure
+
+        def attempt() -> Completion:
             left = self.remaining()
             if left <= 0:
-                raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
-            return self.openai.with_options(timeout=min(settings.request_timeout, left)).chat.completions.create(
-                **arguments)
+                raise failures[-1] if failures else openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+            try:
+                try:
+                    response = self.openai.with_options(timeout=min(settings.request_timeout, left)
+                                                        ).chat.completions.create(**arguments)
+                except (ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
+                    # the client could not decode the body (truncated JSON, a schema it cannot build)
+                    raise MalformedAnswer(_malformed(exc)) from None
+                return self._completion(response, response_format)
+            except (MalformedAnswer, openai.APIError) as exc:
+                failures.append(exc)
+                raise
 
         try:
-            response = retrying(attempt)
+            return retrying(attempt)
         except openai.APIError as exc:
             if _too_large(exc):
-                return Completion("", 0, 0, "json" if schema is not None else "vir", truncated=True)
+                return Completion("", 0, 0, response_format, truncated=True)
             raise self._error(exc, schema is not None, time.monotonic() - started) from None
         except AnswerTooLarge:
-            return Completion("", 0, 0, "json" if schema is not None else "vir", truncated=True)
-        return self._completion(response, "json" if schema is not None else "vir")
+            return Completion("", 0, 0, response_format, truncated=True)
+        except MalformedAnswer as exc:
+            raise LLMInvalidAnswer(f"the LLM endpoint {self.url} {exc}; gave up after "
+                                   f"{time.monotonic() - started:.0f} s of retries") from None
 
     def _wait(self, state: RetryCallState) -> float:
         settings = self.settings
@@ -180,19 +213,22 @@ class ChatClient:
         url, model = self.url, self.settings.model
         status = _status(exc)
         if isinstance(exc, openai.APIConnectionError) and _refused(exc):
-            return LLMError(f"no LLM endpoint at {url} (connection refused): start the server or fix --base-url / "
+            return LLMUnavailable(f"no LLM endpoint at {url} (connection refused): start the server or fix --base-url / "
                             f"OPENAI_BASE_URL")
         if isinstance(exc, openai.APIConnectionError) and _unresolvable(exc):
-            return LLMError(f"cannot resolve the host of the LLM endpoint {url}: check --base-url / OPENAI_BASE_URL")
+            return LLMUnavailable(f"cannot resolve the host of the LLM endpoint {url}: check --base-url / OPENAI_BASE_URL")
         if status == 401:
-            return LLMError(f"the LLM endpoint {url} rejected the API key (401 Unauthorized): check OPENAI_API_KEY")
+            return LLMUnavailable(f"the LLM endpoint {url} rejected the API key (401 Unauthorized): check OPENAI_API_KEY")
         if status == 403:
-            return LLMError(f"the LLM endpoint {url} refused access (403 Forbidden): {_first_line(exc)}")
+            return LLMUnavailable(f"the LLM endpoint {url} refused access (403 Forbidden): {_first_line(exc)}")
         if status == 404:
-            return LLMError(f"model {model!r} not found at {url} (404): check --model / VERIFY_AGENT_MODEL "
+            return LLMUnavailable(f"model {model!r} not found at {url} (404): check --model / VERIFY_AGENT_MODEL "
                             f"(and that the base URL ends in /v1)")
         if status == 429 and _quota(exc):
-            return LLMError(f"the LLM endpoint {url} says the quota is exhausted (429 insufficient_quota)")
+            return LLMUnavailable(f"the LLM endpoint {url} says the quota is exhausted (429 insufficient_quota)")
+        if isinstance(exc, openai.APIResponseValidationError):
+            return LLMInvalidAnswer(f"the LLM endpoint {url} sent a body that is not a chat completion "
+                                    f"({_first_line(exc)}); gave up after {elapsed:.0f} s of retries")
         if status in (400, 422) and structured and _about_response_format(exc):
             return StructuredOutputUnsupported(_first_line(exc))
         if _transient(exc):
@@ -201,27 +237,51 @@ class ChatClient:
             return LLMUnavailable(f"the LLM endpoint {url} {what}; gave up after {elapsed:.0f} s of retries "
                                   f"(--llm-deadline {self.settings.llm_deadline:g} s)")
         if status is not None:
-            return LLMError(f"the LLM endpoint {url} rejected the request (HTTP {status}): {_first_line(exc)}")
-        return LLMError(f"the LLM endpoint {url} failed: {_first_line(exc)}")
+            return LLMUnavailable(f"the LLM endpoint {url} rejected the request (HTTP {status}): {_first_line(exc)}")
+        return LLMUnavailable(f"the LLM endpoint {url} failed: {_first_line(exc)}")
 
     def _completion(self, response: Any, response_format: str) -> Completion:
+        """The answer in ``response``; ``MalformedAnswer`` when it is not a chat completion."""
+        if isinstance(response, (str, bytes)):
+            raise MalformedAnswer(f"sent a body that is not JSON ({_preview(response)})")
         try:
-            choice = response.choices[0]
-        except (AttributeError, IndexError, TypeError):
-            raise LLMUnavailable(f"the LLM endpoint {self.url} returned a malformed answer (no choices)") from None
+            choices = getattr(response, "choices", None)
+            choice = choices[0] if isinstance(choices, (list, tuple)) else None
+        except IndexError:
+            choice = None
+        if choice is None:
+            raise MalformedAnswer("sent JSON without a chat completion's choices"
+                                  + (" (an empty list)" if choices == [] else ""))
         message = getattr(choice, "message", None)
-        text = getattr(message, "content", None) if message is not None else None
+        if message is None or isinstance(message, (str, int, float, list)):
+            raise MalformedAnswer("sent a chat completion whose choice has no message")
+        text = getattr(message, "content", None)
         if text is not None and not isinstance(text, str):
-            raise LLMUnavailable(f"the LLM endpoint {self.url} returned a malformed answer (content is not text)")
+            raise MalformedAnswer("sent a chat completion whose content is not text")
         if text is not None and len(text.encode("utf-8", "replace")) > self.settings.max_answer_bytes:
             return Completion("", 0, 0, response_format, truncated=True)
         refusal = getattr(message, "refusal", None)
         if text is None and refusal:
-            raise LLMError(f"the model refused to answer: {str(refusal).splitlines()[0][:200]}")
+            raise LLMInvalidAnswer(f"the model refused to answer: {' '.join(str(refusal).split())[:200]}")
         usage = getattr(response, "usage", None)
         return Completion(text or "", _count(getattr(usage, "prompt_tokens", 0)),
                           _count(getattr(usage, "completion_tokens", 0)), response_format,
                           truncated=getattr(choice, "finish_reason", None) == "length")
+
+
+def _preview(body: Any) -> str:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    text = " ".join(text.split())
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+
+def _malformed(exc: BaseException) -> str:
+    """What was wrong with a body the client could not decode, in a few words."""
+    if isinstance(exc, ValueError) and exc.__class__.__name__ == "JSONDecodeError":
+        return f"sent a body that is not complete JSON ({' '.join(str(exc).split())[:120]})"
+    if isinstance(exc, ValueError) and exc.__class__.__name__ == "ValidationError":
+        return "sent JSON that is not a chat completion"
+    return f"sent a body that is not a chat completion ({exc.__class__.__name__})"
 
 
 def _bounded_transport(httpx: Any, max_bytes: int, expires: Any) -> Any:

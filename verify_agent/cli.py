@@ -231,7 +231,8 @@ def translate(
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github (annotations)."),
     dump_ir: bool = typer.Option(False, "--dump-ir", help="Print the IR the file was translated to."),
     fix: bool = typer.Option(False, "--fix", help="Also search for verified fixes of the violations."),
-    llm: LLMMode = typer.Option(LLMMode.auto, help="auto: LLM for what the frontend cannot read; full; off."),
+    llm: LLMMode = typer.Option(LLMMode.auto, help="auto: LLM for what the frontends cannot read; full: the whole "
+                                                   "file (after a traced run that shows no bug); off."),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint (else OPENAI_BASE_URL)."),
     model: Optional[str] = typer.Option(None, help="Model name (else VERIFY_AGENT_MODEL)."),
     max_rounds: int = typer.Option(3, help="LLM feedback rounds."),
@@ -257,7 +258,11 @@ def translate(
         fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
     check_mesh_size(mesh)
     source = _read(file)
+    traced_verdict = None
     if not no_exec and not fix and not dump_ir:
+        from verifier.report import VIOLATIONS
+
+        from .pipeline import traced_llm_status
         from .traced import trace_and_verify
 
         traced = trace_and_verify(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
@@ -265,13 +270,24 @@ def translate(
         if traced is not None:
             if traced.usage_error:
                 fail_usage(traced.usage_error)
-            raise typer.Exit(emit([traced.report], format, source.splitlines()))
+            # --llm full sends the whole file to the model too, unless running it showed a bug:
+            # no translation a model writes may argue away what execution showed
+            if llm != LLMMode.full or traced.report.verdict == VIOLATIONS:
+                traced.report.extra["llm_status"] = traced_llm_status(llm.value, traced.report.verdict)
+                raise typer.Exit(emit([traced.report], format, source.splitlines()))
+            traced_verdict = traced.report.verdict
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm=llm.value,
                                base_url=base_url, model=model, max_rounds=max_rounds, no_cache=no_cache, fix=fix,
                                llm_deadline=llm_deadline, no_exec=no_exec)
     result = translate_and_verify(source, str(file), options, progress=_stage_progress(format))
     if result.usage_error:
         fail_usage(result.usage_error)
+    if traced_verdict is not None and result.report is not None:
+        from verifier.report import NOTE, Diagnostic
+
+        result.report.add(Diagnostic("translation", NOTE, f"the traced frontend (running the file) found it "
+                                                          f"{traced_verdict}; --llm full: the verdict above is the "
+                                                          f"model's translation, checked against the source"))
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
 
 
@@ -289,8 +305,10 @@ def fix(
 ) -> None:
     """Search verified fixes (unified diffs ranked by communication cost); --write applies the best.
 
-    --write replaces the file atomically (temp file, fsync, rename), keeps FILE.orig unless
-    --no-backup, and refuses when the file changed while the fix was searched.
+    --write changes only the lines of the fix (the other bytes, mixed line endings included, stay
+    as they are); it replaces the file atomically (temp file, fsync, rename), or writes in place
+    behind an fsynced copy when the file has hard links; keeps FILE.orig unless --no-backup; and
+    refuses (exit 2) when the file changed while the fix was searched or another fix --write holds it.
     """
     from .pipeline import TranslateOptions
     from .repair.commands import UsageError, fix_file

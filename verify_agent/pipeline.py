@@ -13,6 +13,23 @@ from frontends.base import SourceError, Translation
 from verifier.report import ERROR, NOTE, Diagnostic, Report
 
 Progress = Optional[Callable[[str], None]]
+LLM_STATUS = "llm_status"  # report.extra key: one line saying whether a model was asked, and why not
+NO_ENDPOINT = "no endpoint configured (pass --base-url or set OPENAI_BASE_URL)"
+
+
+def not_consulted(why: str) -> str:
+    return f"LLM not consulted: {why}"
+
+
+def traced_llm_status(mode: str, verdict: str) -> str:
+    """Why a report the tracing frontend decided carries no model's work."""
+    if mode == "off":
+        return not_consulted("--llm off")
+    if mode == "full":
+        return not_consulted(f"the traced frontend found {verdict} by running the file, and a model cannot "
+                             f"overrule what execution showed (--llm full asks one only when the run shows no bug)")
+    return not_consulted("the traced frontend decided (it ran the file and recorded every op; --llm auto asks a "
+                         "model only for code the frontends cannot read)")
 
 
 @dataclass
@@ -72,6 +89,7 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
         return result
     if incomplete:
         report = _unsupported_report(path, translation, "the LLM translator is off (--llm off); nothing was verified")
+        report.extra[LLM_STATUS] = not_consulted("--llm off")
         report.seconds = time.perf_counter() - started
         return TranslateResult(report, translation)
     program = translation.program
@@ -90,6 +108,9 @@ def translate_and_verify(source: str, path: str, options: TranslateOptions, prog
         report.extra.setdefault("passes", {})["backward"] = "not checked: " + reason
     report.extra["style"] = translation.style
     report.extra["entry"] = translation.entry
+    report.extra[LLM_STATUS] = not_consulted("--llm off" if options.llm == "off" else
+                                             "the static frontend read the whole file (--llm auto asks a model "
+                                             "only for code the frontends cannot read)")
     report.extra.setdefault("assumed", []).insert(0, f"program read by the static frontend ({translation.style}) "
                                                      f"from entry {translation.entry}; branches on the world size "
                                                      f"decided for mesh {program.mesh}")
@@ -120,12 +141,29 @@ def _llm(source: str, path: str, translation: Translation, options: TranslateOpt
     try:
         outcome = llm_translate(source, path, translation, settings, progress, entry=options.entry,
                                 mesh=_mesh_dict(options.mesh), input_shapes=options.inputs or None)
-    except LLMUnavailable as error:
-        report = _unsupported_report(path, translation, f"LLM unavailable: {error}; nothing was verified")
-        return TranslateResult(report, translation)
-    except LLMError as error:
+    except LLMUnavailable as error:  # the endpoint failed or answered nonsense: inconclusive (exit 3)
+        return TranslateResult(_llm_failed_report(path, translation, f"{error.prefix}: {error}"), translation)
+    except LLMError as error:  # the settings are incomplete: the command line's to fix (exit 2)
         return TranslateResult(usage_error=f"{path}: {error}")
+    if outcome.used_llm:
+        outcome.report.extra[LLM_STATUS] = f"LLM consulted: {outcome.note}"
+    else:
+        outcome.report.extra[LLM_STATUS] = not_consulted(NO_ENDPOINT if not settings.has_endpoint else
+                                                         "the file does not parse")
     return TranslateResult(outcome.report, outcome.translation, outcome.ir_text)
+
+
+def _llm_failed_report(path: str, translation: Translation, message: str) -> Report:
+    """Exit 3 with the one-line reason first; what the frontend could not read follows."""
+    line = " ".join(message.split())[:600]
+    report = Report(path, _mesh_of(translation), ops=len(translation.program.ops) if translation.program else 0)
+    report.add(Diagnostic("unsupported", ERROR, f"{line}; nothing was verified",
+                          hint="run again when the endpoint answers, or use --llm off to see what the frontends "
+                               "read"))
+    for item in translation.unsupported:
+        report.add(Diagnostic("unsupported", ERROR, f"cannot translate {item.construct}: {item.reason}", item.line))
+    report.extra[LLM_STATUS] = line
+    return report
 
 
 def _mesh_dict(mesh: Optional[str]) -> Optional[dict]:

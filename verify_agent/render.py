@@ -96,6 +96,8 @@ def render_text(report: Report, console: Console, source_lines: list[str] | None
         console.print(Text(f"  sizes: {report.extra['sizes']}", style="dim"))
     for assumption in report.extra.get("assumed", []):
         console.print(Text(f"  assumed: {assumption}", style="dim"))
+    if report.extra.get("llm_status"):
+        console.print(Text(f"  {report.extra['llm_status']}", style="dim"))
     console.print(_summary(report))
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 BEHAVIOURS = ("status:401", "status:403", "status:404", "status:429", "status:500", "status:503", "hang", "trickle",
               "reset", "garbage", "wrong-shape", "null-content", "huge", "payload")
-USER_ERRORS = {"status:401", "status:403", "status:404"}  # the user's to fix: exit 2
+USER_ERRORS = {"status:401", "status:403", "status:404"}  # the user's to fix (still exit 3: nothing decided)
 
 PAYLOAD_DIM = "__import__('os').system('touch MARK') or 4"
 

@@ -1,8 +1,9 @@
 """Every way an LLM endpoint can fail ends in one line and the right exit code, within the deadline.
 
-401/403/404 and a refused connection are the user's to fix (exit 2); 429, 5xx, hangs, resets and
-malformed bodies are retried until ``--llm-deadline`` and end as "LLM unavailable" (exit 3);
-an oversized answer is not read.  Never exit 4, never a traceback, never past the deadline.
+401/403/404 and a refused connection end at once, 429, 5xx, hangs, resets and malformed bodies
+after retries until ``--llm-deadline``: all as "LLM unavailable" or "LLM gave an invalid answer"
+(exit 3: nothing was decided), the message saying what to fix; an oversized answer is not read.
+Never exit 4, never a traceback, never past the deadline.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fake_llm import BEHAVIOURS, USER_ERRORS, FakeLLM
+from fake_llm import BEHAVIOURS, FakeLLM
 from verify_agent.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,19 +40,15 @@ def translate(url: str, *extra: str, deadline: float = DEADLINE):
                                     "--format", "json", *extra])
 
 
-def expected_code(behaviour: str) -> int:
-    return 2 if behaviour in USER_ERRORS else 3
-
-
 @pytest.mark.parametrize("behaviour", [b for b in BEHAVIOURS if b not in ("huge", "trickle")])
 def test_endpoint_failure_has_its_exit_code_and_a_document(workdir, behaviour):
     with FakeLLM(behaviour) as server:
         started = time.monotonic()
         result = translate(server.url)
         elapsed = time.monotonic() - started
-    assert result.exit_code == expected_code(behaviour), result.output
+    assert result.exit_code == 3, result.output
     document = json.loads(result.stdout)
-    assert document["verdict"] == ("input-error" if behaviour in USER_ERRORS else "unsupported")
+    assert document["verdict"] == "unsupported"
     assert elapsed < DEADLINE + 15
     assert not (workdir / "MARK").exists()
 
@@ -73,10 +70,10 @@ def test_oversized_answer_is_not_read_into_the_report(workdir):
     assert len(result.stdout) < 100_000
 
 
-def test_refused_connection_is_a_one_line_input_error(workdir):
+def test_refused_connection_is_a_one_line_llm_unavailable(workdir):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     result = translate(f"http://127.0.0.1:{port}/v1", deadline=60)  # refusal is immediate; a busy machine is not
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 3, result.output
     assert "connection refused" in json.loads(result.stdout)["diagnostics"][0]["message"]
