@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import fuzz_cases as fc  # noqa: E402
 from fake_llm import BEHAVIOURS, FakeLLM  # noqa: E402
+import fuzz_llm_and_write  # noqa: E402  (malformed LLM answers, exact and concurrent fix --write)
 
 BAD = ("traceback", "internal_error", "hang", "document_missing", "payload_ran")
 
@@ -206,6 +207,7 @@ def main() -> int:
              ("read-only files", lambda: run_read_only(tally, 2 if args.quick else 6)),
              ("concurrent edits", lambda: run_concurrent_edits(tally, rng, 2 if args.quick else 10)),
              ("slow inputs (processes, --timeout 20)", lambda: run_slow(tally))]
+    steps[-1:-1] = fuzz_llm_and_write.steps(tally, rng, args.quick)
     for name, step in steps:
         before = sum(tally.runs.values())
         step_started = time.monotonic()
