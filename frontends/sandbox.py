@@ -50,7 +50,7 @@ _SECRET_PREFIXES = ("OPENAI_", "AWS_", "AZURE_", "GOOGLE_", "GCLOUD_", "ANTHROPI
                     "GH_", "VERIFY_AGENT_", "NETRC", "SSH_", "GIT_ASKPASS", "DOCKER_", "PIP_", "UV_", "CONDA_TOKEN",
                     "DATABASE_", "KUBE", "VAULT_", "NPM_", "TWINE_", "WANDB_", "COMET_", "NEPTUNE_")
 _PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY")
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 
 
 def is_secret(name: str) -> bool:
@@ -259,6 +259,7 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
         _set_limits(memory_bytes, cpu)
         _die_with_parent()
 
+    adopted_before = _adopt_orphans() if mode == "process" and posix else None
     started = time.monotonic()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -270,6 +271,8 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
         outputs, timed_out = _collect(process, read_end, input, started + max(0.1, timeout))
     finally:  # the parent's own deadline, Ctrl-C, a bug: never leave the child running
         _kill_everything(process)
+        if adopted_before is not None:
+            _kill_orphans(adopted_before)
         with contextlib.suppress(OSError):
             if read_end is not None:
                 os.close(read_end)
@@ -348,6 +351,25 @@ def _descendants(root: int) -> list[int]:
             found.append(child)
             frontier.append(child)
     return found
+
+
+def _adopt_orphans() -> set[int]:
+    """Without a PID namespace, a double fork escapes the child's tree; as a subreaper this
+    process adopts such orphans.  Returns its children now (so the new ones can be told apart)."""
+    libc = _libc()
+    if libc is not None and sys.platform.startswith("linux"):
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return set(_descendants(os.getpid()))
+
+
+def _kill_orphans(before: set[int]) -> None:
+    """Kill and reap what was adopted since ``before`` (processes the child left behind)."""
+    for pid in set(_descendants(os.getpid())) - before:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in set(_descendants(os.getpid())) - before:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def _kill_everything(process: subprocess.Popen) -> None:

@@ -62,7 +62,9 @@ def run_elaboration(path: str, kernel: str | None, specs: dict[str, str], timeou
     bodies, unreadable = _bodies(done.result)
     if bodies:
         try:
-            return report_from_json(bodies[0])
+            report = report_from_json(bodies[0])
+            report.extra["sandbox"] = done.isolation
+            return report
         except (KeyError, TypeError, ValueError) as error:
             unreadable = f"{type(error).__name__}: {error}"
     if unreadable is not None:

@@ -401,6 +401,10 @@ def main(argv: Optional[List[str]] = None, *, arm_deadline: bool = True) -> None
     args = list(sys.argv[1:] if argv is None else argv)
     _Session.format, _Session.file = _format_in(args), None
     _Session.arm_deadline = arm_deadline
+    if arm_deadline:  # the console entry: a process of the same user cannot read our environment
+        from frontends.sandbox import harden_parent
+
+        harden_parent()
     deadlines.reset(None)  # until the command arms its own: endings print once per command
     try:
         code = app(args=args, standalone_mode=False)  # click returns the Exit code instead of raising it

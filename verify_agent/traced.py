@@ -88,6 +88,7 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
             return TracedResult(usage_error=f"{where}: {outcome.message}")
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
+        _note_isolation(report)
         check = "equivalence" if outcome.kind == "violation" else "unsupported"
         report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line))
         report.seconds = time.perf_counter() - started
@@ -103,9 +104,19 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
         budget = max(2.0, timeout - (time.perf_counter() - started) - 2.0)
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress)
     report.extra["frontend"] = FRONTEND_NOTE
+    _note_isolation(report)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
     report.seconds = time.perf_counter() - started
     return TracedResult(report)
+
+
+def _note_isolation(report: Report) -> None:
+    """How the file was run; said as a note only when Linux namespaces were not available."""
+    from frontends.sandbox import describe_isolation, isolation
+
+    report.extra["sandbox"] = isolation()
+    if isolation() != "namespaces":
+        report.add(Diagnostic("sandbox", NOTE, describe_isolation()))
 
 
 def _check_scaled(report: Report, program, budget: float, progress: Progress) -> None:
