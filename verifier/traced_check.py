@@ -9,11 +9,14 @@
    matching by (source, destination, tag), deadlock freedom.  A hang is a violation and ends
    the check: values of ranks that never finish are not compared.
 3. **Screening**: the reference and the ranks run with NumPy on a few random leaf values
-   (``traced_run.py``); a comparison that differs is a counterexample already confirmed.
+   (``traced_run.py``); a comparison that differs is a counterexample.
 4. **Proof**: the same runs with Z3 terms; each comparison is proven element by element, by
    normal form first, then by the solver under one time budget shared by all obligations.
    A ``sat`` model is re-run with NumPy before it is reported; an unconfirmed one, a timeout or
    an engine error is ``unsupported``, never ``verified``.
+5. **Confirmation** (``confirmation.py``): with a ``confirm`` from the caller, every counterexample
+   is re-run through the user's code by torch before it is a violation; where torch agrees with
+   one device, the model is wrong: ``unsupported``, listed in ``extra["tool_defects"]``.
 
 A violation names its comparison (output, or the gradient of which leaf and the layout the
 recorder assumed for it) and the first op on the path to the compared value whose result
@@ -36,6 +39,7 @@ from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_ar
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
+from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, TensorSpec
@@ -74,11 +78,14 @@ class _Mismatch:
 
 
 def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Callable[[str], None] | None = None,
-                 prove: bool = True) -> Report:
+                 prove: bool = True, confirm: Confirm | None = None) -> Report:
     """Well-formedness, timing (temporal), values on random inputs, then (``prove``) the Z3 proof.
 
     ``prove=False`` is the cheap check of a program at a further world size: every violation it
-    reports is as real as the proof's (found by concrete evaluation), but agreement is only tested."""
+    reports is as real as the proof's (found by concrete evaluation), but agreement is only tested.
+
+    ``confirm``: re-runs the user's code with a counterexample before it is reported (see
+    ``confirmation.py``); without it, a difference of the model is reported as it is."""
     started = time.perf_counter()
     ops = len(program.reference) + sum(len(rank) for rank in program.ranks)
     report = Report(program.source, dict(program.mesh), ops=ops)
@@ -88,7 +95,7 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if "backward" not in program.passes:
         report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
     try:
-        _check(program, report, started + timeout_s, progress, prove)
+        _check(program, report, started + timeout_s, progress, prove, confirm)
     except _Stop:
         pass
     finally:
@@ -122,7 +129,8 @@ def _violates(diagnostic: Diagnostic, name: str) -> bool:
     return diagnostic.message.startswith("gradient of") == (name == "backward")
 
 
-def _check(program: TracedProgram, report: Report, deadline: float, progress, prove: bool) -> None:
+def _check(program: TracedProgram, report: Report, deadline: float, progress, prove: bool,
+           confirm: Confirm | None) -> None:
     unmodelled = _well_formed(program, report)
     temporal = analyse(program.ranks, dict(program.mesh))
     report.diagnostics.extend(temporal.diagnostics)
@@ -139,9 +147,9 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
     if unmodelled is not None:  # time needs no op semantics; values do
         where, op = unmodelled
         _stop(report, f"op {op.kind} (recorded on {where}) is not modelled by the verifier", op.span.line)
-    mismatch, inputs, sample = _screen(program, report)
+    mismatch, inputs, sample = _screen(program, report, confirm)
     if mismatch is not None:
-        _report_violation(program, report, mismatch, inputs, "found by concrete evaluation")
+        _report_violation(program, report, mismatch, inputs, "found by concrete evaluation", confirm)
         raise _Stop
     if any(d.severity == ERROR for d in temporal.diagnostics):
         report.add(Diagnostic("equivalence", NOTE, "values agree on random inputs, but equivalence is not proven: "
@@ -151,7 +159,7 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
         report.extra["tested"] = (f"outputs and gradients agree with the single-device run on {SCREENING_SEEDS} "
                                   f"random inputs (evaluated, not proven)")
         return
-    _prove(program, report, deadline, progress, sample)
+    _prove(program, report, deadline, progress, sample, confirm)
 
 
 def _stop(report: Report, message: str, line: int | None = None) -> None:
@@ -273,7 +281,7 @@ def _first_mismatch(program: TracedProgram, runs: _Runs, finite: bool = False) -
     return None
 
 
-def _screen(program: TracedProgram, report: Report):
+def _screen(program: TracedProgram, report: Report, confirm: Confirm | None = None):
     """(mismatch and runs, leaves, None) for the first random input a rank gets wrong, else
     (None, None, the first input's runs): concrete values of every op, kept as a sample."""
     sample = None
@@ -284,7 +292,7 @@ def _screen(program: TracedProgram, report: Report):
             mismatch = _first_mismatch(program, runs)
         except RunError as error:
             if error.rank is not None and error.torch_raises:  # the single-device run finished first
-                _report_rank_failure(report, error, leaves)
+                _report_rank_failure(program, report, error, leaves, confirm)
             _engine_error(report, error)
         except ValueError as error:
             _stop(report, f"malformed recording: {error}")
@@ -294,17 +302,26 @@ def _screen(program: TracedProgram, report: Report):
     return None, None, sample
 
 
-def _report_rank_failure(report: Report, error: RunError, leaves: dict[str, Any]) -> None:
+def _report_rank_failure(program: TracedProgram, report: Report, error: RunError, leaves: dict[str, Any],
+                         confirm: Confirm | None = None) -> None:
     """A rank fails where torch fails too (an id outside its shard of a table) on inputs the
     single-device run takes: the program breaks when distributed, a violation."""
     message = str(error)
+    how = "found by concrete evaluation; torch raises here too"
+    if confirm is not None:
+        finding = Finding(None, error.rank, (), leaves, culprit=error.op, how=how, failure=message)
+        confirmation = confirm(program, finding)
+        if confirmation.outcome != REPRODUCED:
+            _unconfirmed(report, finding, confirmation, f"rank {error.rank} fails at {message}", error.op)
+            raise _Stop
+        how = f"{how}; {confirmation.detail}"
     counterexample = Counterexample(
         inputs={key: plain(value) for key, value in leaves.items()}, reference={}, per_rank={},
         value=f"rank {error.rank}",
         note=f"the single-device run finishes on these inputs; rank {error.rank} fails at {message}")
     report.add(Diagnostic("equivalence", ERROR,
-                          f"rank {error.rank} fails where the single-device run does not (found by concrete "
-                          f"evaluation; torch raises here too): {message}", error.line, counterexample))
+                          f"rank {error.rank} fails where the single-device run does not ({how}): {message}",
+                          error.line, counterexample))
     raise _Stop
 
 
@@ -464,7 +481,8 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
     return f"; {leaf} assumed whole (replicated) on rank {rank}" if any(s.name == leaf for s in program.inputs) else ""
 
 
-def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str) -> None:
+def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str,
+                      confirm: Confirm | None = None) -> None:
     mismatch, runs = found
     comparison, rank = mismatch.comparison, mismatch.rank
     name = comparison.per_rank[rank]
@@ -472,6 +490,15 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
     where = f"{comparison.label}[{','.join(map(str, mismatch.index))}]" if mismatch.index else comparison.label
     expected = _pick(mismatch.expected, mismatch.index)
     got = _pick(mismatch.got, mismatch.index)
+    if confirm is not None:
+        finding = Finding(comparison.label, rank, mismatch.index, leaves, expected, got, op, how)
+        confirmation = confirm(program, finding)
+        if confirmation.outcome != REPRODUCED:
+            _unconfirmed(report, finding, confirmation, f"{where} is {got} on rank {rank} where one device "
+                                                        f"computes {expected}", op)
+            return
+        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op)
+        return
     shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
         f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
     counterexample = Counterexample(
@@ -488,6 +515,59 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                           f"{culprit_text}{_layout(program, comparison, rank)}",
                           op.span.line if op is not None and op.span.line is not None else comparison.span.line,
                           counterexample))
+
+
+def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
+                       comparison: Comparison, rank: int, op: Op | None) -> None:
+    """The violation as torch shows it: its values, on the value and rank where torch's differ."""
+    shown = next((c for c in program.comparisons if c.label == confirmation.label), comparison)
+    if confirmation.rank is not None:
+        rank = confirmation.rank
+    if shown is not comparison:
+        op = None   # the model's localisation was about another value
+    index = confirmation.index
+    where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
+    devices = f"{confirmation.world} gloo ranks"
+    counterexample = Counterexample(
+        inputs={key: plain(value) for key, value in leaves.items()},
+        reference={where: confirmation.reference_value},
+        per_rank={key: {label: plain(value) for label, value in values.items()}
+                  for key, values in confirmation.per_rank.items()},
+        value=where,
+        note=f"torch on one device computes {where} = {confirmation.reference_value}; on {devices}, rank {rank} "
+             f"holds {confirmation.rank_value}")
+    culprit_text = f"; the values first go wrong at {op.kind} (line {op.span.line}) on rank {rank}" \
+        if op is not None else ""
+    report.add(Diagnostic("equivalence", ERROR,
+                          f"{shown.label} differs from the single-device run on rank {rank} ({how}; {confirmation.detail})"
+                          f"{culprit_text}{_layout(program, shown, rank)}",
+                          op.span.line if op is not None and op.span.line is not None else shown.span.line,
+                          counterexample))
+    report.extra.setdefault("confirmed_by_torch", []).append(
+        {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
+         "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})
+
+
+def _unconfirmed(report: Report, finding: Finding, confirmation: Confirmation, claim: str, op: Op | None) -> None:
+    """The model's difference is not torch's: ``unsupported``, and a defect of ours, listed."""
+    line = op.span.line if op is not None else None
+    if confirmation.outcome == AGREES:
+        subject = f"the verifier's model of op {op.kind} disagrees with torch at line {line}" if op is not None \
+            else "the verifier's model of the recorded ops disagrees with torch"
+        message = (f"{subject}: by the model, {claim} ({finding.how}), but {confirmation.detail}; not a violation "
+                   f"(a defect of the verifier, please report it)")
+        kind = "model disagrees with torch"
+    else:
+        message = (f"not confirmed by torch: by the verifier's model, {claim} ({finding.how}), but the code could "
+                   f"not be run with that counterexample on real ranks ({confirmation.detail}); no violation is "
+                   f"reported without torch reproducing it")
+        kind = "not confirmed by torch"
+    report.add(Diagnostic("unsupported", ERROR, message, line))
+    report.extra.setdefault("tool_defects", []).append(
+        {"kind": kind, "message": message, "op": op.kind if op is not None else None, "line": line,
+         "value": finding.label,
+         "rank": finding.rank, "world": confirmation.world, "detail": confirmation.detail,
+         "seconds": round(confirmation.seconds, 2)})
 
 
 def _pick(value: Any, index: tuple[int, ...]) -> Any:
@@ -616,7 +696,8 @@ def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
     return None, overflow
 
 
-def _prove(program: TracedProgram, report: Report, deadline: float, progress, sample: _Runs | None = None) -> None:
+def _prove(program: TracedProgram, report: Report, deadline: float, progress, sample: _Runs | None = None,
+           confirm: Confirm | None = None) -> None:
     """Prove every comparison with cuts; retry what stayed open on an unconfirmed model without them."""
     report.extra["solver"] = {"obligations": 0, "solver_calls": 0, "renamings_skipped": 0}
     pending = list(range(len(program.comparisons)))
@@ -628,7 +709,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress, sa
             break
         if progress is not None:
             progress(f"traced: encoding {report.ops} recorded ops in Z3" + ("" if cuts else " again, without cuts"))
-        done, reasons_now = _attempt(program, report, deadline, progress, pending, cuts, sample)
+        done, reasons_now = _attempt(program, report, deadline, progress, pending, cuts, sample, confirm)
         if done is None:
             return  # a confirmed violation was reported
         proven += done
@@ -641,7 +722,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress, sa
 
 
 def _attempt(program: TracedProgram, report: Report, deadline: float, progress, which: list[int], cuts: bool,
-             sample: _Runs | None = None):
+             sample: _Runs | None = None, confirm: Confirm | None = None):
     """(proven comparison indices, reason per open one); (None, {}) after reporting a violation."""
     xp = Z3Backend()
     _EXP_MEMO.clear()
@@ -674,7 +755,8 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
                            for seed in range(100, 100 + CONFIRMATION_SEEDS)]
             found, inputs = _confirm(program, candidates)
             if found is not None:
-                _report_violation(program, report, found, inputs, "found by Z3 and confirmed by concrete evaluation")
+                _report_violation(program, report, found, inputs, "found by Z3 and confirmed by concrete evaluation",
+                                  confirm)
                 return None, {}
             if inputs is not None:
                 _note_overflow(report, inputs)

@@ -22,6 +22,9 @@ FRONTEND_NOTE = "traced (ran your code on CPU)"
 # Bugs that appear only with more than 2 ranks (a peer that is right only when world == 2, a
 # dim that divides by 2 but not 4) are found there.
 SCALED_WORLD = 4
+# a counterexample is re-run with torch (one device and the ranks on gloo) before it is reported;
+# children import torch and the user's file, so this is seconds, paid only when there is a finding
+CONFIRM_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -99,10 +102,11 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
     remaining = max(5.0, timeout - (time.perf_counter() - started))
     # the checker stops itself short of the command's deadline, so a long proof ends as
     # "inconclusive" with what was proven so far instead of the bare --timeout message
-    report = check_traced(outcome, timeout_s=max(5.0, remaining * 0.9 - 2.0), progress=progress)
+    confirm = _confirmer(path, options, timeout, progress)
+    report = check_traced(outcome, timeout_s=max(5.0, remaining * 0.9 - 2.0), progress=progress, confirm=confirm)
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout - (time.perf_counter() - started) - 2.0)
-        _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress)
+        _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm)
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
@@ -119,7 +123,20 @@ def _note_isolation(report: Report) -> None:
         report.add(Diagnostic("sandbox", NOTE, describe_isolation()))
 
 
-def _check_scaled(report: Report, program, budget: float, progress: Progress) -> None:
+def _confirmer(path: str, options, timeout: float, progress: Progress):
+    """The ``Confirm`` of the traced check: the user's file run for real with a counterexample."""
+    def confirm(program, finding):
+        from frontends.traced.confirm import confirm_on_ranks
+
+        if progress:
+            progress(f"confirming a counterexample with torch: {path} on one device and on {program.world} gloo ranks")
+        return confirm_on_ranks(program, finding, path=path, shown_as=path, entry=options.entry,
+                                shapes=options.shapes, timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)),
+                                memory_bytes=options.memory_bytes)
+    return confirm
+
+
+def _check_scaled(report: Report, program, budget: float, progress: Progress, confirm=None) -> None:
     """Fold the 4-rank check into ``report``: its violations become the report's (marked as found
     on 4 ranks); otherwise a note says what was checked there, and that the values were tested."""
     from frontends.traced import TraceFailure
@@ -139,10 +156,16 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress) ->
         return
     if progress:
         progress(f"checking the run {where} (timing and values on random inputs)")
-    scaled = check_traced(program, timeout_s=budget, prove=False)
+    scaled = check_traced(program, timeout_s=budget, prove=False, confirm=confirm)
     found = [d for d in scaled.diagnostics if d.severity == ERROR and d.check != "unsupported"]
     for diagnostic in found:
         report.add(replace(diagnostic, message=f"{where}: {diagnostic.message}"))
+    for key in ("confirmed_by_torch", "tool_defects"):
+        report.extra.setdefault(key, []).extend(scaled.extra.get(key, []))
+        if not report.extra[key]:
+            del report.extra[key]
+    for defect in scaled.extra.get("tool_defects", []):   # the model is wrong at 4 ranks: so is the proof's
+        report.add(Diagnostic("unsupported", ERROR, f"{where}: {defect['message']}", defect["line"]))
     report.extra["scaled"] = {"world": SCALED_WORLD, "passes": scaled.extra.get("passes", {}),
                               "proven": list(scaled.proven), "tested": scaled.extra.get("tested")}
     if found:

@@ -58,7 +58,8 @@ def _at_reduced_sizes(run_request, reference, request: dict):
     program = to_program(smaller_reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
     if not isinstance(program, TracedProgram):
         return None
-    return replace(program, assumptions=program.assumptions + (describe(sizes, reference.constants),))
+    return replace(program, assumptions=program.assumptions + (describe(sizes, reference.constants),),
+                   sizes=dict(sizes))
 
 
 def _runs_only_in_parallel(run_request, request: dict, error: BaseException):

@@ -199,3 +199,11 @@ def test_two_fix_write_commands_racing_one_wins_the_other_exits_2(tmp_path):
     assert written.count(FIX_LINE) == 1 and without_fix_line(written) == original
     assert (tmp_path / "model.py.orig").read_bytes() == original
     assert not (tmp_path / "model.py.orig.1").exists()
+
+
+@pytest.mark.parametrize("tail", [b"\t", b"\t\r\n", b"\n  \n\n"])
+def test_whitespace_after_the_last_line_is_kept(workdir, tail):
+    original = BUGGY.read_bytes().replace(b"\n", b"\r\n") + tail
+    (workdir / "model.py").write_bytes(original)
+    assert fix_write(workdir).exit_code == 0
+    assert without_fix_line((workdir / "model.py").read_bytes()) == original

@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - not POSIX: the content check alone gua
     fcntl = None  # type: ignore[assignment]
 
 _LINE = re.compile(r"[^\n]*\n|[^\n]+")  # a line with its ending ("\r\n" ends in "\n"), or a last unended line
+_BLANK = " \t\r\n\f"
 _DIFF_CELLS = 4_000_000  # above this many line pairs the changed middle is replaced whole
 
 class WriteRefused(Exception):
@@ -76,8 +77,14 @@ def splice_lines(exact: str, new_text: str, default_newline: str) -> str:
 
     A line ``new_text`` adds or rewrites takes the ending of the original line it replaces, else
     of the line before it (after it at the top), else ``default_newline``; a last line without
-    an ending stays without one.
+    an ending stays without one.  Whitespace-only lines that ``new_text`` merely drops, and the
+    file's whitespace after its last line, are kept: they mean nothing to Python, and the patch
+    editor's round trip loses some (a tab-only last line).
     """
+    last = exact.find("\n", len(exact.rstrip(_BLANK)))
+    if 0 <= last < len(exact) - 1:  # whitespace after the last line's ending: kept as it is
+        body = exact[:last + 1]
+        return splice_lines(body, new_text.rstrip(_BLANK) + "\n", default_newline) + exact[len(body):]
     old = _LINE.findall(exact)
     plain = [line[:-2] + "\n" if line.endswith("\r\n") else line for line in old]
     new = _LINE.findall(new_text)
@@ -95,8 +102,8 @@ def splice_lines(exact: str, new_text: str, default_newline: str) -> str:
     out = old[:head]
     for tag, i1, i2, j1, j2 in blocks:
         i1, i2 = i1 + head, i2 + head
-        if tag == "equal":
-            out += old[i1:i2]
+        if tag == "equal" or (tag == "delete" and all(not line.strip() for line in old[i1:i2])):
+            out += old[i1:i2]  # a whitespace-only line a fix drops is kept (libcst's round trip loses some)
             continue
         for k, line in enumerate(new[head + j1:head + j2]):
             if not line.endswith("\n"):

@@ -1,0 +1,252 @@
+"""Confirm a counterexample with torch: run the user's code for real with its values and compare.
+
+``confirm_on_ranks(program, finding, ...)`` is the ``Confirm`` the traced check calls before it
+reports a violation (``verifier/confirmation.py``).  It runs the user's file once on a gloo
+group of one process and once on ``program.world`` gloo ranks (CPU processes over 127.0.0.1,
+``confirm_child.py``, started through ``frontends.sandbox.run_python``), every named leaf
+given the counterexample's value: entry inputs and the single-device parameters as they are,
+each rank's pieces of parameters and cotangents cut by the rank's own layout ops from the
+recording, random draws by name.  Then the same outputs and gradients the proof compared
+(``program.comparisons``, their regions) are compared here with torch's numbers, in NumPy.
+
+The layout the verifier assumed for each sharded parameter is checked against the values the
+code itself builds (before the counterexample's are put in): a rank whose own parameter is a
+different piece of the single-device parameter than the one assumed makes the run no evidence.
+No torch in this process: the children import it.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.backends import NumpyBackend
+from verifier.confirmation import AGREES, NOT_RUN, REPRODUCED, Confirmation, Finding
+from verifier.counterexample import plain
+from verifier.traced_ir import Comparison, TracedProgram
+from verifier.traced_run import RunError, new_cache, run
+
+from .message import MessageError, pack, unpack
+
+CHILD = Path(__file__).with_name("confirm_child.py")
+SEED = 0                     # the tracing runs' seed (RunRequest.seed): parameters are built alike
+# (rtol, atol relative to the compared value's magnitude) per dtype torch computed in
+TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3)}
+
+
+def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, shown_as: str | None = None,
+                     entry: str | None = None, shapes: dict | None = None, timeout: float = 90.0,
+                     memory_bytes: int | None = None) -> Confirmation:
+    from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
+
+    started = time.perf_counter()
+    world = program.world
+    leaves = {name: np.asarray(value) for name, value in finding.leaves.items()}
+    try:
+        runs = [({"world": 1, "rank": 0}, _reference_leaves(program, leaves))]
+        runs += [({"world": world, "rank": r}, _rank_leaves(program, leaves, r)) for r in range(world)]
+    except (RunError, KeyError, ValueError) as error:
+        return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
+                            seconds=time.perf_counter() - started)
+    common = {"path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
+              "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
+              "seed": SEED, "gloo_timeout": max(5.0, timeout * 0.5)}
+    arrays = {f"{position}:{name}": value for position, (_, values) in enumerate(runs) for name, value in values.items()}
+    request = pack({"common": common, "runs": [meta for meta, _ in runs], "timeout": max(5.0, timeout - 5.0)}, arrays)
+    result = run_python([str(CHILD)], timeout=timeout, input=request, cwd=str(Path(path).resolve().parent),
+                        memory_bytes=memory_bytes or DEFAULT_MEMORY_BYTES,
+                        extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"})
+    seconds = time.perf_counter() - started
+    data = getattr(result, "result", b"") or result.stdout
+    try:
+        meta, values = unpack(data)
+    except MessageError:
+        if result.timed_out:
+            reason = f"the runs took longer than {timeout:g} s"
+        else:
+            tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            reason = f"the runs ended with code {result.returncode} and no answer: {tail[0]}"
+        return Confirmation(NOT_RUN, reason, world, seconds=seconds)
+    answers = meta.get("runs")
+    if not isinstance(answers, list) or len(answers) != world + 1 or not all(isinstance(a, dict) for a in answers):
+        return Confirmation(NOT_RUN, "the runs' answer is malformed", world, seconds=seconds)
+    per_run = [{name.split(":", 1)[1]: value for name, value in values.items() if name.split(":", 1)[0] == str(i)}
+               for i in range(world + 1)]
+    return _judge(program, finding, leaves, answers, per_run, seconds)
+
+
+# --- the leaves of each run ------------------------------------------------------------------------
+
+def _reference_leaves(program: TracedProgram, leaves: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: value for name, value in leaves.items() if "@" not in name}
+
+
+def _rank_leaves(program: TracedProgram, leaves: dict[str, np.ndarray], rank: int) -> dict[str, np.ndarray]:
+    """What rank ``rank`` holds: the whole leaves, its own random draws, and its pieces (``X@local``)
+    cut by the layout ops the recording starts with."""
+    own = {name: value for name, value in leaves.items() if "@" not in name}
+    suffix = f"@rank{rank}"
+    own.update({name[:-len(suffix)]: value for name, value in leaves.items() if name.endswith(suffix)})
+    prefix = _layout_ops(program, rank)
+    if prefix:
+        (env,) = run((prefix,), leaves, NumpyBackend(), new_cache())
+        own.update({name: np.asarray(env[name]) for op in prefix for name in op.results if "#" not in name})
+    return own
+
+
+def _layout_ops(program: TracedProgram, rank: int) -> tuple:
+    ops = []
+    for op in program.ranks[rank]:
+        if op.attr("layout_source") is None:
+            break
+        ops.append(op)
+    return tuple(ops)
+
+
+def _layout_contradicted(program: TracedProgram, leaves: dict[str, np.ndarray], reference_own: dict,
+                         rank: int, rank_own: dict) -> str | None:
+    """A parameter the code builds, on this rank, as another piece of the single-device parameter
+    than the verifier assumed (its values are there, elsewhere): the sentence saying so."""
+    prefix = _layout_ops(program, rank)
+    if not prefix or not reference_own:
+        return None
+    try:
+        (env,) = run((prefix,), {**leaves, **reference_own}, NumpyBackend(), new_cache())
+    except RunError:
+        return None
+    for op in prefix:
+        for name in op.results:
+            actual = rank_own.get(name)
+            whole = reference_own.get(name.split("@")[0])
+            if actual is None or whole is None or "#" in name:
+                continue
+            assumed = np.asarray(env[name])
+            if assumed.shape != actual.shape or np.array_equal(assumed, actual):
+                continue
+            if actual.size and np.ptp(actual) > 0 and np.isin(actual, whole).all():
+                return (f"parameter {name.split('@')[0]}: the piece your code builds on rank {rank} is not the "
+                        f"one the verifier assumed ({op.kind} from {op.attr('layout_source')}); its values sit "
+                        f"elsewhere in the single-device parameter")
+    return None
+
+
+# --- judging -----------------------------------------------------------------------------------------
+
+def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict], per_run: list[dict],
+           seconds: float) -> Confirmation:
+    world = program.world
+    reference, ranks = answers[0], answers[1:]
+    if reference.get("status") != "ok":
+        where = f" (line {reference['line']})" if reference.get("line") else ""
+        return Confirmation(NOT_RUN, f"torch on one device did not finish with the counterexample's values: "
+                                     f"{reference.get('error')}{where}", world, seconds=seconds)
+    reference_own = {name[4:]: value for name, value in per_run[0].items() if name.startswith("own:")}
+    for rank in range(world):
+        if ranks[rank].get("status") != "ok":
+            continue
+        rank_own = {name[4:]: value for name, value in per_run[rank + 1].items() if name.startswith("own:")}
+        contradicted = _layout_contradicted(program, leaves, reference_own, rank, rank_own)
+        if contradicted is not None:
+            return Confirmation(NOT_RUN, contradicted, world, seconds=seconds)
+    broken = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") in ("crashed", "harness")]
+    if broken:   # not the user's code raising: no evidence either way
+        rank, answer = broken[0]
+        return Confirmation(NOT_RUN, f"rank {rank} of {world}: {answer.get('error')}", world, seconds=seconds)
+    failed = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") == "raised"]
+    if failed:
+        rank, answer = failed[0]
+        where = f" at line {answer['line']}" if answer.get("line") else ""
+        return Confirmation(REPRODUCED, f"reproduced by torch on {world} gloo ranks: rank {rank} raises{where} where "
+                                        f"one device does not ({answer.get('error')})", world, rank=rank,
+                            seconds=seconds)
+    unfinished = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") != "ok"]
+    if unfinished:
+        rank, answer = unfinished[0]
+        return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish ({answer.get('error')})", world,
+                            seconds=seconds)
+    ordered = sorted(program.comparisons, key=lambda c: c.label != finding.label)
+    compared = 0
+    for comparison in ordered:
+        whole = _reference_value(program, comparison, per_run[0])
+        if whole is None:
+            continue
+        differing = None
+        for rank, region in enumerate(comparison.regions):
+            if comparison.per_rank[rank] is None:
+                continue
+            want = _cut(whole, region)
+            got = _rank_value(comparison, per_run[rank + 1], whole, region, want)
+            compared += 1
+            index = _first_difference(want, got, finding.index if comparison.label == finding.label
+                                      and rank == finding.rank else ())
+            if index is not None and differing is None:
+                differing = (rank, index, want, got)
+        if differing is not None:
+            rank, index, want, got = differing
+            shown = {f"rank {r}": {comparison.label: _rank_value(comparison, per_run[r + 1], whole, region,
+                                                                   _cut(whole, region))}
+                     for r, region in enumerate(comparison.regions) if comparison.per_rank[r] is not None}
+            return Confirmation(REPRODUCED, f"reproduced by torch: your code run on one device and on {world} gloo "
+                                            f"ranks with these values", world, comparison.label, rank, index,
+                                _element(want, index), _element(got, index), shown, seconds)
+    if not compared:
+        return Confirmation(NOT_RUN, "the real runs produced none of the compared outputs and gradients", world,
+                            seconds=seconds)
+    return Confirmation(AGREES, f"torch computes the same on one device and on {world} gloo ranks with these values "
+                                f"({compared} compared value(s) of your code agree)", world, seconds=seconds)
+
+
+def _reference_value(program: TracedProgram, comparison: Comparison, values: dict) -> np.ndarray | None:
+    value = values.get(comparison.label)
+    if value is not None:
+        return value
+    if comparison.kind == "gradient":   # never computed: zeros, as the recording takes it
+        leaf = comparison.label.split("gradient of ", 1)[-1].removesuffix(" after the script")
+        spec = next((s for s in program.inputs if s.name == leaf), None)
+        if spec is not None:
+            return np.zeros(tuple(int(d) for d in spec.shape))
+    return None
+
+
+def _cut(value: np.ndarray, region) -> np.ndarray:
+    if region is None or len(region) != value.ndim:
+        return value
+    return value[tuple(slice(int(a), int(b)) for a, b in region)]
+
+
+def _rank_value(comparison: Comparison, values: dict, whole: np.ndarray, region, want: np.ndarray) -> np.ndarray:
+    got = values.get(comparison.label)
+    if got is None:
+        return np.zeros(want.shape) if comparison.kind == "gradient" else np.full(want.shape, np.nan)
+    if got.shape == whole.shape and got.shape != want.shape:   # a rank's whole gradient, compared on its block
+        return _cut(got, region)
+    return got
+
+
+def _first_difference(want: np.ndarray, got: np.ndarray, preferred: tuple) -> tuple | None:
+    """None when torch's two values agree within float tolerance, else an index where they differ
+    (``preferred``, the model's, when they differ there)."""
+    if want.shape != got.shape:
+        return ()
+    if want.dtype.kind == "b" or got.dtype.kind == "b" or want.dtype.kind in "iu" and got.dtype.kind in "iu":
+        differs = want != got
+    else:
+        a, b = want.astype(np.float64), got.astype(np.float64)
+        rtol, atol = TOLERANCE.get(np.result_type(want.dtype, got.dtype).name, TOLERANCE["float32"])
+        finite = np.concatenate([np.abs(a[np.isfinite(a)]).ravel(), np.abs(b[np.isfinite(b)]).ravel()])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        differs = ~np.isclose(a, b, rtol=rtol, atol=atol * scale, equal_nan=True)
+    if not differs.any():
+        return None
+    if preferred and len(preferred) == differs.ndim and differs[preferred]:
+        return tuple(preferred)
+    return tuple(int(i) for i in np.argwhere(differs)[0])
+
+
+def _element(value: np.ndarray, index: tuple) -> Any:
+    if index and value.ndim == len(index):
+        return plain(value[index])
+    return plain(value)

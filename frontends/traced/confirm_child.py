@@ -1,0 +1,413 @@
+"""The confirmation child: run the user's code for real, on one device and on N gloo ranks.
+
+``python .../frontends/traced/confirm_child.py`` is started by ``confirm.py`` through
+``frontends.sandbox.run_python``.  It is the supervisor: it reads one message (``message.py``)
+on stdin naming the runs to make, each with the values its leaves must take, starts one process
+per run (``confirm_child.py run``): the single-device run on a gloo group of one, and ranks
+0..N-1 of one gloo group over 127.0.0.1, all inside the supervisor's sandbox so that the ranks
+can reach each other.  It answers with one message holding every run's outputs and gradients.
+Run processes write their answer to a pipe the supervisor gave them; the user's prints go
+nowhere.  The supervisor itself runs no user code.
+
+A run builds the entry, its inputs and parameters exactly as the tracing run does
+(``run.py``'s helpers: a fresh import, the same seed, the same construction), then gives each
+named leaf the counterexample's value: entry inputs by name, parameters by module path (a
+rank's parameter gets the piece the verifier cut for it), the cotangent of each output, and
+random draws by their line and occurrence (``random_L<line>_<n>``, as the recorder names
+them).  Every value is what torch computes with real collectives; nothing is simulated.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+_RESULT_FD = "CONFIRM_RESULT_FD"
+_PEER_GRACE_S = 2.0        # after a rank raises, its peers may still be blocked in a collective
+
+
+# --- the supervisor --------------------------------------------------------------------------------
+
+def supervise() -> int:
+    from frontends import sandbox
+    from frontends.traced.message import pack, unpack
+
+    channel = sandbox.result_channel() if hasattr(sandbox, "result_channel") else None
+    meta, arrays = unpack(sys.stdin.buffer.read())
+    with contextlib.suppress(Exception):
+        sandbox.enter_child(memory_bytes=None)   # the parent set the limits; loopback up, no network
+    with contextlib.suppress(Exception):
+        if "lo" in {name for _, name in socket.if_nameindex()}:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    deadline = time.monotonic() + float(meta["timeout"])
+    port = _free_port()
+    runs = []
+    for position, run in enumerate(meta["runs"]):
+        mine = {name.split(":", 1)[1]: value for name, value in arrays.items()
+                if name.split(":", 1)[0] == str(position)}
+        request = pack({**meta["common"], **run, "port": port}, mine)
+        runs.append(_Run(run["world"], run["rank"], request))
+    for run in runs:
+        run.start()
+    _wait(runs, deadline)
+    answers, out_arrays = [], {}
+    for position, run in enumerate(runs):
+        answer, values = run.answer()
+        answers.append(answer)
+        out_arrays.update({f"{position}:{name}": value for name, value in values.items()})
+    data = pack({"runs": answers}, out_arrays)
+    if channel is not None:
+        channel.write(data)
+        channel.close()
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Run:
+    """One run process and what it answered."""
+
+    def __init__(self, world: int, rank: int, request: bytes) -> None:
+        self.world, self.rank, self.request = world, rank, request
+        self.data = b""
+        self.stderr = b""
+        self.killed = False
+        self.process: subprocess.Popen | None = None
+        self.readers: list[threading.Thread] = []
+
+    def start(self) -> None:
+        read_end, write_end = os.pipe()
+        env = dict(os.environ, **{_RESULT_FD: str(write_end)})
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                        pass_fds=(write_end,))
+        os.close(write_end)
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.write(self.request)
+                self.process.stdin.close()
+
+        def collect() -> None:
+            with os.fdopen(read_end, "rb") as handle:
+                self.data = handle.read()
+
+        def errors() -> None:
+            self.stderr = self.process.stderr.read()[-4000:]
+
+        self.readers = [threading.Thread(target=f, daemon=True) for f in (feed, collect, errors)]
+        for thread in self.readers:
+            thread.start()
+
+    @property
+    def done(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def raised(self) -> bool:
+        return self.done and not self.killed and b'"status": "raised"' in self.data[:4096]
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.killed = True
+            self.process.kill()
+
+    def answer(self):
+        from frontends.traced.message import MessageError, unpack
+
+        for thread in self.readers:
+            thread.join(timeout=5)
+        base = {"world": self.world, "rank": self.rank}
+        if self.killed and not self.data:
+            return {**base, "status": "stopped", "error": "stopped: a peer rank had failed, or the time ran out"}, {}
+        try:
+            meta, values = unpack(self.data)
+        except MessageError:
+            tail = self.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            code = self.process.returncode if self.process is not None else None
+            return {**base, "status": "crashed", "error": f"the run ended with code {code}: {tail[0]}"}, {}
+        return {**base, **meta}, values
+
+
+def _wait(runs: list[_Run], deadline: float) -> None:
+    """Until every run ends; a rank that raised stops its peers after a grace period, the
+    deadline stops everything."""
+    stop_peers_at = None
+    while not all(run.done for run in runs):
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        if stop_peers_at is None and any(run.world > 1 and run.raised() for run in runs):
+            stop_peers_at = now + _PEER_GRACE_S
+        if stop_peers_at is not None and now >= stop_peers_at:
+            break
+        time.sleep(0.05)
+    for run in runs:
+        run.kill()
+    for run in runs:
+        if run.process is not None:
+            with contextlib.suppress(Exception):
+                run.process.wait(timeout=5)
+
+
+# --- one run -------------------------------------------------------------------------------------------
+
+def run_one() -> int:
+    from frontends.traced.message import pack, unpack
+
+    number = os.environ.pop(_RESULT_FD, "")
+    out = os.fdopen(int(number), "wb") if number.isdigit() else sys.stdout.buffer
+    meta, arrays = unpack(sys.stdin.buffer.read())
+    from frontends import sandbox
+
+    with contextlib.suppress(Exception):
+        sandbox.enter_child(memory_bytes=None)   # no network but loopback for the user's code
+    sys.path.insert(0, os.path.dirname(os.path.abspath(meta["path"])))
+    try:
+        answer, values = _run(meta, arrays)
+    except _HarnessError as error:
+        answer, values = {"status": "harness", "error": str(error)}, {}
+    except BaseException as error:  # the user's code (or torch under it) raised: that is the answer
+        answer, values = {"status": "raised", "error": f"{type(error).__name__}: {error}"[:2000],
+                          "line": _user_line(error, meta["path"])}, {}
+    data = pack(answer, values)
+    out.write(data)
+    out.flush()
+    return 0
+
+
+class _HarnessError(Exception):
+    """The counterexample cannot be put into the run (ours, not the user's code failing)."""
+
+
+def _user_line(error: BaseException, path: str) -> int | None:
+    target, line = os.path.realpath(path), None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if os.path.realpath(frame.filename) == target:
+            line = frame.lineno
+    return line
+
+
+def _run(meta: dict, arrays: dict):
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from frontends.traced import run as traced
+    from frontends.traced.entries import example_inputs, find_entry
+    from frontends.traced.sizes import apply_sizes
+    from frontends.traced.spans import SpanFinder
+
+    torch.set_num_threads(1)
+    path, world, rank = meta["path"], int(meta["world"]), int(meta["rank"])
+    traced.map_cuda_to_cpu()
+    timeout = timedelta(seconds=float(meta["gloo_timeout"]))
+    store = dist.HashStore() if world == 1 else \
+        dist.TCPStore("127.0.0.1", int(meta["port"]), world, is_master=rank == 0, timeout=timeout)
+    dist.init_process_group("gloo", rank=rank, world_size=world, store=store, timeout=timeout)
+    _subgroups_on_gloo()
+    torch.manual_seed(int(meta["seed"]))
+    spans = SpanFinder(path, meta["shown_as"])
+    draws = _draws(spans, arrays)
+    given: list[str] = []
+    if meta["entry"] is None and traced.is_launch_script(path):
+        values = _launch_script(traced, path, world, rank, draws)
+        return {"status": "ok", "given": sorted(set(given + draws.given)), "own": []}, values
+    module = traced.import_fresh(path)
+    apply_sizes(module, meta["sizes"])
+    spec = find_entry(module, meta["entry"])
+    target, _ = traced._construct(module, spec, world)
+    fn = target if spec.kind != "function" else getattr(module, spec.name)
+    call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()})
+    spans.fallback = traced._definition_line(call_fn, module)
+    tensors, inputs_by_name = [], {}
+    for name, value in zip(names, inputs):
+        if not isinstance(value, torch.Tensor):
+            tensors.append(value)
+            continue
+        tensor = _given(arrays, name, value, given).detach().clone()
+        if tensor.is_floating_point():
+            tensor.requires_grad_(True)
+        tensors.append(tensor)
+        inputs_by_name[name] = tensor
+    own, parameters = {}, {}
+    for prefix, mod in traced._modules_of(target):
+        for pname, param in mod.named_parameters():
+            full = prefix + pname
+            local = traced._local(param)
+            key = full if world == 1 else f"{full}@local"
+            own[f"own:{key}"] = _numbers(local)
+            if key in arrays:
+                with torch.no_grad():
+                    local.copy_(_given(arrays, key, local, given))
+            parameters[full] = param
+    values: dict = {}
+    with draws:
+        out = fn(*tensors)
+        terms = []
+        for index, (where, tensor) in enumerate(traced._flatten(out)):
+            values[f"output {index}{where}"] = _numbers(traced._local(tensor))
+            cotangent = f"cotangent{index}" if world == 1 else f"cotangent{index}@local"
+            if cotangent in arrays and tensor.is_floating_point() and tensor.requires_grad:
+                whole = tensor.full_tensor() if _is_dtensor(tensor) else tensor
+                terms.append((whole * torch.as_tensor(arrays[cotangent]).to(whole.dtype)).sum())
+        if terms:
+            loss = terms[0]
+            for term in terms[1:]:
+                loss = loss + term
+            loss.backward()
+            traced._finalize_megatron_grads(fn, [])
+    for name, tensor in [*inputs_by_name.items(), *parameters.items()]:
+        if tensor.grad is not None:
+            values[f"gradient of {name}"] = _numbers(_whole_grad(traced, tensor.grad))
+    return {"status": "ok", "given": sorted(set(given + draws.given)), "own": sorted(own)}, {**values, **own}
+
+
+def _launch_script(traced, path: str, world: int, rank: int, draws) -> dict:
+    """As ``torchrun`` would: module-level code on this rank; the state it leaves is compared."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                       "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
+    dist.init_process_group = lambda *args, **kwargs: None      # the group is already set up
+    dist.destroy_process_group = lambda *args, **kwargs: None
+    with draws:
+        module = traced.import_fresh(path)
+    values = {}
+    for holder, obj in vars(module).items():
+        model = getattr(obj, "module", obj) if isinstance(obj, torch.nn.Module) else None
+        if not isinstance(model, torch.nn.Module):
+            continue
+        for pname, param in model.named_parameters():
+            full = f"{holder}.{pname}"
+            values[f"parameter {full} after the script"] = _numbers(traced._local(param))
+            if param.grad is not None:
+                values[f"gradient of {full} after the script"] = _numbers(_whole_grad(traced, param.grad))
+    return values
+
+
+def _subgroups_on_gloo() -> None:
+    """Subgroups asking for NCCL (Megatron, FSDP) get the world's backend, gloo."""
+    import torch.distributed as dist
+
+    real = dist.distributed_c10d.new_group
+
+    def new_group(*args, **kwargs):
+        kwargs.pop("backend", None)
+        kwargs.pop("pg_options", None)
+        return real(*args, **kwargs)
+
+    dist.new_group = dist.distributed_c10d.new_group = new_group
+
+
+def _given(arrays: dict, name: str, like, given: list[str]):
+    """The counterexample's value for leaf ``name`` as a tensor like ``like`` (``like`` when none)."""
+    import torch
+
+    value = arrays.get(name)
+    if value is None:
+        return like
+    if tuple(value.shape) != tuple(like.shape):
+        raise _HarnessError(f"the counterexample gives {name} shape {tuple(value.shape)}, the code builds "
+                           f"{tuple(like.shape)}")
+    given.append(name)
+    return torch.as_tensor(value).to(like.dtype)
+
+
+def _is_dtensor(tensor) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(tensor, DTensor)
+
+
+def _whole_grad(traced, grad):
+    """A DTensor gradient holding partial sums is summed over the mesh (what ``full_tensor`` does)."""
+    if _is_dtensor(grad) and any(p.is_partial() for p in grad.placements):
+        from torch.distributed.tensor import Replicate
+
+        grad = grad.redistribute(grad.device_mesh, [Replicate() if p.is_partial() else p for p in grad.placements])
+    return traced._local(grad)
+
+
+def _numbers(tensor):
+    import torch
+
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.contiguous().cpu().numpy().copy()
+
+
+def _draws_mode():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from frontends.traced.recorder import RANDOM_FACTORIES, is_traceable_wrapper_subclass_type
+
+    class Draws(TorchDispatchMode):
+        """Random draws take the counterexample's numbers, named as the recorder names them."""
+
+        def __init__(self, spans, arrays: dict) -> None:
+            super().__init__()
+            self.spans, self.arrays = spans, arrays
+            self.counts: dict = {}
+            self.given: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            import torch
+
+            kwargs = kwargs or {}
+            if any(t is not torch.Tensor and is_traceable_wrapper_subclass_type(t) for t in types):
+                return NotImplemented
+            out = func(*args, **kwargs)
+            if str(func) in RANDOM_FACTORIES and isinstance(out, torch.Tensor):
+                line = self.spans.span().line
+                count = self.counts.get(line, 0)
+                self.counts[line] = count + 1
+                name = f"random_L{line}_{count}"
+                value = self.arrays.get(name)
+                if value is not None and tuple(value.shape) == tuple(out.shape):
+                    with torch.no_grad():
+                        out.copy_(torch.as_tensor(value).to(out.dtype))
+                    self.given.append(name)
+            return out
+
+    return Draws
+
+
+def _draws(spans, arrays):
+    return _draws_mode()(spans, arrays)
+
+
+def _bootstrap() -> None:
+    """Make ``frontends.traced`` importable without running ``frontends/__init__.py``."""
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path[0:1] = [str(root)]   # replace this script's own directory
+    if "frontends" not in sys.modules:
+        package = types.ModuleType("frontends")
+        package.__path__ = [str(root / "frontends")]
+        sys.modules["frontends"] = package
+
+
+if __name__ == "__main__":
+    _bootstrap()
+    code = run_one() if sys.argv[1:] == ["run"] else supervise()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # skip interpreter teardown (seconds with torch loaded); answers are written
