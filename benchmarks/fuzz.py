@@ -12,7 +12,10 @@ Categories (``tests/safety/fuzz_cases.py`` builds the inputs):
 * slow inputs as real processes with ``--timeout 20`` (``range(10**9)``, 10,000 statements);
 * LLM endpoints on 127.0.0.1 failing every way (``tests/safety/fake_llm.py``);
 * ``fix --write`` faults: a child killed at a random moment of the write, read-only files,
-  edits saved while the fix is searched.
+  edits saved while the fix is searched;
+* hostile files against the sandbox (``fuzz_sandbox.py``: secrets, routes beyond loopback,
+  processes outliving the tool, signals to it, forged answers, runaway children), through the
+  sandbox itself and through ``translate``, ``lift`` and the LLM path's execution triage.
 
 Counts printed: tracebacks, internal errors (exit 4 or an exception escaping the entry),
 hangs past ``--timeout``, missing JSON documents, files lost or corrupted, payloads executed.
@@ -40,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import fuzz_cases as fc  # noqa: E402
 from fake_llm import BEHAVIOURS, FakeLLM  # noqa: E402
 import fuzz_llm_and_write  # noqa: E402  (malformed LLM answers, exact and concurrent fix --write)
+import fuzz_sandbox  # noqa: E402  (hostile files against the sandbox)
 
 BAD = ("traceback", "internal_error", "hang", "document_missing", "payload_ran")
 
@@ -226,7 +230,13 @@ def main() -> int:
         print(f"{name:26} {value}")
     for example in tally.examples:
         print("  " + example)
-    return 1 if any(counts.values()) else 0
+    levels = ({"sandbox": 60, "translate": 12, "lift": 4, "triage": 4} if args.quick
+              else {"sandbox": 1000, "translate": 120, "lift": 40, "triage": 40})
+    isolation = fuzz_sandbox.run_all(levels, args.seed,
+                                     report=lambda line: print(line, file=sys.stderr, flush=True))
+    hostile = fuzz_sandbox.print_summary(isolation)
+    print(f"fuzz overall: {total + isolation['cases']} cases")
+    return 1 if any(counts.values()) or hostile else 0
 
 
 if __name__ == "__main__":

@@ -377,9 +377,14 @@ def _run_control(case: Case, folder: Path, mark: str, counts) -> str:
     call = "\ndef forward():\n    _payload()\n" if case.place == "entry" else ""
     user.write_text(payload_code(case, folder, mark) + call)
     runner = "import sys; ns = {'__name__': 'user'}; exec(open(sys.argv[1]).read(), ns); ns.get('forward', int)()"
-    done = subprocess.run([sys.executable, "-c", runner, str(user)], cwd=folder, env=dict(os.environ, **SECRETS),
-                          capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    return f"code={done.returncode}"
+    child = subprocess.Popen([sys.executable, "-c", runner, str(user)], cwd=folder, env=dict(os.environ, **SECRETS),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        return f"code={child.wait(timeout=TIMEOUT)}"
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return f"code={child.wait()} (killed at the timeout)"
 
 
 def _run_command(argv: list[str], folder: Path, counts) -> str:
@@ -482,6 +487,18 @@ def run_all(levels: dict[str, int], seed: int, report=print) -> dict:
             if report and (index + 1) % 50 == 0:
                 report(f"  {level}: {index + 1}/{count} cases, {seconds[level]:.0f} s")
     return {"cases": total, "counts": totals, "by_level": by_level, "seconds": seconds, "examples": examples}
+
+
+def machine_has_a_route() -> bool:
+    """Whether this machine itself routes beyond loopback (a UDP connect sends nothing)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("198.51.100.7", 9))
+        return True
+    except OSError:
+        return False
 
 
 def print_summary(result: dict) -> int:
