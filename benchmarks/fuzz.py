@@ -231,7 +231,7 @@ def main() -> int:
     for example in tally.examples:
         print("  " + example)
     levels = ({"sandbox": 60, "translate": 12, "lift": 4, "triage": 4} if args.quick
-              else {"sandbox": 1000, "translate": 120, "lift": 40, "triage": 40})
+              else {"sandbox": 500, "translate": 80, "lift": 24, "triage": 24})
     isolation = fuzz_sandbox.run_all(levels, args.seed,
                                      report=lambda line: print(line, file=sys.stderr, flush=True))
     hostile = fuzz_sandbox.print_summary(isolation)

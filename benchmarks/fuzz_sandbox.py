@@ -1,6 +1,6 @@
 """Hostile files against the sandbox: what user code can reach when verify-agent runs it.
 
-    python benchmarks/fuzz_sandbox.py [--seed 0] [--sandbox 1000] [--translate 120] [--lift 40] [--triage 40]
+    python benchmarks/fuzz_sandbox.py [--seed 0] [--sandbox 500] [--translate 80] [--lift 24] [--triage 24]
 
 Every case is a file carrying one payload (at module level, inside the entry, in an ``atexit``
 handler or in a thread), run the way the tool runs user code:
@@ -519,10 +519,10 @@ def print_summary(result: dict) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sandbox", type=int, default=1000)
-    parser.add_argument("--translate", type=int, default=120)
-    parser.add_argument("--lift", type=int, default=40)
-    parser.add_argument("--triage", type=int, default=40)
+    parser.add_argument("--sandbox", type=int, default=500)
+    parser.add_argument("--translate", type=int, default=80)
+    parser.add_argument("--lift", type=int, default=24)
+    parser.add_argument("--triage", type=int, default=24)
     parser.add_argument("--control", type=int, default=14,
                         help="cases run without the sandbox, to show the detectors fire (not counted as bad)")
     args = parser.parse_args()
