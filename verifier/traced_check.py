@@ -527,15 +527,18 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
         op = None   # the model's localisation was about another value
     index = confirmation.index
     where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
-    devices = f"{confirmation.world} gloo ranks"
+    if confirmation.label is None:   # torch shows no value: a rank raised
+        where = f"rank {rank}"
+        note = confirmation.detail
+    else:
+        note = (f"torch on one device computes {where} = {confirmation.reference_value}; on {confirmation.world} "
+                f"gloo ranks, rank {rank} holds {confirmation.rank_value}")
     counterexample = Counterexample(
         inputs={key: plain(value) for key, value in leaves.items()},
-        reference={where: confirmation.reference_value},
+        reference={where: confirmation.reference_value} if confirmation.label is not None else {},
         per_rank={key: {label: plain(value) for label, value in values.items()}
                   for key, values in confirmation.per_rank.items()},
-        value=where,
-        note=f"torch on one device computes {where} = {confirmation.reference_value}; on {devices}, rank {rank} "
-             f"holds {confirmation.rank_value}")
+        value=where, note=note)
     culprit_text = f"; the values first go wrong at {op.kind} (line {op.span.line}) on rank {rank}" \
         if op is not None else ""
     report.add(Diagnostic("equivalence", ERROR,

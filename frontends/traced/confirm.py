@@ -107,9 +107,11 @@ def _layout_ops(program: TracedProgram, rank: int) -> tuple:
 
 
 def _layout_contradicted(program: TracedProgram, leaves: dict[str, np.ndarray], reference_own: dict,
-                         rank: int, rank_own: dict) -> str | None:
+                         rank: int, owns: list[dict]) -> str | None:
     """A parameter the code builds, on this rank, as another piece of the single-device parameter
-    than the verifier assumed (its values are there, elsewhere): the sentence saying so."""
+    than the verifier assumed (its values are there, elsewhere): the sentence saying so.  A piece
+    every rank builds alike (each drew its own piece from the same seed) shows no layout at all."""
+    rank_own = owns[rank]
     prefix = _layout_ops(program, rank)
     if not prefix or not reference_own:
         return None
@@ -125,6 +127,8 @@ def _layout_contradicted(program: TracedProgram, leaves: dict[str, np.ndarray], 
                 continue
             assumed = np.asarray(env[name])
             if assumed.shape != actual.shape or np.array_equal(assumed, actual):
+                continue
+            if all(name in own and np.array_equal(own[name], actual) for own in owns):
                 continue
             if actual.size and np.ptp(actual) > 0 and np.isin(actual, whole).all():
                 return (f"parameter {name.split('@')[0]}: the piece your code builds on rank {rank} is not the "
@@ -144,11 +148,11 @@ def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict]
         return Confirmation(NOT_RUN, f"torch on one device did not finish with the counterexample's values: "
                                      f"{reference.get('error')}{where}", world, seconds=seconds)
     reference_own = {name[4:]: value for name, value in per_run[0].items() if name.startswith("own:")}
+    owns = [{name[4:]: value for name, value in values.items() if name.startswith("own:")} for values in per_run[1:]]
     for rank in range(world):
         if ranks[rank].get("status") != "ok":
             continue
-        rank_own = {name[4:]: value for name, value in per_run[rank + 1].items() if name.startswith("own:")}
-        contradicted = _layout_contradicted(program, leaves, reference_own, rank, rank_own)
+        contradicted = _layout_contradicted(program, leaves, reference_own, rank, owns)
         if contradicted is not None:
             return Confirmation(NOT_RUN, contradicted, world, seconds=seconds)
     broken = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") in ("crashed", "harness")]

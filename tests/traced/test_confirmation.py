@@ -91,3 +91,40 @@ def test_messages_from_children_are_data_only():
         unpack(forged)
     with pytest.raises(MessageError):
         unpack(b"\x80\x04pickle")
+
+
+def _sharded_program():
+    from verifier.ir import Op, TensorSpec
+    from verifier.traced_ir import TracedProgram
+
+    def piece(rank):
+        return (Op(("w@local",), "aten.slice.Tensor", ("w",),
+                   {"dim": 0, "start": 2 * rank, "end": 2 * rank + 2, "step": 1, "layout_source": "shape"}),)
+
+    return TracedProgram(world=2, mesh={"tp": 2}, inputs=(TensorSpec("w", (4, 2), "f32"),), reference=(),
+                         ranks=(piece(0), piece(1)), comparisons=())
+
+
+def test_a_parameter_the_code_builds_as_another_piece_contradicts_the_assumed_layout():
+    from frontends.traced.confirm import _layout_contradicted
+
+    whole = np.arange(8.0).reshape(4, 2)
+    swapped = [{"w@local": whole[2:4]}, {"w@local": whole[0:2]}]
+    assert "parameter w" in _layout_contradicted(_sharded_program(), {"w": whole}, {"w": whole}, 0, swapped)
+
+
+def test_pieces_every_rank_draws_alike_or_as_assumed_are_no_contradiction():
+    from frontends.traced.confirm import _layout_contradicted
+
+    whole = np.arange(8.0).reshape(4, 2)
+    for owns in ([{"w@local": whole[0:2]}, {"w@local": whole[0:2]}], [{"w@local": whole[0:2]}, {"w@local": whole[2:4]}]):
+        assert all(_layout_contradicted(_sharded_program(), {"w": whole}, {"w": whole}, r, owns) is None
+                   for r in range(2))
+
+
+def test_float32_rounding_between_one_device_and_the_ranks_is_agreement():
+    from frontends.traced.confirm import _first_difference
+
+    want = np.array([1000.0, -3.5], dtype=np.float32)
+    assert _first_difference(want, want * np.float32(1 + 3e-7), ()) is None
+    assert _first_difference(want, want + np.float32(0.5), ()) == (0,)
