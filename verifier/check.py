@@ -18,6 +18,7 @@ from . import counterexample
 from .backward import BackwardUnsupported, gradient_program
 from .calls import CallError, expand_calls
 from .engine import EngineError, rank_env
+from .budget import Budget
 from .equivalence import (MAX_SYMBOLIC_ELEMENTS, SOLVER_TIMEOUT_MS, model_to_inputs, prove, random_inputs,
                           run_concrete)
 from .ir import Program, eval_dim
@@ -37,8 +38,9 @@ def check_program(program: Program, file: str | None = None, *, timeout_ms: int 
                   temporal: bool = True, progress: Callable[[str], None] | None = None,
                   budget_s: float | None = DEFAULT_BUDGET_S,
                   reference_caveats: Sequence[tuple[int | None, str]] = ()) -> Report:
-    """Check ``program``; the whole check ends within ``budget_s`` seconds (shared by every
-    solver obligation; ``None``: no overall limit), with ``unsupported (timeout)`` if it must.
+    """Check ``program``; the whole check spends at most ``budget_s`` seconds' worth of solver
+    steps and CPU time (``verifier.budget``: the same on a busy machine; shared by every solver
+    obligation; ``None``: no overall limit), with ``unsupported (timeout)`` if it must.
 
     ``reference_caveats`` are (line, reason) pairs from a frontend whose single-device
     reference is not what the source does at world size 1: equivalence is then not checked
@@ -46,13 +48,13 @@ def check_program(program: Program, file: str | None = None, *, timeout_ms: int 
     ``verified``."""
     started = time.perf_counter()
     report = Report(file or program.source, {name: size for name, size in program.mesh.dims}, ops=len(program.ops))
-    deadline = None if budget_s is None else time.monotonic() + budget_s
+    budget = Budget(budget_s)
     passes = {"forward": "not checked", "backward": "not checked" if program.gradients else "no gradients declared",
               "temporal": "not checked"}
     report.extra["passes"] = passes
     report.extra["assumed"] = _assumptions(program)
     try:
-        _run(program, report, timeout_ms, temporal, progress, deadline, tuple(reference_caveats))
+        _run(program, report, timeout_ms, temporal, progress, budget, tuple(reference_caveats))
     finally:
         report.seconds = time.perf_counter() - started
     return report
@@ -76,7 +78,7 @@ def _layout(placements, program: Program) -> str:
 
 
 def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
-         progress: Callable[[str], None] | None, deadline: float | None,
+         progress: Callable[[str], None] | None, budget: Budget,
          caveats: tuple[tuple[int | None, str], ...]) -> None:
     structure = check_structure(program)
     if structure:
@@ -127,7 +129,7 @@ def _run(program: Program, report: Report, timeout_ms: int, temporal: bool,
         for line, reason in caveats:
             report.add(Diagnostic("unsupported", ERROR, f"equivalence not checked: {reason}", line))
         return
-    _equivalence(checked, placement, report, timeout_ms, progress, deadline,
+    _equivalence(checked, placement, report, timeout_ms, progress, budget,
                  gradient_outputs=frozenset(g.value for g in program.gradients))
 
 
@@ -217,7 +219,7 @@ def _peer_missing_on_one_device(program: Program):
 
 
 def _equivalence(program: Program, placement: PlacementResult, report: Report, timeout_ms: int,
-                 progress: Callable[[str], None] | None = None, deadline: float | None = None,
+                 progress: Callable[[str], None] | None = None, budget: Budget | None = None,
                  gradient_outputs: frozenset[str] = frozenset()) -> None:
     lonely = _peer_missing_on_one_device(program)
     if lonely is not None:
@@ -242,7 +244,7 @@ def _equivalence(program: Program, placement: PlacementResult, report: Report, t
                 _report_violation(program, placement, report, inputs, outcome, "found by concrete evaluation",
                                   gradient_outputs)
                 return
-        status, values, stats = prove(program, placement.placements, timeout_ms, progress, deadline=deadline)
+        status, values, stats = prove(program, placement.placements, timeout_ms, progress, budget=budget)
     except EngineError as problem:
         if problem.where == "parallel" and _modelled_inputs(problem.op, placement):
             # The single-device program ran; the mesh run fails at an op whose inputs all have

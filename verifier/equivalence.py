@@ -15,7 +15,6 @@ inferred placement, differs from the reference names the line.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
@@ -23,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
+from .budget import Budget
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_array, normal_form, same_term
 from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
@@ -241,26 +241,24 @@ class _OutOfTime(Exception):
     pass
 
 
-def _remaining_ms(deadline: float | None) -> float:
-    return float("inf") if deadline is None else (deadline - time.monotonic()) * 1000
-
-
 def prove(program: Program, placements: dict[str, tuple[Placement, ...]],
           timeout_ms: int = SOLVER_TIMEOUT_MS, progress: Callable[[str], None] | None = None,
-          deadline: float | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+          budget: Budget | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Return (status, model values for inputs and partial pieces, stats); status
     proven|sat|unknown|timeout.
 
-    ``deadline`` (a ``time.monotonic()`` value) is shared by the symbolic run and every
-    obligation: each solver call gets at most what is left, so the proof ends in time."""
+    ``budget`` (``verifier.budget``: solver steps and CPU time, not wall time) is shared by the
+    symbolic run and every obligation; each solver call gets at most ``timeout_ms`` worth of
+    steps and what is left."""
+    budget = budget or Budget(None)
     try:
-        return _prove(program, placements, timeout_ms, progress, deadline)
+        return _prove(program, placements, timeout_ms, progress, budget)
     except _OutOfTime as stopped:
         return "timeout", {}, stopped.args[0]
 
 
 def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeout_ms: int,
-           progress: Callable[[str], None] | None, deadline: float | None
+           progress: Callable[[str], None] | None, budget: Budget
            ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     xp = Z3Backend()
     global_inputs, domain, variables = symbolic_inputs(program)
@@ -291,7 +289,7 @@ def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeo
     step = max(1, len(program.ops) // 10)
 
     def on_complete(index: int) -> None:
-        if _remaining_ms(deadline) <= 0:
+        if budget.spent():
             raise _OutOfTime(stats)
         if progress is not None and len(program.ops) >= PROGRESS_FROM_OPS and index % step == step - 1:
             progress(f"equivalence: {index + 1}/{len(program.ops)} ops, {stats['cuts']} cut points")
@@ -338,17 +336,17 @@ def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeo
     unknown = False
     every = max(1, len(obligations) // 10)
     for number, obligation in enumerate(obligations, 1):
-        left = _remaining_ms(deadline)
-        if left <= 0:
+        if budget.spent():
             raise _OutOfTime(stats)
         if progress is not None and len(obligations) > 1 and number % every == 0:
             progress(f"equivalence: obligation {number}/{len(obligations)}")
         solver = z3.Solver()
-        solver.set("timeout", int(max(1, min(timeout_ms, left))))
+        budget.limit(solver, timeout_ms / 1000)
         solver.add(*domain)
         solver.add(obligation)
         stats["solver_calls"] += 1
         answer = solver.check()
+        budget.charge(solver)
         if answer == z3.sat:
             model = solver.model()
             values = {name: _model_value(model, var) for name, var in variables.items()}
@@ -357,7 +355,7 @@ def _prove(program: Program, placements: dict[str, tuple[Placement, ...]], timeo
                     if array.size else np.zeros(array.shape)
             return "sat", values, stats
         if answer == z3.unknown:
-            if _remaining_ms(deadline) <= 0:
+            if budget.spent():
                 raise _OutOfTime(stats)
             unknown = True
     return ("unknown" if unknown else "proven"), {}, stats

@@ -1,0 +1,71 @@
+"""Budgets that do not depend on how busy the machine is.
+
+A verdict must be the same on an idle laptop and on a loaded CI runner.  So the checker counts
+work instead of wall-clock time:
+
+* every Z3 call is bounded by Z3's resource limit (``rlimit``: a count of solver steps that is
+  the same on every machine for the same query and Z3 version), ``RLIMIT_PER_SECOND`` steps
+  for each second of budget;
+* loops that stop at a deadline read this process's CPU time (``clock()``), which another
+  process's load does not advance.
+
+The command's wall-clock ``--timeout`` is only the outer bound (the CLI's deadline): reaching it
+is reported as the timeout it is, never as a solver that gave up.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+# Z3 steps per budget second: about what Z3 4.15 does per CPU second on the non-linear
+# queries of this checker on a 2-core machine; only the product with a budget matters.
+RLIMIT_PER_SECOND = 1_000_000
+
+
+def clock() -> float:
+    """CPU seconds this process has used (all threads): the checker's own work."""
+    return time.process_time()
+
+
+def rlimit(seconds: float) -> int:
+    """The Z3 resource limit worth ``seconds`` of budget."""
+    return max(1, int(seconds * RLIMIT_PER_SECOND))
+
+
+def steps_used(solver) -> int:
+    """The solver steps the last ``check()`` of ``solver`` took."""
+    statistics = solver.statistics()
+    for key in statistics.keys():
+        if key == "rlimit count":
+            return int(statistics.get_key_value(key))
+    return 0
+
+
+def ran_out_of_steps(solver) -> bool:
+    """An ``unknown`` answer caused by the step count (not by a wall-clock bound)."""
+    return "resource limit" in solver.reason_unknown()
+
+
+class Budget:
+    """One check's budget: ``seconds`` worth of solver steps, spent as the solver reports them,
+    and as much CPU time for the work around the solver (symbolic runs, concrete screens).
+    ``None``: unlimited."""
+
+    def __init__(self, seconds: Optional[float]) -> None:
+        self.seconds = seconds
+        self.steps = None if seconds is None else rlimit(seconds)
+        self.cpu_stop = None if seconds is None else clock() + seconds
+
+    def spent(self) -> bool:
+        return (self.steps is not None and self.steps <= 0) or (self.cpu_stop is not None and clock() > self.cpu_stop)
+
+    def limit(self, solver, cap_seconds: Optional[float] = None) -> None:
+        """Bound the next ``check()`` of ``solver`` by what is left (and by ``cap_seconds``)."""
+        steps = [n for n in (self.steps, None if cap_seconds is None else rlimit(cap_seconds)) if n is not None]
+        if steps:
+            solver.set("rlimit", max(1, min(steps)))
+
+    def charge(self, solver) -> None:
+        """Count the steps the last ``check()`` of ``solver`` took."""
+        if self.steps is not None:
+            self.steps -= steps_used(solver)
