@@ -244,6 +244,9 @@ def translate(
     timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
     param_layout: List[str] = typer.Option([], "--param-layout", help="Layout of a parameter on the ranks, e.g. "
                                            "fc1.weight=Shard(0) or fc1.weight=Replicate (repeatable; traced runs)."),
+    no_grad: List[str] = typer.Option([], "--no-grad", help="An input or parameter that is not trained: its "
+                                      "gradient is not compared (repeatable; traced runs). By default every "
+                                      "floating input and parameter is differentiable."),
 ) -> None:
     """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines.
 
@@ -259,14 +262,15 @@ def translate(
     check_mesh_size(mesh)
     source = _read(file)
     traced_verdict = None
-    if not no_exec and not fix and not dump_ir:
+    if not no_exec and not dump_ir:
         from verifier.report import VIOLATIONS
 
         from .pipeline import traced_llm_status
         from .traced import trace_and_verify
 
         traced = trace_and_verify(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
-                                  layouts=param_layout, timeout=timeout, progress=_stage_progress(format))
+                                  layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
+                                  no_grad=tuple(no_grad))
         if traced is not None:
             if traced.usage_error:
                 fail_usage(traced.usage_error)
@@ -274,6 +278,14 @@ def translate(
             # no translation a model writes may argue away what execution showed
             if llm != LLMMode.full or traced.report.verdict == VIOLATIONS:
                 traced.report.extra["llm_status"] = traced_llm_status(llm.value, traced.report.verdict)
+                if fix and traced.report.verdict == VIOLATIONS:  # repaired on what the run showed
+                    from .repair.traced_fixes import TracedSettings, traced_fixes
+
+                    settings = TracedSettings(entry=entry, mesh=mesh, inputs=parse_inputs(input),
+                                              layouts=tuple(param_layout),
+                                              budget_seconds=deadlines.current().remaining(at_most=900.0))
+                    traced.report.fixes = [found.as_fix() for found in traced_fixes(
+                        source, str(file), traced.report, settings, _stage_progress(format))]
                 raise typer.Exit(emit([traced.report], format, source.splitlines()))
             traced_verdict = traced.report.verdict
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm=llm.value,
@@ -302,8 +314,12 @@ def fix(
     format: Format = typer.Option(Format.text, "--format", "-f", help="text, json, sarif or github."),
     no_backup: bool = typer.Option(False, "--no-backup", help="With --write: do not keep FILE.orig."),
     timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
+    no_exec: bool = typer.Option(False, "--no-exec", help="Never run the file's code (read it statically)."),
 ) -> None:
     """Search verified fixes (unified diffs ranked by communication cost); --write applies the best.
+
+    The file is read as translate reads it: run on CPU when it can run here (each candidate fix is
+    run and proven again, then run on real gloo ranks before it is shown), else statically.
 
     --write changes only the lines of the fix (the other bytes, mixed line endings included, stay
     as they are); it replaces the file atomically (temp file, fsync, rename), or writes in place
@@ -316,7 +332,7 @@ def fix(
     begin(format, file, timeout)
     check_mesh_size(mesh)
     source = _read(file)
-    options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm="off")
+    options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm="off", no_exec=no_exec)
     progress = Console(stderr=True, highlight=False)
     try:
         before, _, after = fix_file(str(file), top, write, options=options, progress=_stage_progress(format),

@@ -22,6 +22,7 @@ FRONTEND_NOTE = "traced (ran your code on CPU)"
 # Bugs that appear only with more than 2 ranks (a peer that is right only when world == 2, a
 # dim that divides by 2 but not 4) are found there.
 SCALED_WORLD = 4
+PROOF_SHARE, SCALED_SHARE = 0.5, 0.15  # of --timeout, in CPU seconds (see verifier/budget.py)
 # a counterexample is re-run with torch (one device and the ranks on gloo) before it is reported;
 # children import torch and the user's file, so this is seconds, paid only when there is a finding
 CONFIRM_TIMEOUT = 120.0
@@ -31,6 +32,8 @@ CONFIRM_TIMEOUT = 120.0
 class TracedResult:
     report: Optional[Report] = None
     usage_error: Optional[str] = None
+    program: Optional[object] = None   # the TracedProgram proven (repair confirms its fixes with it)
+    options: Optional[object] = None   # the TraceOptions it was run with
 
 
 def wants_tracing(source: str) -> bool:
@@ -63,16 +66,20 @@ def world_of(mesh: Optional[str]) -> int:
 
 
 def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Optional[str], inputs: dict,
-                     layouts: list[str], timeout: float, progress: Progress = None) -> Optional[TracedResult]:
+                     layouts: list[str], timeout: float, progress: Progress = None,
+                     no_grad: tuple[str, ...] = (), confirm_findings: bool = True) -> Optional[TracedResult]:
+    """``confirm_findings=False``: a counterexample is reported without re-running the code on gloo
+    (repair screens candidate fixes this way: only a candidate that verifies is worth a real run)."""
     if not wants_tracing(source):
         return None
     from frontends.traced import TraceFailure, TraceOptions, trace_file_at_worlds
-    from frontends.traced.correspondence import LayoutError, parse_layouts
+    from frontends.traced.correspondence import NO_GRAD, LayoutError, parse_layouts
     from verifier.traced_check import check_traced
 
     started = time.perf_counter()
     try:
-        options = TraceOptions(entry=entry, shapes=dict(inputs or {}), layouts=parse_layouts(layouts),
+        statements = {**parse_layouts(layouts), **{name.strip(): NO_GRAD for name in no_grad if name.strip()}}
+        options = TraceOptions(entry=entry, shapes=dict(inputs or {}), layouts=statements,
                                world=world_of(mesh), also_worlds=() if mesh else (SCALED_WORLD,),
                                timeout=max(5.0, timeout * 0.5))
     except (LayoutError, ValueError) as error:
@@ -99,19 +106,20 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
     if progress:
         progress(f"recorded {len(outcome.reference)} ops on one device and "
                  f"{sum(len(r) for r in outcome.ranks)} on {outcome.world} ranks; checking")
-    remaining = max(5.0, timeout - (time.perf_counter() - started))
-    # the checker stops itself short of the command's deadline, so a long proof ends as
-    # "inconclusive" with what was proven so far instead of the bare --timeout message
-    confirm = _confirmer(path, options, timeout, progress)
-    report = check_traced(outcome, timeout_s=max(5.0, remaining * 0.9 - 2.0), progress=progress, confirm=confirm)
+    # the proof's budget is CPU time and solver steps, a share of --timeout that does not depend on
+    # how long the run took or how busy the machine is (the same verdict under load); a long proof
+    # ends as "inconclusive" with what was proven so far, and the wall-clock --timeout stays the
+    # command's outer bound
+    confirm = _confirmer(path, options, timeout, progress) if confirm_findings else None
+    report = check_traced(outcome, timeout_s=max(5.0, timeout * PROOF_SHARE), progress=progress, confirm=confirm)
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
-        budget = max(2.0, timeout - (time.perf_counter() - started) - 2.0)
+        budget = max(2.0, timeout * SCALED_SHARE)
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm)
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
     report.seconds = time.perf_counter() - started
-    return TracedResult(report)
+    return TracedResult(report, program=outcome, options=options)
 
 
 def _note_isolation(report: Report) -> None:

@@ -38,4 +38,5 @@ def forward(microbatches):
 
 
 def example_inputs():
-    return (torch.randn(MICRO, BATCH, HIDDEN),)
+    # a forward pipeline (raw send/recv carry no gradient): the microbatches are not trained
+    return (torch.randn(MICRO, BATCH, HIDDEN, requires_grad=False),)

@@ -44,4 +44,5 @@ def forward(logits, target):
 
 
 def example_inputs():
-    return torch.randn(TOKENS, VOCAB), torch.randint(0, VOCAB, (TOKENS,))
+    # forward only: the raw all-reduces have no autograd, the logits' gradient is not modelled here
+    return torch.randn(TOKENS, VOCAB, requires_grad=False), torch.randint(0, VOCAB, (TOKENS,))

@@ -92,7 +92,25 @@ def _shape_error(error: BaseException) -> bool:
     return "INTERNAL ASSERT" not in text and any(word in text for word in _SHAPE_WORDS)
 
 
+def _rank_raised(error, rank: int, world: int):
+    """A rank raised where the single-device run did not.  Evidence (a violation at the line) unless the
+    exception may come from the simulation: values read after a simulated collective are not real,
+    and torch.distributed's process-group layer is stood in for by the fake group.  Shapes and ranks
+    are exact on simulated ranks, so an error about them is evidence either way."""
+    from .to_ir import TraceFailure
+
+    text = str(error)
+    if "INTERNAL ASSERT" in text:   # torch's own assertion under the simulated group, not yours
+        return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})", error.line)
+    if error.unreal is not None and not _shape_error(error):
+        return TraceFailure("unsupported", f"rank {rank} of {world} raises where the single-device run does not "
+                                           f"({error}), but {error.unreal}: not evidence of a bug", error.line)
+    return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
+                        error.line)
+
+
 def trace(request: dict):
+    from .correspondence import split_no_grad
     from .entries import EntryError
     from .run import ModuleLevelError, RunRequest, UserCodeError, run_once
     from .to_ir import TraceFailure, to_program
@@ -100,8 +118,10 @@ def trace(request: dict):
 
     collectives.install_patches()
     path = request["path"]
+    layouts, no_grad = split_no_grad(dict(request.get("layouts", {})))
+    request = {**request, "layouts": layouts}
     run_request = RunRequest(path, request["shown_as"], request.get("entry"),
-                             {k: tuple(v) for k, v in request.get("shapes", {}).items()})
+                             {k: tuple(v) for k, v in request.get("shapes", {}).items()}, no_grad=no_grad)
     try:
         try:
             reference = run_once(run_request, 1, 0, None)
@@ -118,11 +138,7 @@ def trace(request: dict):
             try:
                 ranks.append(run_once(run_request, request["world"], rank, reference))
             except UserCodeError as error:
-                if not _shape_error(error):
-                    raise
-                return TraceFailure("violation", f"rank {rank} of {request['world']} raises where the single-device "
-                                                 f"run does not: {error} (shapes and ranks are exact on simulated ranks)",
-                                    error.line)
+                return _rank_raised(error, rank, request["world"])
     except ModuleLevelError as error:
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "
                                           f"script or code that needs a real cluster", _user_line(error, path))

@@ -80,6 +80,7 @@ class _Call:
             self.rec.tainted.add(name)
         if target is not None:
             self.rec.written(target, name, self.span)
+            self.rec.collective_outputs.append(target)
         return name
 
     def pieces(self, whole: str, tensors: list[Any], dim: int = 0) -> None:
@@ -387,7 +388,11 @@ def install_patches() -> None:
 
         def wait(self, *args, _original=original_wait, **kwargs):
             on_wait(self)
-            return _original(self, *args, **kwargs)
+            recorder = ACTIVE[-1] if ACTIVE else None
+            if recorder is None:
+                return _original(self, *args, **kwargs)
+            with recorder.finishing_collectives():
+                return _original(self, *args, **kwargs)
 
         wait._traced_wrapper = True
         cls.wait = wait

@@ -30,6 +30,17 @@ class Layout:
     sentence: str | None         # the assumption to report (None when replicated)
 
 
+# ``--no-grad NAME`` travels to the tracing child among the per-leaf statements of the request's
+# layouts, as this value (the runner's request carries no field of its own for it)
+NO_GRAD = "no-grad"
+
+
+def split_no_grad(statements: dict[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(layouts, names the user says are not trained) from the request's per-leaf statements."""
+    layouts = {name: value for name, value in statements.items() if value != NO_GRAD}
+    return layouts, tuple(name for name, value in statements.items() if value == NO_GRAD)
+
+
 def parse_layouts(items: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``["fc1.weight=Shard(0)"]`` -> ``{"fc1.weight": "Shard(0)"}`` (checked, never evaluated)."""
     layouts = {}

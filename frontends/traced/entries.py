@@ -123,6 +123,54 @@ def tensor_parameters(fn) -> list[inspect.Parameter]:
             and p.default is inspect.Parameter.empty]
 
 
+def explicitly_not_trainable(module) -> set[int]:
+    """Positions of ``example_inputs()``'s results the file itself makes non-trainable: written with
+    ``requires_grad=False``, ``.requires_grad_(False)`` or ``NAME.requires_grad = False``.  A plain
+    ``torch.randn(...)`` is trainable (its ``requires_grad`` is False only by default)."""
+    maker = getattr(module, "example_inputs", None)
+    try:
+        tree = ast.parse(inspect.getsource(maker)) if callable(maker) else None
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return set()
+    function = tree.body[0] if tree is not None and tree.body else None
+    if not isinstance(function, ast.FunctionDef):
+        return set()
+    returned = [node.value for node in ast.walk(function) if isinstance(node, ast.Return) and node.value is not None]
+    if len(returned) != 1:
+        return set()
+    elements = returned[0].elts if isinstance(returned[0], (ast.Tuple, ast.List)) else [returned[0]]
+    frozen_names = {target.value.id for node in ast.walk(function) if isinstance(node, ast.Assign)
+                    for target in node.targets
+                    if isinstance(target, ast.Attribute) and target.attr == "requires_grad"
+                    and isinstance(target.value, ast.Name) and _is_false(node.value)}
+    assigned = {target.id: node.value for node in ast.walk(function) if isinstance(node, ast.Assign)
+                for target in node.targets if isinstance(target, ast.Name)}
+    out = set()
+    for index, element in enumerate(elements):
+        if isinstance(element, ast.Name):
+            if element.id in frozen_names or _opts_out(assigned.get(element.id)):
+                out.add(index)
+        elif _opts_out(element):
+            out.add(index)
+    return out
+
+
+def _is_false(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _opts_out(expression) -> bool:
+    """``requires_grad=False`` or ``.requires_grad_(False)`` anywhere in the expression."""
+    for node in ast.walk(expression) if expression is not None else ():
+        if isinstance(node, ast.Call):
+            if any(k.arg == "requires_grad" and _is_false(k.value) for k in node.keywords):
+                return True
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
+                    and node.args and _is_false(node.args[0]):
+                return True
+    return False
+
+
 def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]]) -> tuple[list[str], list[Any]]:
     """(names, values) of the entry's inputs."""
     params = tensor_parameters(fn)

@@ -25,6 +25,7 @@ Soundness guards:
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,6 +193,8 @@ class Recorder(TorchDispatchMode):
         self.works: list[Any] = []        # kept alive so their ids stay unique
         self.paused = False
         self.reduce_op: str | None = None  # set by the torch.distributed wrappers (collectives.py)
+        self.collective_outputs: list[Any] = []   # tensors a recorded collective writes its result into
+        self.read_unreal: str | None = None     # why later exceptions of a simulated rank prove nothing
         self._random_lines: dict[int | None, int] = {}
         self._constant_lines: dict[int | None, int] = {}
         self._constants: set[str] = set()   # names holding a constant made outside the recording
@@ -206,7 +209,13 @@ class Recorder(TorchDispatchMode):
         if any(t is not torch.Tensor and not issubclass(t, FakeTensor) and is_traceable_wrapper_subclass_type(t)
                for t in types):
             return NotImplemented  # DTensor and friends: their inner ops come back here
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception:
+            if self.simulated and self.read_unreal is None and self._reads_collective(args, kwargs):
+                self.read_unreal = (f"{func} at line {self.spans.span().line} read values a simulated collective "
+                                    f"computed (not real values)")
+            raise
         if self.paused or _involves_fake(args, kwargs, out):
             return out
         span = self.spans.span()
@@ -225,6 +234,21 @@ class Recorder(TorchDispatchMode):
         self.recording.ops.append(Op(tuple(results), kind, tuple(args), attrs, span))
         if self.simulated and any(a in self.tainted for a in args):
             self.tainted.update(results)
+
+    @contextlib.contextmanager
+    def finishing_collectives(self):
+        """A backend finishing collectives (``Work.wait``): gloo copies a reduce-scatter's result
+        into the output buffer from a temporary of its own.  That write is the recorded collective's
+        result, not an op of the user's: unrecorded, and the output keeps the collective's name."""
+        before = [(t, int(t._version), self.names.current(t)) for t in self.collective_outputs]
+        paused, self.paused = self.paused, True
+        try:
+            yield
+        finally:
+            self.paused = paused
+            for tensor, version, name in before:
+                if name is not None and int(tensor._version) != version:
+                    self.names.bind(tensor, name)
 
     def bind_leaf(self, tensor: Any, name: str, span: Span) -> None:
         self.names.bind(tensor, name)
@@ -476,10 +500,15 @@ class Recorder(TorchDispatchMode):
         if written:
             self.written(tensor, name, span, pending=True)
 
+    def _reads_collective(self, args, kwargs) -> bool:
+        tensors = [t for _, t in flat_tensors(list(args) + list(kwargs.values()))]
+        return any(self.names.current(t) in self.tainted for t in tensors if isinstance(t, torch.Tensor))
+
     def _data_dependent(self, kind: str, func, args, kwargs, span: Span) -> None:
-        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-        reads_collective = any(self.names.current(t) in self.tainted for t in tensors)
+        reads_collective = self._reads_collective(args, kwargs)
         if self.simulated and reads_collective:
+            self.read_unreal = self.read_unreal or (f"line {span.line} read tensor values a simulated collective "
+                                                    f"computed (not real values) into Python")
             self.problem(span, f"line {span.line} reads tensor values ({kind}) computed by a collective; the "
                                f"simulated ranks do not compute real collective values, so this control flow or "
                                f"size cannot be followed")

@@ -16,7 +16,7 @@ import os
 import itertools
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ import torch.distributed as dist
 from verifier.ir import Span
 
 from . import collectives
-from .entries import EntrySpec, construct_module, example_inputs, find_entry
+from .entries import EntryError, EntrySpec, construct_module, example_inputs, explicitly_not_trainable, find_entry
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
 from .spans import SpanFinder
@@ -48,6 +48,9 @@ class Leaf:
     layout_source: str | None = None
     megatron: tuple[int, int] | None = None   # (partition_dim, partition_stride)
     span: Span = field(default_factory=Span)
+    # an input whose every autograd consumer is a slicing view (SliceBackward0, SplitBackward0, ...):
+    # torch makes its gradient zero outside the blocks the run read
+    read_by_autograd_slices: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class RunRequest:
     shapes: dict
     seed: int = 0
     sizes: dict = field(default_factory=dict)   # module-level constants to override (sizes.py)
+    no_grad: tuple[str, ...] = ()               # inputs and parameters the user says are not trained
 
 
 class ModuleLevelError(Exception):
@@ -91,11 +95,41 @@ class ModuleLevelError(Exception):
 
 
 class UserCodeError(Exception):
-    """The user's code raised: carries the user's line."""
+    """The user's code raised: carries the user's line.  ``unreal``: why the exception may come from
+    the simulation rather than the code (it read values a simulated collective computed, or it was
+    raised inside torch.distributed's process-group layer, which the fake group stands in for)."""
 
-    def __init__(self, line: int | None, message: str) -> None:
+    def __init__(self, line: int | None, message: str, unreal: str | None = None) -> None:
         super().__init__(message)
         self.line = line
+        self.unreal = unreal
+
+
+def _raised(error: BaseException, recorder: Recorder) -> UserCodeError:
+    """The user's code raised ``error`` during this run."""
+    return UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}",
+                         _why_unreal(error, recorder))
+
+
+_PROCESS_GROUP_LAYER = os.path.join("torch", "distributed", "")
+_DTENSOR_LAYER = os.path.join("torch", "distributed", "tensor", "")
+
+
+def _why_unreal(error: BaseException, recorder: Recorder) -> str | None:
+    if not recorder.simulated:
+        return None
+    if recorder.read_unreal is not None:
+        return recorder.read_unreal
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    # torch.distributed's own argument checks (a ValueError such as a scatter_list off the source rank)
+    # raise the same on real groups; anything else from that layer may be the simulated group's
+    validation = isinstance(error, ValueError) and "world group map" not in str(error)
+    if last is not None and _PROCESS_GROUP_LAYER in last and _DTENSOR_LAYER not in last and not validation:
+        return "it was raised inside torch.distributed's process-group layer, which the simulated group stands in for"
+    return None
 
 
 def init_group(world: int, rank: int) -> None:
@@ -108,9 +142,23 @@ def init_group(world: int, rank: int) -> None:
         dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
         _subgroups_stay_simulated()
     _simulated_ddp(averaging_hook=world > 1)
+    autograd_collectives_on_the_current_world()
 
 
 _REAL_NEW_GROUP = dist.distributed_c10d.new_group
+
+
+def autograd_collectives_on_the_current_world() -> None:
+    """``torch.distributed.nn.functional`` (all_gather, all_reduce, reduce_scatter, all_to_all with
+    their autograd) takes ``group=group.WORLD`` as a default, evaluated when the module is first
+    imported: the world group of an earlier run, destroyed since ("not initialized in the world
+    group map").  ``None`` means the default group to every c10d call they make."""
+    import torch.distributed.nn.functional as autograd_collectives
+
+    for function in vars(autograd_collectives).values():
+        defaults = getattr(function, "__defaults__", None)
+        if callable(function) and defaults and any(isinstance(d, dist.ProcessGroup) for d in defaults):
+            function.__defaults__ = tuple(None if isinstance(d, dist.ProcessGroup) else d for d in defaults)
 
 
 def map_cuda_to_cpu() -> None:
@@ -262,25 +310,33 @@ def _modules_of(obj: Any) -> list[tuple[str, torch.nn.Module]]:
     return found[:1]
 
 
-# Functions written in the user's file, and Megatron's tensor-parallel mappings and layers, exist
-# to shape gradients (an all-reduce of the input gradient in backward): their inputs' gradients
-# are what they are for.  Library Functions such as DTensor's do not count.
-GRADIENT_SHAPING_MODULES = ("_verify_agent_traced_", "megatron.core.tensor_parallel")
+# autograd nodes of views that keep a block of their input: the input's gradient is zero elsewhere
+SLICING_BACKWARDS = frozenset({"SliceBackward0", "SplitBackward0", "SplitWithSizesBackward0", "SelectBackward0",
+                               "UnbindBackward0", "NarrowBackward0"})
 
 
-def _uses_custom_function(outputs: list[Any]) -> bool:
+def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list[Any]) -> list[Leaf]:
+    """Mark each input whose every consumer in the autograd graph of ``outputs`` is a slicing view.
+
+    Read from the graph torch built, not from the recorded ops: a custom Function that slices in its
+    forward is one node whose backward may return anything (Megatron's scatter all-gathers)."""
+    by_id = {id(t): leaf.name for leaf, t in zip((l for l in leaves if l.kind == "input"),
+                                                 (t for t in tensors if isinstance(t, torch.Tensor)))}
+    readers: dict[str, set[str]] = {}
     seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        function = getattr(type(node), "_forward_cls", None)
-        if isinstance(node, torch.autograd.function.BackwardCFunction) and function is not None \
-                and str(getattr(function, "__module__", "")).startswith(GRADIENT_SHAPING_MODULES):
-            return True
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return False
+        for next_node, _ in node.next_functions:
+            variable = getattr(next_node, "variable", None) if next_node is not None else None
+            if variable is not None and id(variable) in by_id:
+                readers.setdefault(by_id[id(variable)], set()).add(type(node).__name__)
+            stack.append(next_node)
+    return [replace(leaf, read_by_autograd_slices=True)
+            if leaf.kind == "input" and readers.get(leaf.name) and readers[leaf.name] <= SLICING_BACKWARDS else leaf
+            for leaf in leaves]
 
 
 def _flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -336,10 +392,11 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         fn = target if spec.kind != "function" else getattr(module, spec.name)
         call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         names, inputs = example_inputs(module, call_fn, request.shapes)
+        frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
-                                       vocab if type(vocab) is int else None)
+                                       vocab if type(vocab) is int else None, frozen)
         result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
         result.constants = constants
         return result
@@ -393,7 +450,7 @@ def _run_launch_script(request: RunRequest, recorder: Recorder, world: int, rank
             except Exception as error:
                 if _ours(error):
                     raise
-                raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
+                raise _raised(error, recorder) from error
     finally:
         collectives.ACTIVE.remove(recorder)
         dist.init_process_group, dist.destroy_process_group = saved_init, saved_destroy
@@ -459,24 +516,30 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
 
 
 def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
-                 reference: RunResult | None, bounds_hint: int | None = None) -> tuple[list[Leaf], list[Any]]:
+                 reference: RunResult | None, bounds_hint: int | None = None,
+                 frozen: set[str] = frozenset()) -> tuple[list[Leaf], list[Any]]:
+    """Every floating input and parameter is differentiable unless ``frozen`` names it (``--no-grad``,
+    or ``requires_grad=False`` written in ``example_inputs()``): an entry's inputs are activations
+    whose gradients flow on to earlier layers.  A parameter the code itself froze stays frozen."""
     leaves, tensors = [], []
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
             tensors.append(value)
             continue
         tensor = value.detach().clone()
-        asked = bool(value.requires_grad)
-        if tensor.is_floating_point():
+        trainable = tensor.is_floating_point() and name not in frozen
+        if trainable:
             tensor.requires_grad_(True)
         recorder.bind_leaf(tensor, name, Span(spans.fallback, spans.shown_as))
         if not tensor.is_floating_point() and tensor.dtype != torch.bool:
             _bound_integer_leaf(recorder, tensor, name, bounds_hint)
-        leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), asked, "input"))
+        leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), trainable, "input"))
         tensors.append(tensor)
     for prefix, mod in _modules_of(target):
         for pname, param in mod.named_parameters():
             full = prefix + pname
+            if full in frozen:
+                param.requires_grad_(False)
             local = _local(param)
             region, why = dtensor_region(param)
             local_name = full if reference is None else f"{full}@local"
@@ -491,13 +554,15 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
                 recorder.problem(Span(None), f"parameter {full}: {why}")
             leaves.append(Leaf(full, local_name, tuple(param.shape), tuple(local.shape), param.requires_grad,
                                "parameter", region, source, megatron))
+    unknown = set(frozen) - {leaf.name for leaf in leaves} - set(names)
+    if unknown:
+        raise EntryError(f"--no-grad {', '.join(sorted(unknown))}: no input or parameter of that name "
+                         f"(inputs: {', '.join(names) or 'none'})")
     return leaves, tensors
 
 
 def _bound_integer_leaf(recorder: Recorder, tensor: Any, name: str, vocab: int | None) -> None:
     """Token ids and labels: values in [0, VOCAB) when the file names VOCAB, else the recorded range."""
-    from dataclasses import replace
-
     spec = recorder.recording.leaves[-1]
     if vocab is not None:
         bounds = (0, int(vocab))
@@ -531,12 +596,12 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             except Exception as error:  # the user's code raised: say where
                 if _ours(error):
                     raise
-                raise UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}") from error
+                raise _raised(error, recorder) from error
             flat = _flatten(out)
             values, loss_terms = [], []
             for index, (path, tensor) in enumerate(flat):
                 values.append(_output_value(recorder, index, path, tensor))
-            custom = _uses_custom_function([t for _, t in flat])
+            leaves[:] = _with_autograd_readers(leaves, tensors, [t for _, t in flat])
             passes = ("forward",)
             for index, (path, tensor) in enumerate(flat):
                 if not (isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.requires_grad):
@@ -557,7 +622,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                         raise
                     line = _user_line(error, recorder)
                     if line is not None:  # the user's own backward code raised
-                        raise UserCodeError(line, f"{type(error).__name__}: {error}") from error
+                        raise _raised(error, recorder) from error
                     # torch refused the backward this tool added outside the user's context (e.g. a
                     # loss_parallel() block): forward only, and the verdict says so
                     del recorder.recording.ops[recorded_so_far:]
@@ -566,15 +631,16 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                 if passes == ("forward", "backward"):
                     _finalize_megatron_grads(fn, assumptions)
             for leaf in leaves:
-                if passes == ("forward",) or leaf.kind == "cotangent" \
-                        or not leaf.requires_grad and not (leaf.kind == "input" and custom):
+                if passes == ("forward",) or leaf.kind == "cotangent" or not leaf.requires_grad:
                     continue
                 values.append(_gradient_value(recorder, leaf, tensors, fn))
     finally:
         collectives.ACTIVE.remove(recorder)
-    if any(leaf.kind == "input" and not leaf.requires_grad for leaf in leaves) and custom:
-        assumptions.append("inputs are treated as trainable because the code uses a custom autograd.Function "
-                           "(its own or Megatron's tensor-parallel ones): their gradients are checked")
+    trained = [leaf.name for leaf in leaves if leaf.kind == "input" and leaf.requires_grad]
+    if trained and passes == ("forward", "backward"):
+        assumptions.append(f"inputs {', '.join(trained)} are differentiable: in training code an entry's inputs "
+                           f"are activations whose gradients flow on, so their gradients are compared "
+                           f"(--no-grad NAME, or requires_grad=False in example_inputs(), says otherwise)")
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)

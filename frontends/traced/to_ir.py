@@ -79,20 +79,14 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     reference_ops = list(reference.recording.ops)
     comparisons = []
     extra_rank_ops: list[list[Op]] = [[] for _ in ranks]
-    sliced = _read_only_in_slices(reference, ranks)
-    trainable_inputs = {leaf.name for leaf in reference.leaves if leaf.kind == "input" and leaf.requires_grad}
+    input_names = {leaf.name for leaf in reference.leaves if leaf.kind == "input"}
     for value in reference.values:
-        if value.kind == "gradient" and value.key in sliced:
-            sentence = (f"gradient of {value.key} is not compared: it was not created trainable and each rank "
-                        f"reads only a slice of it (a sharded weight passed whole)")
-            assumptions.append(sentence)
-            continue
-        pieces = _input_gradient_pieces(value, ranks) if value.key in trainable_inputs else None
+        pieces = _input_gradient_pieces(value, ranks) if value.key in input_names else None
         if pieces is not None:
             comparisons.append(_piecewise_comparison(value, ranks, pieces, extra_rank_ops))
             sentence = (f"{value.label}: each rank reads only its own disjoint block of {value.key} (through "
-                        f"slices), so its gradient is zero elsewhere; the rank blocks are compared, and together "
-                        f"they are the whole gradient")
+                        f"slices), so torch makes its gradient zero elsewhere; the rank blocks are compared, and "
+                        f"together they are the whole gradient")
             assumptions.append(sentence)
             continue
         per_rank, regions = [], []
@@ -103,6 +97,11 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                                     value.span))
         for index, run in enumerate(ranks):
             theirs = next((v for v in run.values if v.key == value.key), None)
+            if theirs is None and value.kind == "gradient" and "backward" not in run.passes:
+                return TraceFailure("unsupported", f"rank {run.rank} does not produce {value.label}: no output of the "
+                                                   f"rank depends on it through autograd, so no backward runs there "
+                                                   f"(raw send/recv/broadcast carry no gradient); for forward-only "
+                                                   f"code say --no-grad {value.key}", value.span.line)
             if theirs is None:
                 return TraceFailure("unsupported", f"rank {run.rank} does not produce {value.label}", value.span.line)
             region = theirs.region
@@ -149,24 +148,10 @@ def _renamed(op: Op, names: dict[str, str]) -> Op:
     return replace(op, args=tuple(names.get(arg, arg) for arg in op.args))
 
 
-_SLICING = {"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.slice.Tensor",
-            "aten.narrow.default", "aten.select.int", "aten.unbind.int"}
-
-
-def _read_only_in_slices(reference: RunResult, ranks: list[RunResult]) -> set[str]:
-    """Inputs made trainable by the tool (not by the user) that every rank reads only through slices."""
-    candidates = {leaf.name for leaf in reference.leaves if leaf.kind == "input" and not leaf.requires_grad}
-    out = set()
-    for name in candidates:
-        uses = [op.kind for run in ranks for op in run.recording.ops if name in op.args]
-        if uses and all(kind in _SLICING for kind in uses):
-            out.add(name)
-    return out
-
-
 def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
     """Per rank, the one block of an input the rank reads, when every rank reads the input only
-    through slicing ops and the blocks are disjoint and cover it; else None.
+    through slicing ops (in the recorded ops and in torch's autograd graph) and the blocks are
+    disjoint and cover it; else None (every rank's whole gradient is then compared).
 
     Such a rank's gradient is zero outside its block (autograd of a slice), so the sum of the
     rank gradients (what a sequence-sharded input's gradient is) equals the reference exactly
@@ -179,7 +164,8 @@ def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
         theirs = next((v for v in run.values if v.key == value.key), None)
         if theirs is None or tuple(theirs.shape) != shape:
             return None
-        if any(leaf.name == value.key and leaf.local != leaf.name for leaf in run.leaves):
+        leaf = next((leaf for leaf in run.leaves if leaf.name == value.key), None)
+        if leaf is None or leaf.local != leaf.name or not leaf.read_by_autograd_slices:
             return None
         read = _blocks_read(value.key, run.recording.ops, shape)
         if read is None or len(read) != 1:

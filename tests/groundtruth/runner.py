@@ -452,6 +452,7 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
     name = f"_groundtruth_program_{idx}"
     dist.init_process_group("gloo", store=dist.PrefixStore(f"job{idx}", store), rank=rank, world_size=world,
                             timeout=timedelta(seconds=spec.timeout + 30))
+    _autograd_collectives_on_this_group()
     megatron_ps = None
     try:
         torch.set_default_dtype(dtype)
@@ -529,6 +530,19 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
                 megatron_ps.destroy_model_parallel()
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
+
+
+def _autograd_collectives_on_this_group():
+    """``torch.distributed.nn.functional`` evaluates its ``group=group.WORLD`` defaults when first
+    imported: in a worker running several programs, the group of an earlier program (destroyed).
+    ``None`` is the current default group to every c10d call they make."""
+    import torch.distributed as dist
+    import torch.distributed.nn.functional as autograd_collectives
+
+    for function in vars(autograd_collectives).values():
+        defaults = getattr(function, "__defaults__", None)
+        if callable(function) and defaults and any(isinstance(d, dist.ProcessGroup) for d in defaults):
+            function.__defaults__ = tuple(None if isinstance(d, dist.ProcessGroup) else d for d in defaults)
 
 
 def _finalize_sequence_parallel_grads(params, megatron_ps):

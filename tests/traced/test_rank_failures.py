@@ -1,8 +1,9 @@
 """A rank that raises where the single-device run does not.
 
-A shape error is evidence (simulated ranks compute shapes exactly): a violation at its line.
-Any other exception of a rank stays an input error naming the line (values read after a
-simulated collective are not real, so they prove nothing).
+Evidence, a violation at its line: the exception does not depend on values a simulated
+collective computed (those are not real) and was not raised inside torch.distributed's
+process-group layer (which the fake group stands in for); an error about shapes is evidence
+either way (simulated ranks compute shapes exactly).  Otherwise: unsupported, saying why.
 """
 from __future__ import annotations
 
@@ -49,15 +50,30 @@ def test_a_shape_error_only_on_the_ranks_is_a_violation_at_its_line(tmp_path):
     assert error["line"] == 12 and "raises where the single-device run does not" in error["message"]
 
 
-def test_another_exception_of_a_rank_is_an_input_error_naming_its_line(tmp_path):
+def test_another_exception_of_a_rank_is_a_violation_naming_its_line(tmp_path):
     code, body = translate(tmp_path, """
         def forward(x, w):
             if dist.get_rank() == 1:
                 raise ValueError("rank 1 refuses")
             return x @ w
     """)
-    assert code == 2, body
-    assert "rank 1 refuses" in json.dumps(body)
+    assert code == 1, body
+    (error,) = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert error["line"] == 12 and "rank 1 of 2 raises where the single-device run does not" in error["message"]
+    assert "ValueError: rank 1 refuses" in error["message"]
+
+
+def test_an_exception_after_reading_a_simulated_collectives_values_is_not_evidence(tmp_path):
+    code, body = translate(tmp_path, """
+        def forward(x, w):
+            y = x @ w
+            dist.all_reduce(y)
+            if dist.get_world_size() > 1 and bool(y.abs().sum() > -1.0):
+                raise ValueError("a check on the reduced values")
+            return y
+    """)
+    assert code == 3 and body["verdict"] == "unsupported", body
+    assert "simulated collective" in json.dumps(body)
 
 
 def test_a_blocking_send_to_the_rank_itself_is_a_violation_at_its_line(tmp_path):
