@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 import z3
 
+from .budget import clock, rlimit
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
                        same_term)
 from .counterexample import plain
@@ -85,7 +86,10 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     reports is as real as the proof's (found by concrete evaluation), but agreement is only tested.
 
     ``confirm``: re-runs the user's code with a counterexample before it is reported (see
-    ``confirmation.py``); without it, a difference of the model is reported as it is."""
+    ``confirmation.py``); without it, a difference of the model is reported as it is.
+
+    ``timeout_s`` is CPU seconds of this process and the solver steps worth them
+    (``verifier/budget.py``), not wall time: the verdict does not depend on the machine's load."""
     started = time.perf_counter()
     ops = len(program.reference) + sum(len(rank) for rank in program.ranks)
     report = Report(program.source, dict(program.mesh), ops=ops)
@@ -95,7 +99,7 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if "backward" not in program.passes:
         report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
     try:
-        _check(program, report, started + timeout_s, progress, prove, confirm)
+        _check(program, report, clock() + timeout_s, progress, prove, confirm)
     except _Stop:
         pass
     finally:
@@ -646,7 +650,7 @@ def _obligations(program: TracedProgram, runs: _Runs, deadline: float) -> dict[i
                 pending.append(z3.BoolVal(True))  # a shape difference: any model is a witness
                 continue
             for x, y in zip(got.reshape(-1), expected.reshape(-1)):
-                if time.perf_counter() > deadline:
+                if clock() > deadline:
                     return None
                 if not _provably_equal(x, y):
                     pending.append(as_term(x) != as_term(y))
@@ -707,7 +711,7 @@ def _prove(program: TracedProgram, report: Report, deadline: float, progress, sa
     proven: list[int] = []
     reasons: dict[int, str] = {}
     for cuts in (True, False):
-        if not pending or (not cuts and (time.perf_counter() >= deadline
+        if not pending or (not cuts and (clock() >= deadline
                                          or not any("did not reproduce" in reasons[i] for i in pending))):
             break
         if progress is not None:
@@ -1016,25 +1020,25 @@ class _EqualUnder:
         self.memo, self.domain, self.deadline, self.spent = memo, domain, deadline, 0.0
 
     def __call__(self, pairs: list) -> bool:
-        started = time.perf_counter()
+        started = clock()
         try:
             return self._prove(pairs)
         finally:
-            self.spent += time.perf_counter() - started
+            self.spent += clock() - started
 
     def _prove(self, pairs: list) -> bool:
         """A small first batch on a short budget (a collective whose result differs, or is too hard,
         costs little), then the rest."""
-        budget = min(CUT_PROOF_CAP_S, CUT_PROOFS_CAP_S - self.spent, (self.deadline - time.perf_counter()) / 4)
+        budget = min(CUT_PROOF_CAP_S, CUT_PROOFS_CAP_S - self.spent, (self.deadline - clock()) / 4)
         if budget <= 0.05 or any(z3.is_bool(as_term(x)) != z3.is_bool(as_term(y)) for x, y in pairs):
             return False
-        stop = time.perf_counter() + budget
+        stop = clock() + budget
         grouping = {"on": True}
         first = min(len(pairs), CUT_PROBE_PAIRS)
         batches = [(0, first, min(budget, CUT_PROBE_S))] + \
             [(i, min(i + SOLVER_BATCH, len(pairs)), None) for i in range(first, len(pairs), SOLVER_BATCH)]
         for start, end, cap in batches:
-            remaining = stop - time.perf_counter() if cap is None else cap
+            remaining = stop - clock() if cap is None else cap
             if remaining <= 0:
                 return False
             disequalities = [as_term(x) != as_term(y) for x, y in pairs[start:end]]
@@ -1052,13 +1056,13 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
     one straight away).  ``grouping`` (shared by the batches of one proof) turns the first call
     off once it has failed; ``memo`` (built on the same ``domain``) skips a disequality that
     renames one already refuted."""
-    stop = time.perf_counter() + seconds
+    stop = clock() + seconds
     claims = _unrefuted(disequalities, memo)
     solver = z3.Solver()
     solver.add(*domain)
     grouping = {"on": True} if grouping is None else grouping
     if len(claims) > GROUP_MIN_CLAIMS and grouping["on"]:
-        whole = min((stop - time.perf_counter()) / 3, GROUP_CALL_CAP_S)
+        whole = min((stop - clock()) / 3, GROUP_CALL_CAP_S)
         answer = _ask(solver, z3.Or(*[claim for claim, _ in claims]), whole, counter)
         if answer == z3.unsat:
             _refuted(memo, claims)
@@ -1067,7 +1071,7 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
             return "sat", solver.model()
         grouping["on"] = False
     for claim, key in claims:
-        answer = _ask(solver, claim, stop - time.perf_counter(), counter)
+        answer = _ask(solver, claim, stop - clock(), counter)
         if answer == z3.sat:
             return "sat", solver.model()
         if answer != z3.unsat:
@@ -1101,7 +1105,7 @@ def _ask(solver: z3.Solver, claim, seconds: float, counter: dict | None):
     """The solver's answer on ``domain & claim`` within ``seconds`` (unknown when none are left)."""
     if seconds <= 0:
         return z3.unknown
-    solver.set("timeout", max(1, int(seconds * 1000)))
+    solver.set("rlimit", rlimit(seconds))  # a step count: the same answer on a busy machine
     if counter is not None:
         counter["solver_calls"] += 1
     solver.push()
@@ -1130,7 +1134,7 @@ def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Re
 def _solve(pending: list, domain: list, deadline: float, report: Report, memo: ProofMemo | None = None):
     grouping = {"on": True}
     for start in range(0, len(pending), SOLVER_BATCH):
-        remaining = deadline - time.perf_counter()
+        remaining = deadline - clock()
         if remaining <= 0:
             return "unknown", None
         status, model = _decide(pending[start:start + SOLVER_BATCH], domain, min(remaining, SOLVER_CALL_CAP_S),
