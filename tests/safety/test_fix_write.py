@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verify_agent.cli import app
+from verify_agent.pipeline import TranslateOptions
 from verify_agent.repair.commands import UsageError, fix_file
 from verify_agent.repair.safe_write import WriteRefused, read_source, replace_source
 
@@ -118,7 +119,8 @@ def test_an_edit_saved_while_fix_searches_wins(tmp_path):
         calls.append(message)
 
     with pytest.raises(UsageError, match="changed while the fix was searched"):
-        fix_file(target, write=True, progress=user_saves_during_search)
+        fix_file(target, write=True, progress=user_saves_during_search,
+                 options=TranslateOptions(llm="off", no_exec=True))
     assert target.read_text() == edited
     assert not (tmp_path / "model.py.orig").exists()
 
@@ -127,7 +129,7 @@ def test_fix_write_keeps_crlf_and_a_backup(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     original = BUGGY.read_text().replace("\n", "\r\n").encode()
     (tmp_path / "model.py").write_bytes(original)
-    result = CliRunner().invoke(app, ["fix", "model.py", "--write", "--format", "json"])
+    result = CliRunner().invoke(app, ["fix", "model.py", "--write", "--format", "json", "--no-exec"])
     assert result.exit_code == 0, result.output
     written = (tmp_path / "model.py").read_bytes()
     assert b"all_reduce(y)" in written and written.count(b"\r\n") == written.count(b"\n")

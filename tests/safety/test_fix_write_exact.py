@@ -44,7 +44,7 @@ def without_fix_line(data: bytes) -> bytes:
 
 
 def fix_write(folder: Path, *extra: str):
-    return CliRunner().invoke(app, ["fix", "model.py", "--write", "--format", "json", *extra])
+    return CliRunner().invoke(app, ["fix", "model.py", "--write", "--format", "json", "--no-exec", *extra])
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_two_fix_write_commands_racing_one_wins_the_other_exits_2(tmp_path):
     target = tmp_path / "model.py"
     target.write_bytes(mixed_endings(BUGGY.read_text()))
     original = target.read_bytes()
-    command = [sys.executable, "-m", "verify_agent", "fix", "model.py", "--write", "--format", "json"]
+    command = [sys.executable, "-m", "verify_agent", "fix", "model.py", "--write", "--format", "json", "--no-exec"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     racers = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True) for _ in range(2)]

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from verify_agent.pipeline import TranslateOptions
 from verify_agent.repair.review import review, suggestion_blocks
 
 from .support import MODELS
@@ -35,7 +36,8 @@ def reviewed(tmp_path_factory):
         shutil.copy(MODELS / name, repo / "model" / name)
     (repo / "model" / "util.py").write_text("def helper():\n    return 1\n")
     files = ["model/dist_tp_mlp_missing_allreduce.py", "model/dist_tp_mlp_ok.py", "model/util.py"]
-    return review("origin/main", repo, files=files)
+    # the static reading's suggestions (traced review runs the same repair as fix, tests/repair)
+    return review("origin/main", repo, files=files, options=TranslateOptions(llm="off", no_exec=True))
 
 
 def test_review_body_is_what_the_create_a_review_call_takes(reviewed):

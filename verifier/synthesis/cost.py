@@ -20,6 +20,8 @@ bandwidth); only their order matters for ranking.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from dataclasses import dataclass
 from typing import Callable
 
@@ -114,4 +116,37 @@ def program_cost(program: Program, shapes: dict[str, tuple[int, ...]],
             total += model.collective(op.kind, group, local_bytes(op.args[0]))
         elif op.kind in LOCAL_REDUCTIONS and op.results and op.results[0] in added_local:
             total += model.gamma_us_per_byte * local_bytes(op.args[0])
+    return total
+
+
+def traced_cost(program, model: CostModel = CostModel(), seed: int = 0) -> float:
+    """The cost of the collectives one rank of a traced run issues (``verifier.traced_ir.TracedProgram``).
+
+    The recording has no static shapes: the ranks are run once in NumPy on seeded inputs and each
+    collective is charged for the operand it really got; the group is the op's own
+    (``attrs["group"]``).  Bytes use the dtype of the program's floating inputs.
+    """
+    from ..backends import NumpyBackend
+    from ..equivalence import random_values
+    from ..traced_run import RunError, new_cache, run
+
+    def kind_of(spec) -> str:
+        dtype = str(spec.dtype).replace("torch.", "")
+        return "bool" if dtype == "bool" else "int" if dtype.startswith(("i", "u", "long")) else "float"
+
+    leaves = {**random_values(program.inputs, seed, kind_of), **program.pinned}
+    try:
+        env = run(program.ranks, leaves, NumpyBackend(), new_cache())[0]
+    except (RunError, ValueError, KeyError, TypeError, IndexError):
+        return 0.0
+    floats = [str(spec.dtype) for spec in program.inputs if kind_of(spec) == "float"]
+    width = {"float64": 8, "float16": 2, "bfloat16": 2}.get(floats[0].replace("torch.", ""), 4) if floats else 4
+    total = 0.0
+    for op in program.ranks[0]:
+        if op.kind not in COLLECTIVES or not op.args or op.args[0] not in env:
+            continue
+        group = op.attr("group")
+        size = len(group) if isinstance(group, (tuple, list)) else program.world
+        elements = float(np.size(env[op.args[0]]))
+        total += model.collective(op.kind, size, elements * width)
     return total

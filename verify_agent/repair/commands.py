@@ -42,14 +42,66 @@ def read_file(path: str | Path) -> SourceText:
         raise UsageError(f"{path}: cannot read ({error.__class__.__name__})") from None
 
 
+TRACE_TIMEOUT = 240.0   # seconds for the traced reading of the file itself
+
+
 def check_text(path: str | Path, source: str, options=None, progress: Progress = None):
-    """Verify ``source`` as the contents of ``path``; the TranslateResult."""
+    """Verify ``source`` as the contents of ``path`` the way ``translate`` does: by running it
+    (traced) when it can run here, else with the static reader; the TranslateResult (its
+    ``translation`` is None for a traced reading)."""
     from ..pipeline import translate_and_verify
 
-    result = translate_and_verify(source, str(path), _options(options), progress)
+    options = _options(options)
+    traced = None if options.no_exec else _traced(path, source, options, progress)
+    if traced is not None:
+        return traced
+    result = translate_and_verify(source, str(path), options, progress)
     if result.usage_error:
         raise UsageError(result.usage_error)
     return result
+
+
+def _traced(path: str | Path, source: str, options, progress: Progress):
+    from ..deadline import current
+    from ..pipeline import TranslateResult, traced_llm_status
+    from ..traced import trace_and_verify
+
+    traced = trace_and_verify(source, str(path), entry=options.entry, mesh=options.mesh, inputs=options.inputs or {},
+                              layouts=[], timeout=current().remaining(at_most=TRACE_TIMEOUT), progress=progress)
+    if traced is None:
+        return None
+    if traced.usage_error:
+        raise UsageError(traced.usage_error)
+    traced.report.extra["llm_status"] = traced_llm_status(options.llm, traced.report.verdict)
+    return TranslateResult(traced.report)
+
+
+def is_traced(report: Report) -> bool:
+    from ..traced import FRONTEND_NOTE
+
+    return report.extra.get("frontend") == FRONTEND_NOTE
+
+
+def fixes_for(path: str | Path, source: str, result, options=None, progress: Progress = None, *,
+              top_k: int = 3) -> list[SourceFix]:
+    """Verified fixes of a checked file, from the reading that checked it (traced or static)."""
+    report = result.report
+    if report is None or report.verdict == "verified":
+        return []
+    if is_traced(report):
+        from ..deadline import current
+        from .traced_fixes import TracedSettings, traced_fixes
+
+        options = _options(options)
+        settings = TracedSettings(entry=options.entry, mesh=options.mesh, inputs=options.inputs or None,
+                                  budget_seconds=max(0.0, current().remaining(at_most=FIX_BUDGET) - 60.0))
+        return traced_fixes(source, str(path), report, settings, progress, top_k=top_k)
+    if result.translation is None:
+        return []
+    return source_fixes(source, str(path), result.translation, report, progress, top_k=top_k)
+
+
+FIX_BUDGET = 900.0   # seconds for the candidates of one file
 
 
 def check_file(path: str | Path, options=None, progress: Progress = None):
@@ -64,9 +116,7 @@ def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progres
     source = (original or read_file(path)).text
     result = check_text(path, source, options, progress)
     report = result.report
-    fixes: list[SourceFix] = []
-    if report.verdict != "verified" and result.translation is not None:
-        fixes = source_fixes(source, str(path), result.translation, report, progress, top_k=top_k)
+    fixes = fixes_for(path, source, result, options, progress, top_k=top_k)
     report.fixes = [fix.as_fix() for fix in fixes]
     return report, fixes
 

@@ -26,6 +26,7 @@ class SourceFix:
     diff: str
     comm_cost: float
     report: Report  # the patched file's own verification
+    seconds: float = 0.0  # from the start of the search until this fix was verified
 
     def as_fix(self) -> Fix:
         return Fix(self.description, self.diff, round(self.comm_cost, 3))

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from verifier.report import ERROR, Report
-from .commands import UsageError, check_file
-from .fixes import SourceFix, source_fixes
+from .commands import UsageError, check_file, fixes_for
+from .fixes import SourceFix
 
 Progress = Optional[Callable[[str], None]]
 MARK = "**verify-agent**"
@@ -251,9 +251,7 @@ def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | 
         except UsageError as problem:
             skipped.append(f"`{name}` ({str(problem).split(': ', 1)[-1]})")
             continue
-        fixes: list[SourceFix] = []
-        if result.report.verdict != "verified" and result.translation is not None:
-            fixes = source_fixes(source, str(path), result.translation, result.report, progress, top_k=top_k)
+        fixes: list[SourceFix] = fixes_for(path, source, result, options, progress, top_k=top_k)
         result.report.file = name
         result.report.fixes = [fix.as_fix() for fix in fixes]
         results.append(FileResult(name, result.report, fixes, source))

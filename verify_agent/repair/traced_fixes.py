@@ -1,0 +1,202 @@
+"""Verified fixes for what a traced run found: candidate edits at the recorded lines, each run again.
+
+``translate`` runs the file and names where its values first go wrong (the line and the recorded
+op).  ``frontends.patches.at_line`` turns that into candidate source edits in the file's idioms;
+here each candidate is written to a temporary copy and goes through exactly what ``translate``
+does (``verify_agent.traced.trace_and_verify``: one device, 2 simulated ranks with the proof, 4
+simulated ranks screened).  A candidate that verifies is then run for real on gloo ranks
+(``frontends.traced.confirm``: the patched code on one device and on the ranks, same inputs); a
+fix torch refutes is never shown.  Fixes are ranked by the alpha-beta cost of the collectives
+the patched run issued.  The user's file is never touched here (``fix --write`` writes through
+``safe_write``).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from verifier.report import ERROR, Report
+
+from .fixes import SourceFix
+
+Progress = Optional[Callable[[str], None]]
+CANDIDATE_TIMEOUT = 90.0     # seconds for one candidate's trace and proof
+CONFIRM_TIMEOUT = 90.0
+_CULPRIT = re.compile(r"first go wrong at ([\w.]+) \(line (\d+)\)")
+_NOT_FINDINGS = ("unsupported", "scale", "sandbox", "translation", "assumption")
+
+
+@dataclass(frozen=True)
+class TracedSettings:
+    """How the file was traced (the same for every candidate)."""
+
+    entry: Optional[str] = None
+    mesh: Optional[str] = None
+    inputs: dict | None = None
+    layouts: tuple[str, ...] = ()
+    confirm: bool = True              # run a verified candidate on real gloo ranks before showing it
+    budget_seconds: float = 600.0     # all candidates together
+
+
+def sites_of(report: Report):
+    """Where the traced run goes wrong: each finding's culprit line (with its op) and its own line."""
+    from frontends.patches.at_line import Site, short_op
+
+    sites: list = []
+    for diagnostic in report.diagnostics:
+        if diagnostic.severity != ERROR or diagnostic.check in _NOT_FINDINGS:
+            continue
+        gradient = "gradient" in diagnostic.message
+        for match in _CULPRIT.finditer(diagnostic.message):
+            sites.append(Site(int(match.group(2)), short_op(match.group(1)), gradient))
+        if diagnostic.line is not None:
+            op = next((s.op for s in sites if s.line == diagnostic.line), "")
+            sites.append(Site(diagnostic.line, op, gradient))
+    unique: list = []
+    for site in sites:
+        if site not in unique:
+            unique.append(site)
+    return unique
+
+
+@dataclass
+class Checked:
+    report: Optional[Report]
+    program: object = None
+    options: object = None
+
+
+def check_candidate(patched: str, path: str, settings: TracedSettings, timeout: float) -> tuple[Checked, Path]:
+    """Trace and verify ``patched`` as a copy of ``path`` in a temporary folder; (result, copy).
+
+    The caller removes the copy's folder.  Findings are not re-run on gloo (only a candidate that
+    verifies matters)."""
+    from ..traced import trace_and_verify
+
+    folder = Path(tempfile.mkdtemp(prefix="verify-agent-fix-"))
+    copy = folder / Path(path).name
+    copy.write_text(patched, encoding="utf-8")
+    traced = trace_and_verify(patched, str(copy), entry=settings.entry, mesh=settings.mesh,
+                              inputs=dict(settings.inputs or {}), layouts=list(settings.layouts), timeout=timeout,
+                              confirm_findings=False)
+    if traced is None or traced.report is None:
+        return Checked(None), copy
+    return Checked(traced.report, traced.program, traced.options), copy
+
+
+def confirm_fix(checked: Checked, copy: Path, path: str, timeout: float = CONFIRM_TIMEOUT) -> tuple[str, str]:
+    """("agrees" | "reproduced" | "not-run", sentence): the patched file on one device and on its
+    gloo ranks with seeded inputs, every compared output and gradient."""
+    try:
+        import numpy as np
+
+        from frontends.traced.confirm import confirm_on_ranks
+        from verifier.confirmation import NOT_RUN, Finding
+        from verifier.equivalence import random_values
+    except ImportError as missing:   # the real-rank runner is not part of this installation
+        return "not-run", f"no real-rank runner ({missing})"
+    program = checked.program
+    if program is None or not getattr(program, "comparisons", ()):
+        return NOT_RUN, "nothing to compare"
+
+    def kind_of(spec) -> str:
+        dtype = str(spec.dtype).replace("torch.", "")
+        return "bool" if dtype == "bool" else "int" if dtype.startswith(("i", "u", "long")) else "float"
+
+    leaves = {**random_values(program.inputs, 1, kind_of), **program.pinned}
+    finding = Finding(program.comparisons[0].label, 0, (), {k: np.asarray(v) for k, v in leaves.items()},
+                      how="a fix's check on real ranks")
+    options = checked.options
+    try:
+        confirmation = confirm_on_ranks(program, finding, path=str(copy), shown_as=path,
+                                        entry=getattr(options, "entry", None),
+                                        shapes=getattr(options, "shapes", None), timeout=timeout)
+    except Exception as error:  # noqa: BLE001 - the runner is another module's; its failure is no evidence
+        return NOT_RUN, f"the real-rank run failed ({type(error).__name__}: {error})"
+    return confirmation.outcome, confirmation.detail
+
+
+def traced_fixes(source: str, path: str, report: Report, settings: TracedSettings = TracedSettings(),
+                 progress: Progress = None, *, top_k: int = 3) -> list[SourceFix]:
+    """Verified (and, where the real-rank runner works, confirmed) fixes of a traced report, cheapest
+    first.  Candidates are checked best prior first until ``top_k`` verify or the budget is spent."""
+    started = time.perf_counter()
+    found: list[SourceFix] = []
+    partial = _search(source, source, path, report, settings, progress, top_k, started, found, "")
+    if partial is not None and len(found) < top_k:   # one edit fixed part: a second edit on top of it
+        base, base_report, description = partial
+        if progress:
+            progress(f"repair: building on `{description}` (it fixed part of the finding)")
+        _search(source, base, path, base_report, settings, progress, top_k, started, found, description + "; ")
+    found.sort(key=lambda fix: fix.comm_cost)
+    return found[:top_k]
+
+
+def _violated(report: Report) -> set[str]:
+    return {name for name, state in report.extra.get("passes", {}).items() if state == "violated"}
+
+
+def _improves(before: Report, after: Report) -> bool:
+    """A pass ``before`` violated is proven ``after``: the edit fixed part of the finding."""
+    passes = after.extra.get("passes", {})
+    return any(passes.get(name) == "proven" for name in _violated(before))
+
+
+def _search(original: str, source: str, path: str, report: Report, settings: TracedSettings, progress: Progress,
+            top_k: int, started: float, found: list[SourceFix], prefix: str):
+    """Check the candidates at ``report``'s sites on ``source``; verified ones go to ``found``.
+    Returns the first candidate that fixed part of the finding (patched text, its report, description)."""
+    from frontends.patches.at_line import candidates, communicating_lines
+    from frontends.patches.editor import unified_diff
+    from verifier.synthesis.cost import traced_cost
+
+    sites = sites_of(report)
+    if not sites:
+        return None
+    named = {site.line for site in sites}
+    sites += [site for site in communicating_lines(source, path) if site.line not in named]
+    pool = candidates(source, path, sites)
+    if progress:
+        progress(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(str(s) for s in sorted(named))} "
+                 f"(and the file's communicating lines)")
+    partial = None
+    for candidate in pool:
+        left = settings.budget_seconds - (time.perf_counter() - started)
+        if len(found) >= top_k or left <= 5.0:
+            break
+        checked, copy = check_candidate(candidate.patched, path, settings, min(CANDIDATE_TIMEOUT, left))
+        try:
+            verdict = checked.report.verdict if checked.report is not None else "does not run"
+            if verdict != "verified":
+                if progress:
+                    progress(f"  candidate does not verify ({verdict}): {prefix}{candidate.description}")
+                if partial is None and not prefix and checked.report is not None and \
+                        _improves(report, checked.report):
+                    partial = (candidate.patched, checked.report, candidate.description)
+                continue
+            confirmed = "not run on real ranks (--no-confirm)"
+            if settings.confirm:
+                outcome, detail = confirm_fix(checked, copy, path)
+                if outcome == "reproduced":   # torch refutes the proof: never shown, and a defect of ours
+                    if progress:
+                        progress(f"  candidate verified but real ranks disagree ({detail}): {candidate.description}")
+                    continue
+                confirmed = (f"confirmed on {checked.program.world} gloo ranks" if outcome == "agrees"
+                             else f"not confirmed on real ranks: {detail}")
+            checked.report.file = path
+            checked.report.extra["fix_confirmation"] = confirmed
+            cost = traced_cost(checked.program) if checked.program is not None else 0.0
+            fix = SourceFix(f"{prefix}{candidate.description} ({confirmed})", candidate.patched,
+                            unified_diff(original, candidate.patched, path), cost, checked.report,
+                            seconds=time.perf_counter() - started)
+            found.append(fix)
+            if progress:
+                progress(f"  patched file verifies ({confirmed}): {prefix}{candidate.description}")
+        finally:
+            shutil.rmtree(copy.parent, ignore_errors=True)
+    return partial
