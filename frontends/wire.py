@@ -53,7 +53,7 @@ def _to_json(value: Any, blob: bytearray, depth: int) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$f": repr(value)}
     if isinstance(value, np.ndarray):
-        array = np.ascontiguousarray(value)
+        array = value if value.flags.c_contiguous else value.copy(order="C")  # 0-d stays 0-d
         if array.dtype.name not in _DTYPES:
             raise WireError(f"arrays of {array.dtype} are not carried")
         offset = len(blob)
