@@ -5,7 +5,10 @@
 Each kernel of ``examples/kernels/`` written in TileLang's styles is mutated line by line
 with the bugs people make in tiled kernels: swapped block indices, tile-size mix-ups,
 off-by-one bounds, floor-division grids, a dropped accumulator clear, a plain store where
-split-K needs an atomic add, a wrong causal-mask bound.  Every mutant is
+split-K needs an atomic add, a wrong causal-mask bound, a value truncated through int32, an
+integer output dtype, a K loop capped by (or run a) constant number of tiles.  Prints how
+many violations name the mutated line (as their line, or among the lines the wrong value
+came through) and how many findings are worded as latent (sizes the file does not build).  Every mutant is
 
 * checked by the lifter (all mutants in one elaboration child: ``run_batch``), and
 * run concretely for the ground truth, in a second child (``--ground-truth`` below): the
@@ -39,7 +42,7 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
            "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
            "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py",
-           "counted_k_tiles_gemm.py"]
+           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,23 @@ def _line_mutations(line: str, tiles: tuple[str, ...] = (), blocks: tuple[str, s
         out.append(("wrong causal mask bound", line.replace(" >= ", " > ", 1)))
     if "if_then_else(" in code and re.search(r"<=|<", code.split("if_then_else(")[1]):
         out.append(("wrong causal mask bound", line.replace("<=", "<", 1) if "<=" in line else line.replace("<", "<=", 1)))
+    # dtypes: a value truncated toward zero through int32 before it is used, an integer output
+    store = re.match(r"(\s*\w+\[[^\]]*\] = )(.*)$", line.rstrip("\n"))
+    if store and "T.Kernel" not in code:
+        load = re.search(r"\b\w+\[[^\]]*\]", store.group(2))
+        if load:
+            cast = f'T.Cast("float32", T.Cast("int32", {load.group(0)}))'
+            out.append(("cast truncation", store.group(1) + store.group(2).replace(load.group(0), cast, 1) + "\n"))
+    if re.search(r"= T\.empty\(\(.*\), \w+\)", code):
+        out.append(("integer output dtype", re.sub(r"(= T\.empty\(\(.*\), )\w+\)", r"\1T.int32)", line, count=1)))
+    # a count compared with a constant: the K loop capped below its real tile count
+    loop = re.search(r"for \w+ in T\.(Pipelined|serial)\((T\.ceildiv\([^)]*\))", code)
+    if loop:
+        out.append(("constant cap", line.replace(loop.group(2), f"T.min({loop.group(2)}, 2)", 1)))
+        out.append(("constant trip count", line.replace(loop.group(2), "2", 1)))
+    capped = re.search(r"for \w+ in T\.(Pipelined|serial)\(T\.min\(.*, (\d+)\)", code)
+    if capped:
+        out.append(("constant cap", line.replace(f", {capped.group(2)})", ", 2)", 1)))
     return [(op, text) for op, text in out if text != line]
 
 
@@ -114,6 +134,10 @@ def mutants(kernel_path: Path) -> list[Mutant]:
             inside = True
         if re.match(r"^(def|if __name__)", line) and "T.Kernel" not in line:
             inside = inside and line.startswith(" ")
+        if re.search(r"T\.float32, T\.float32\)", line):  # the call's output dtype made an integer one
+            source = "".join(lines[:number - 1] + [line.replace("T.float32, T.float32)", "T.float32, T.int32)")]
+                             + lines[number:])
+            found.append(Mutant(kernel_path.name, "integer output dtype", number, source))
         if not inside and "T.Kernel(" not in line:
             continue
         for operator, mutated in _line_mutations(line, tiles, blocks):
@@ -235,14 +259,28 @@ def main() -> None:
         if path in cut:
             continue  # not reached within --seconds
         verdict = "error" if "internal_error" in body else report_from_json(body).verdict
+        errors = [d for d in body.get("diagnostics", []) if d.get("severity") == "error" and d["check"] != "unsupported"]
+        through = {int(n) for d in errors for n in re.findall(r"\d+", (re.findall(
+            r"comes through lines ([\d, and]+)", d["message"]) or [""])[0])}
+        named = "exact" if any(d.get("line") == mutant.line for d in errors) else \
+            "listed" if mutant.line in through else "no" if errors else ""
+        latent = any(d.get("check") == "latent" for d in body.get("diagnostics", []))
         rows.append({"kernel": mutant.kernel, "operator": mutant.operator, "line": mutant.line, "verdict": verdict,
-                     "truth": truth.get(path, "unknown")})
+                     "truth": truth.get(path, "unknown"), "line_named": named, "latent": latent})
         print(f"{verdict:12s} truth={truth.get(path, 'unknown')[:40]:12s} {mutant.kernel}:{mutant.line} "
               f"{mutant.operator}", flush=True)
     table = collections.Counter((r["truth"].split(" ")[0], r["verdict"]) for r in rows)
     print(f"\n{len(rows)} of {len(all_mutants)} mutants checked within --seconds, over {len(kernels)} kernels")
     for (truth_value, verdict), count in sorted(table.items()):
         print(f"  truth {truth_value:8s} verdict {verdict:12s} {count}")
+    violations = [r for r in rows if r["verdict"] == "violations"]
+    named = collections.Counter(r["line_named"] for r in violations)
+    print(f"violations naming the mutated line: {named['exact']} as their line, {named['listed']} more among the "
+          f"lines the wrong value came through, {named['no']} not, of {len(violations)}")
+    print(f"latent findings (worded as sizes the file does not build): {sum(r['latent'] for r in rows)}")
+    by_operator = collections.Counter((r["operator"], r["verdict"]) for r in rows)
+    for (operator, verdict), count in sorted(by_operator.items()):
+        print(f"  {operator:28s} {verdict:12s} {count}")
     false_verified = [r for r in rows if r["verdict"] == "verified" and r["truth"] != "right"]
     print(f"wrong or unknown mutants called verified: {len(false_verified)} (goal 0)")
     if args.json:

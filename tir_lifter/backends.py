@@ -6,7 +6,9 @@ plain evaluation; the Z3 backend builds terms for the proof.  This is the one pl
 (with ``checks.py``) that talks to Z3.
 
 Encoding choices (DESIGN.md, "what verified means"): arithmetic is exact over the reals
-(floating-point rounding and dtype casts are not modelled); ``max``/``min`` are exact
+(floating-point rounding is not modelled); dtype conversions are the registry's ``convert``
+rule (truncation toward zero to integers, saturation to fp8), evaluated with the verifier's
+NumPy or Z3 backend so the proof and the concrete re-check agree; ``max``/``min`` are exact
 (``If``); transcendental functions are uninterpreted functions of exactly the values they
 read, so a proof with them holds for every interpretation, including the real one.
 Infinities are constants of the kernel (reduction identities, masks), decided concretely.
@@ -36,6 +38,16 @@ NEG_INF, POS_INF = NegInf(), PosInf()
 
 class InfinityArithmetic(Exception):
     """An infinity reached an operation other than max/min; the Z3 encoding stops here."""
+
+
+def _convert_rule(xp: Any, value: Any, source: str, target: str) -> Any:
+    import numpy as np
+
+    from verifier.registry import get_rule
+    array = np.empty((1,), dtype=object if xp.symbolic else None)
+    array[0] = value
+    return get_rule("convert").evaluate(xp, [array if xp.symbolic else array.astype(float)],
+                                        {"dtype": target, "source": source}, None)[0][0]
 
 
 class FloatBackend:
@@ -77,6 +89,12 @@ class FloatBackend:
 
     def select(self, cond: Any, a: Any, b: Any) -> Any:
         return a if cond else b
+
+    def convert(self, value: Any, source: str, target: str) -> Any:
+        """A dtype conversion (registry rule ``convert``); the result as a float (bools stay)."""
+        from verifier.backends import NumpyBackend
+        result = _convert_rule(NumpyBackend(), value, source, target)
+        return bool(result) if target == "bool" else float(result)
 
     def call(self, fn: str, args: list[Any]) -> Any:
         x = args[0]
@@ -201,6 +219,23 @@ class Z3Backend:
             return a if z3.is_true(decided) else b
         self._finite(a, b)
         return z3.If(cond, a, b)
+
+    def convert(self, value: Any, source: str, target: str) -> Any:
+        """A dtype conversion (registry rule ``convert``) as a Real term (an integer dtype holds
+        integer-valued reals); infinities stay infinities unless the target saturates them."""
+        from verifier import backends as verifier_backends
+        from verifier.rules.casts import float8_max, int_range, kind
+        if self._is_inf(value):
+            sign = 1 if isinstance(value, PosInf) else -1
+            if kind(target) == "int":
+                lo, hi = int_range(target)
+                return z3.RealVal(hi if sign > 0 else lo)
+            limit = float8_max(target)
+            return value if limit is None else z3.RealVal(sign * limit)
+        result = _convert_rule(verifier_backends.Z3Backend(), value, source, target)
+        if isinstance(result, z3.BoolRef) or target == "bool":
+            return result
+        return z3.ToReal(result) if z3.is_int(result) else result
 
     def call(self, fn: str, args: list[Any]) -> Any:
         if fn in ("exp", "exp2") and len(args) == 1 and isinstance(args[0], NegInf):

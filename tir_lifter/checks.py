@@ -14,7 +14,7 @@ as inconclusive (``unsupported``), never as a violation or a pass.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ import z3
 
 from verifier import exp_algebra
 from verifier.backends import apply_decl
-from verifier.report import ERROR, NOTE, Counterexample, Diagnostic
+from verifier.report import ERROR, NOTE, WARNING, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
@@ -122,7 +122,38 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     if spec is None:
         return CheckResult(diagnostics, proven)
     diagnostics_spec, proven_spec = _functional(kernel, spec, reduction, tensors, trace, excluded, where)
-    return CheckResult(diagnostics + diagnostics_spec, proven + proven_spec)
+    return CheckResult(diagnostics + _dtype_findings(kernel, spec, diagnostics_spec), proven + proven_spec)
+
+
+def _dtype_findings(kernel: Kernel, spec: Spec, found: list[Diagnostic]) -> list[Diagnostic]:
+    """The kernel's output dtypes against the reference's (torch's re-run, else the promotion of
+    the kernel's inputs): another kind (an integer output for a float reference) is named in the
+    value difference it makes, or is a warning when the checked values happen to agree; another
+    float width only rounds (not modelled), a note."""
+    from verifier.rules.casts import kind
+    wanted = dict(getattr(spec, "out_dtypes", {}) or {})
+    if not wanted:
+        inputs = [kernel.buffer(n).dtype for n in spec.inputs if n in {b.name for b in kernel.params}]
+        floats = [d for d in inputs if kind(d) == "float"]
+        wanted = {n: floats[0] for n in spec.outputs} if floats else {}
+    notes: list[Diagnostic] = []
+    for name in spec.outputs:
+        have, want = kernel.buffer(name).dtype, wanted.get(name)
+        if want is None or have == want:
+            continue
+        said = f"the kernel's output {name} is {have}, the reference's {want}"
+        if kind(have) == kind(want):
+            notes.append(Diagnostic("dtype", NOTE, f"{said}: equal up to rounding (rounding is not modelled)",
+                                    kernel.line))
+            continue
+        spec_errors = [i for i, d in enumerate(found) if d.check == "spec" and d.severity == ERROR]
+        for index in spec_errors:
+            found[index] = replace(found[index], message=f"{found[index].message}; {said}, and the conversion "
+                                   "changes the values")
+        if not spec_errors:
+            notes.append(Diagnostic("dtype", WARNING, f"{said}: the values checked agree, but other values may "
+                                    "not survive the conversion", kernel.line))
+    return found + notes
 
 
 def _conflicting(trace: Trace, name: str) -> set[tuple[int, ...]]:
@@ -171,7 +202,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     solver = z3.Solver()
     solver.set("timeout", _SOLVER_TIMEOUT_MS)
     solver.add(z3.Or(diffs))
-    status = solver.check()
+    status = _check_small_first(solver, tensors)
     if status == z3.unsat:
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"]
     if status == z3.unknown:
@@ -191,6 +222,20 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
         return [Diagnostic("unsupported", ERROR, f"Z3 found a difference from '{spec.text}' that concrete evaluation "
                            "does not reproduce (uninterpreted function); cannot conclude", kernel.line)], []
     return [_spec_violation(kernel, spec, witness, where)], []
+
+
+def _check_small_first(solver: z3.Solver, tensors: dict[str, np.ndarray]) -> Any:
+    """Look for a difference with every input in [-8, 8] first: a witness a user can read, and
+    one the float re-check reproduces (a conversion saturating at 2^31 differs by a relative
+    1e-9 only, a truncated fraction by a whole unit)."""
+    inputs = [t for array in tensors.values() if not is_mask(array) for t in np.asarray(array, dtype=object).reshape(-1)
+              if z3.is_arith(t) and z3.is_const(t) and not z3.is_rational_value(t)]
+    solver.push()
+    solver.add(*[z3.And(t >= -8, t <= 8) for t in inputs])
+    if solver.check() == z3.sat:
+        return z3.sat
+    solver.pop()
+    return solver.check()
 
 
 def _same_term(a: Any, b: Any, memo: dict[int, tuple[Any, Any]]) -> bool:
@@ -237,8 +282,10 @@ def _canonical_extrema(term: Any, memo: dict[int, tuple[Any, Any]]) -> Any:
 
 def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str) -> Diagnostic:
     name, index = witness.cell
+    through = [line for line in getattr(witness, "through", ()) if line != witness.line]
     message = (f"kernel does not compute {spec.text}: {name}{list(index)} is {fmt(witness.got)} but the spec gives "
-               f"{fmt(witness.want)} {where}")
+               f"{fmt(witness.want)} {where}" + (f"; the value comes through lines {', '.join(map(str, through))} "
+                                                 f"and {witness.line}" if through and witness.line else ""))
     return Diagnostic("spec", ERROR, message, witness.line or kernel.line, witness.counterexample)
 
 

@@ -44,6 +44,7 @@ class Witness:
     want: float
     line: int | None
     counterexample: Counterexample
+    through: tuple[int, ...] = ()  # every source line the wrong value came through, in order
 
 
 def fmt(value: Any) -> str:
@@ -158,7 +159,7 @@ def _objects(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def run_float(kernel: Kernel, sizes: dict[str, int], inputs: dict[str, np.ndarray]):
-    return Machine(kernel, sizes, FloatBackend(), _objects(inputs)).run()
+    return Machine(kernel, sizes, FloatBackend(), _objects(inputs), record_origins=True).run()
 
 
 def _close(a: Any, b: Any, tol: float = _TOLERANCE) -> bool:
@@ -186,7 +187,8 @@ def confirm_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int], inputs: 
                 per_rank={"kernel": {name: np.asarray(trace.outputs[name], dtype=float).tolist()}},
                 value=f"{name}{list(index)}: kernel {fmt(got)}, spec {fmt(want)}",
                 confirmed=True, note="re-checked by running the lifted kernel on these inputs")
-            return Witness((name, index), float(got), float(want), trace.lines[name][index], example)
+            through = tuple(sorted(trace.origins[name][index])) if name in trace.origins else ()
+            return Witness((name, index), float(got), float(want), trace.lines[name][index], example, through)
     return None
 
 

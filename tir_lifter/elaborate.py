@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from verifier.report import ERROR, NOTE, Diagnostic, Report
+from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 
 from .capture import Capture, Instance, run_file
 from .errors import LiftInputError, Unsupported
@@ -128,12 +128,14 @@ def _references(source: str) -> dict[str, ast.FunctionDef]:
 
 def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.FunctionDef], specs: dict[str, str],
                   path: str, report: Report, kernel_count: int, capture: Capture) -> None:
-    from .lift import check_lifted
     from .tvm_frontend import from_primfunc
+
+    from .source_lines import attach_lines
+    source = open(path, encoding="utf-8").read()
 
     def lift(func: Any, kernel_name: str) -> Any:
         try:
-            return from_primfunc(func, kernel_name, path)
+            return attach_lines(from_primfunc(func, kernel_name, path), source, group[0].line)
         except Unsupported:
             raise
         except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a TIR form the walker does not know
@@ -158,34 +160,82 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             done.add(f"unsupported:{exc.reason}")
             continue
         # one check per distinct reduced instance: same reduced tiles, same real values and cases
-        key = repr((elaborated.describe(), elaborated.kernel.sizes, [str(b) for _, b in elaborated.divisions]))
+        key = repr((elaborated.describe(), elaborated.kernel.sizes, [str(b) for _, b in elaborated.divisions],
+                    [(str(n), c) for n, c in elaborated.comparisons]))
         if key in done:
             continue
         done.add(key)
         checked.append(instance.origin)
-        kernel, paired = elaborated.kernel, bool(elaborated.divisions)
-        if not paired and kernel.sizes and not elaborated.dynamic:
-            # the real tiling case of each division is unknown: check the partial-tile case
-            kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
-        for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group):
-            if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
-                spec.tile_sizes = {n: (real, reduced) for n, real, reduced in elaborated.tiles + elaborated.fixed}
-            try:
-                taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
-                check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic)
-            except Unsupported as exc:
-                sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
-            _unattributable_spec_differences(instance, spec, sub)
-        if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
-            sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
-                               "whether the real sizes are could not be read from the kernel", instance.line))
-        if elaborated.describe():
-            sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+        _check_elaborated(name, instance, elaborated, references, specs, path, kernel_count, capture, group, sub)
+        if _equal_tiles_apart(elaborated) and any(d.severity == ERROR and d.check != "unsupported"
+                                                  for d in sub.diagnostics):
+            sub = _latent_or_real(name, instance, elaborated, references, specs, path, kernel_count, capture, group,
+                                  sub, lift)
         _merge(report, sub, name)
     if configs:
         report.add(Diagnostic("autotune", NOTE, f"{name}: {len(configs)} autotune configs recorded; checked "
                               f"{', '.join(c for c in checked if c.startswith('autotune')) or 'none'} (configs with "
                               "the same reduced instance are checked once)", group[0].line))
+
+
+def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, references: dict[str, ast.FunctionDef],
+                      specs: dict[str, str], path: str, kernel_count: int, capture: Capture, group: list[Instance],
+                      sub: Report) -> None:
+    """Check one reduced instance against each of its specs, into ``sub``."""
+    from .lift import check_lifted
+    kernel, paired = elaborated.kernel, bool(elaborated.divisions)
+    if not paired and kernel.sizes and not elaborated.dynamic:
+        # the real tiling case of each division is unknown: check the partial-tile case
+        kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
+    for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group):
+        if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
+            spec.tile_sizes = {n: (real, reduced) for n, real, reduced in elaborated.tiles + elaborated.fixed}
+        try:
+            taken = {reduced: real for _, real, reduced in elaborated.tiles + elaborated.fixed}
+            check_lifted(kernel, spec, sub, dict(elaborated.divisions), taken, elaborated.dynamic,
+                         elaborated.comparisons)
+        except Unsupported as exc:
+            sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+        _unattributable_spec_differences(instance, spec, sub)
+    if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
+        sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
+                           "whether the real sizes are could not be read from the kernel", instance.line))
+    if elaborated.describe():
+        sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+
+
+def _equal_tiles_apart(elaborated: Elaborated) -> list[tuple[str, int, int]]:
+    """Tiles equal in the file's call (block_M = block_N = 64) that the reduction made distinct."""
+    apart = [t for t in elaborated.tiles if any(o[1] == t[1] and o[2] != t[2] for o in elaborated.tiles)]
+    return apart
+
+
+def _latent_or_real(name: str, instance: Instance, elaborated: Elaborated, references: dict[str, ast.FunctionDef],
+                    specs: dict[str, str], path: str, kernel_count: int, capture: Capture, group: list[Instance],
+                    sub: Report, lift: Any) -> Report:
+    """A violation found with equal tiles made distinct may be one the file never builds: the
+    instance is checked again with those tiles reduced alike (what the file's sizes are).  When
+    that is clean, the findings are the factory's general case, said so with the sizes, as
+    warnings; the file's own sizes are what is proven."""
+    try:
+        tied = elaborate_instance(instance, lift, tied=True)
+    except Unsupported:
+        return sub
+    again = Report(file=path, mesh={})
+    _check_elaborated(name, instance, tied, references, specs, path, kernel_count, capture, group, again)
+    if any(d.severity == ERROR for d in again.diagnostics) or not again.proven:
+        return sub
+    apart = _equal_tiles_apart(elaborated)
+    shown = ", ".join(f"{n}={reduced}" for n, _, reduced in apart)
+    equal = ", ".join(sorted({f"{' = '.join(n for n, r, _ in apart if r == real)} = {real}" for _, real, _ in apart}))
+    for diag in sub.diagnostics:
+        if diag.severity == ERROR and diag.check != "unsupported":
+            again.add(replace(diag, check="latent", severity=WARNING,
+                              message=f"at sizes the file does not build (the factory's general case: {shown}, "
+                                      f"where the file builds {equal}): {diag.message}"))
+        elif diag.severity != ERROR:
+            again.add(diag)
+    return again
 
 
 def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report) -> None:

@@ -48,6 +48,9 @@ class Elaborated:
     dynamic: tuple[str, ...] = ()  # sizes the kernel takes at run time (T.dynamic / T.symbolic)
     derived: tuple[str, ...] = ()  # counts given by the sizes they count the tiles of
     counts: tuple[tuple[str, int, int], ...] = ()  # split_k, num_split, ...: real, reduced
+    # comparisons of a constant with sizes (T.min(T.ceildiv(K, block_K), 8)): below (-1), at (0) or
+    # above (1) the constant at the real sizes, the case the reduced sizes must keep
+    comparisons: tuple[tuple[BinOp, int], ...] = ()
 
     def describe(self) -> str:
         changed_counts = tuple(c for c in self.counts if c[1] != c[2])
@@ -131,13 +134,14 @@ def _with_module_sizes(func: Any, sizes: dict[str, int], build: Callable[[dict],
     return build_with
 
 
-def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -> Elaborated:
-    """Reduce ``instance`` and lift the PrimFunc TileLang builds for it."""
+def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], tied: bool = False) -> Elaborated:
+    """Reduce ``instance`` and lift the PrimFunc TileLang builds for it (``tied``: tiles equal in
+    the call reduced alike, the file's own case, instead of made distinct)."""
     if instance.factory is not None:
         arguments = dict(instance.kwargs)
         module = {k: v for k, v in _module_sizes(instance.factory).items() if k not in arguments}
         build = _with_module_sizes(instance.factory, module, lambda kwargs: instance.factory(**kwargs))
-        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift)
+        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift, tied)
     if instance.primfunc is not None:  # a module-level PrimFunc: checked at its own (literal) sizes
         return Elaborated(lift(instance.primfunc, instance.name), (), (), ())
     jit = instance.jit
@@ -161,11 +165,11 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel]) -
 
     def build(kwargs: dict[str, Any]) -> Any:
         return jit.get_tir(**kwargs)
-    return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift)
+    return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift, tied)
 
 
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
-                     build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel]) -> Elaborated:
+                     build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tied: bool = False) -> Elaborated:
     """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
     that are equal in the real call), or their divisions cannot be paired with the real build's,
     tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
@@ -178,7 +182,11 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
         arguments = {k: v for k, v in arguments.items() if k not in derived}
         build = _deriving(build, derived)
     shown = tuple(f"{name} = ceildiv({size}, {tile})" for name, (size, tile) in derived.items())
-    return replace(_reduced(instance, arguments, tensors, build, lift, tiles), derived=shown)
+    if tied:
+        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles))
+    else:
+        elaborated = _reduced(instance, arguments, tensors, build, lift, tiles)
+    return replace(elaborated, derived=shown)
 
 
 def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -268,13 +276,15 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     real_values.update(const_values)
     dynamic = _dynamic_sizes(kernel, chosen)
     sizes = tuple((n, real_values.get(n)) for n in chosen) + tuple((n, None) for n in dynamic)
-    kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=instance.line)
+    kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=kernel.grid_line or instance.line)
     divisions: tuple[tuple[BinOp, BinOp], ...] = ()
+    comparisons: tuple[tuple[BinOp, int], ...] = ()
     if real_kernel is not None:
         divisions = _pair_divisions(kernel, real_kernel)
+        comparisons = _pair_comparisons(kernel, real_kernel, {**real_values, **{n: problem[n] for n in concrete}})
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
                       tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic),
-                      counts=tuple((n, v, base[n]) for n, v in counts.items()))
+                      counts=tuple((n, v, base[n]) for n, v in counts.items()), comparisons=comparisons)
 
 
 def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:
@@ -401,6 +411,28 @@ def _larger(concrete: dict[str, int]) -> list[dict[str, int]]:
     """Fixed reduced sizes made larger: each one alone, then all together."""
     return [{**concrete, name: value * factor} for factor in (2, 3, 4) for name, value in concrete.items()] + \
         [{name: value * factor for name, value in concrete.items()} for factor in (2, 3)] if concrete else []
+
+
+def _pair_comparisons(reduced: Kernel, real: Kernel, real_values: dict[str, int]) -> tuple[tuple[BinOp, int], ...]:
+    """Each comparison of a constant in the reduced build with the case (below, at, above the
+    constant) of the same comparison in the real build at the real sizes.  Pairs are aligned by
+    operator and constant; a constant that differs between the builds comes from a tile."""
+    import difflib
+
+    from .sizes import _at_most, comparison_case, constant_comparisons
+    ours, theirs = constant_comparisons(reduced), constant_comparisons(real)
+
+    def key(node: BinOp) -> tuple:
+        return (node.op, node.b.value if isinstance(node.b, Const) else node.a.value)
+    matcher = difflib.SequenceMatcher(a=[key(n) for n in ours], b=[key(n) for n in theirs], autojunk=False)
+    ends = _at_most(real)
+    pairs = []
+    for block in matcher.get_matching_blocks():
+        for offset in range(block.size):
+            case = comparison_case(theirs[block.b + offset], real_values, ends)
+            if case is not None:
+                pairs.append((ours[block.a + offset], case))
+    return tuple(pairs)
 
 
 def _pair_divisions(reduced: Kernel, real: Kernel) -> tuple[tuple[BinOp, BinOp], ...]:

@@ -54,6 +54,9 @@ class Trace:
     lines: dict[str, np.ndarray] = field(default_factory=dict)  # source line of each element's last write
     conflict_cells: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
     auto_guarded: list[Fault] = field(default_factory=list)  # global accesses TileLang's lowering guards
+    # source lines each global element's value came through (its writes, the reads they used, the
+    # loops around them), kept when the run is asked to (the float re-run of a witness)
+    origins: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class Machine:
@@ -61,7 +64,7 @@ class Machine:
     contents of outputs) as numpy object arrays of backend values."""
 
     def __init__(self, kernel: Kernel, sizes: dict[str, int], backend: Any, tensors: dict[str, np.ndarray],
-                 record_values: bool = False):
+                 record_values: bool = False, record_origins: bool = False):
         self.kernel, self.sizes, self.backend = kernel, dict(sizes), backend
         self.globals = {name: array.copy() for name, array in tensors.items()}
         self.shapes = {buf.name: tuple(eval_size(d, sizes) for d in buf.shape) for buf in kernel.params + kernel.allocs}
@@ -93,14 +96,26 @@ class Machine:
         self.blocks: list[tuple[int, ...]] = []  # block id -> its indices (ids go on across launches)
         self.launch_start = 0  # first block id of the running launch: earlier writes are finished ones
         self.locals: dict[str, np.ndarray] = {}
+        self.record_origins = record_origins
+        self.origin: dict[tuple[str, tuple[int, ...]], frozenset[int]] = {}  # (buffer, index) -> lines
+        self._reads: set[int] = set()  # lines the values read since the last store came through
+        self._loop_lines: list[int] = []
 
     # -- driving --
     def run(self) -> Trace:
         from .tile_ops import HANDLERS  # handlers need Machine; imported late to keep one direction
         self.handlers = HANDLERS
         self.launch(self.kernel.grid, self.kernel.body, dict(self.sizes))
+        origins = {}
+        if self.record_origins:
+            for buf in self.kernel.params:
+                array = np.full(self.shapes[buf.name], frozenset(), dtype=object)
+                for (name, index), lines in self.origin.items():
+                    if name == buf.name:
+                        array[index] = lines
+                origins[buf.name] = array
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
-                     self.conflict_cells, list(self.auto_guarded.values()))
+                     self.conflict_cells, list(self.auto_guarded.values()), origins)
 
     def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
@@ -111,6 +126,9 @@ class Machine:
             self.blocks.append(block)
             self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object)
                            for buf in self.kernel.allocs if buf.scope != GLOBAL}
+            if self.record_origins:  # on-chip memory is fresh per block
+                local = {buf.name for buf in self.kernel.allocs if buf.scope != GLOBAL}
+                self.origin = {key: lines for key, lines in self.origin.items() if key[0] not in local}
             self.exec_block(body, {**env, **{axis.var: value for axis, value in zip(grid, block)}})
         self.launch_start = outer
 
@@ -124,15 +142,19 @@ class Machine:
     def exec_stmt(self, stmt: Stmt, env: dict[str, Any]) -> None:
         if isinstance(stmt, Loop):
             extent = self.index(stmt.extent, env)
+            self._loop_lines.append(stmt.line)
             for value in range(extent):
                 env[stmt.var] = value
                 self.exec_block(stmt.body, env)
+            self._loop_lines.pop()
             env.pop(stmt.var, None)
         elif isinstance(stmt, If):
             cond = self.value(stmt.cond, env, stmt.line)
             if not isinstance(cond, (bool, np.bool_)):
                 raise Unsupported(stmt.line, "branching on tensor data is not modelled")
+            self._loop_lines.append(stmt.line)  # what the branch stores came through its condition too
             self.exec_block(stmt.then if cond else stmt.orelse, env)
+            self._loop_lines.pop()
         elif isinstance(stmt, Store):
             index = tuple(self.index(i, env) for i in stmt.indices)
             value = self.value(stmt.value, env, stmt.line)
@@ -185,6 +207,8 @@ class Machine:
                 self.fault("out-of-bounds", line, f"reads {name}{list(index)} outside its shape {list(self.shapes[name])}")
             return False if self.dtypes.get(name) == "bool" else self.backend.const(0)
         value = self.array(name)[index]
+        if self.record_origins:
+            self._reads |= self.origin.get((name, index), frozenset())
         if value is None:
             self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")
             return self.backend.const(0)
@@ -196,6 +220,9 @@ class Machine:
                 self.fault("out-of-bounds", line, f"writes {name}{list(index)} outside its shape {list(self.shapes[name])}")
             return
         self.array(name)[index] = value
+        if self.record_origins:
+            self.origin[(name, index)] = frozenset(line for line in self._reads | {line, *self._loop_lines} if line is not None)
+            self._reads = set()
         if self.scopes[name] != GLOBAL:
             return
         self.lines[name][index] = line
@@ -222,6 +249,15 @@ class Machine:
             self.faults.append(Fault(check, line, message))
 
     # -- expressions --
+    def convert(self, value: Any, source: str | None, target: str | None) -> Any:
+        """A dtype conversion with its compiled semantics (the registry's ``convert`` rule):
+        a float truncated toward zero to an integer, saturated to fp8, ..."""
+        if target is None:
+            return value
+        if isinstance(value, (bool, np.bool_, int, np.integer)):  # indices, masks, constants: concrete
+            return _convert_index(value, target)
+        return self.backend.convert(value, source or "float32", target)
+
     def index(self, expr: Expr, env: dict[str, Any]) -> int:
         value = self.value(expr, env, None)
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
@@ -259,9 +295,9 @@ class Machine:
                 return not a if isinstance(a, bool) else backend.logic("not", a, a)
             return -a if _is_int(a) else backend.neg(a)
         if isinstance(expr, Call):
-            args = [_lift(backend, self.value(arg, env, line)) for arg in expr.args]
             if expr.fn == "cast":
-                return args[0]
+                return self.convert(self.value(expr.args[0], env, line), expr.source, expr.dtype)
+            args = [_lift(backend, self.value(arg, env, line)) for arg in expr.args]
             return backend.call(expr.fn, args)
         if isinstance(expr, Select):
             cond = self.value(expr.cond, env, line)
@@ -270,6 +306,17 @@ class Machine:
             return backend.select(cond, _lift(backend, self.value(expr.a, env, line)),
                                   _lift(backend, self.value(expr.b, env, line)))
         raise Unsupported(line, f"expression {expr} is not modelled")
+
+
+def _convert_index(value: Any, target: str) -> Any:
+    """A cast of an index-valued (concrete) integer or truth value: exact, as compiled."""
+    from verifier.rules.casts import int_range, kind
+    if kind(target) == "bool":
+        return bool(value)
+    if kind(target) == "float":
+        return int(value)  # lifted to the backend's number where it meets tensor values
+    lo, hi = int_range(target)
+    return (int(value) - lo) % (hi - lo + 1) + lo
 
 
 def _is_int(value: Any) -> bool:

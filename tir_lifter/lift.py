@@ -190,20 +190,25 @@ def _resolve_spec(kernel: Kernel, lifted: LiftResult, text: str | None, path: st
 
 
 def check_lifted(kernel: Kernel, spec: Spec | None, report: Report, real_divisions: dict | None = None,
-                 taken: dict[int, int] | None = None, dynamic: tuple[str, ...] = ()) -> None:
+                 taken: dict[int, int] | None = None, dynamic: tuple[str, ...] = (),
+                 comparisons: tuple = ()) -> None:
     """Check a kernel lifted from a PrimFunc TileLang built (tile sizes already reduced;
     ``taken``: their reduced -> real values, kept apart from the sizes chosen here).
+
+    ``comparisons``: comparisons of constants with sizes and the case (below, at, above the
+    constant) each has at the real sizes, kept by the reduced sizes.
 
     ``dynamic`` sizes are read by the kernel at run time (``T.dynamic``): any value may come,
     so both tiling cases are checked (a partial last tile, and exact multiples of the tile)
     and a fault in either is a violation."""
     report.ops = count_ops(kernel)
     if not dynamic:
-        _check(kernel, lambda sizes: kernel, spec, report, (), {}, real_divisions, taken)
+        _check(kernel, lambda sizes: kernel, spec, report, (), {}, real_divisions, taken, comparisons=comparisons)
         return
     for divisible in (False, True):
         case = Report(file=report.file, mesh={})
-        _check(kernel, lambda sizes: kernel, spec, case, (), {}, real_divisions, taken, strict=True, divisible=divisible)
+        _check(kernel, lambda sizes: kernel, spec, case, (), {}, real_divisions, taken, strict=True, divisible=divisible,
+               comparisons=comparisons)
         label = "exact multiples of their tiles" if divisible else "a partial last tile"
         for diag in case.diagnostics:
             if not any(d.check == diag.check and d.message == diag.message for d in report.diagnostics):
@@ -217,11 +222,13 @@ def check_lifted(kernel: Kernel, spec: Spec | None, report: Report, real_divisio
 
 def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, report: Report,
            mesh_dims: tuple[tuple[str, int], ...], placements: dict, real_divisions: dict | None = None,
-           taken: dict[int, int] | None = None, strict: bool = False, divisible: bool = False) -> None:
+           taken: dict[int, int] | None = None, strict: bool = False, divisible: bool = False,
+           comparisons: tuple = ()) -> None:
     """``kernel`` is the source reading (sizes symbolic); ``build(sizes)`` gives the kernel
     to run at those sizes (the same one, or TileLang's PrimFunc built at them)."""
     unbound = [name for name, value in kernel.sizes if value is None]
-    reduction = plan(kernel, assume_divisible=divisible, real_divisions=real_divisions, taken=taken)
+    reduction = plan(kernel, assume_divisible=divisible, real_divisions=real_divisions, taken=taken,
+                     comparisons=comparisons)
     if concrete_cost(kernel, reduction.sizes) > _MAX_COST:
         if not reduction.sizes:
             raise Unsupported(kernel.line, "the kernel has only literal sizes, too large to check and with no named "
@@ -233,7 +240,8 @@ def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, r
     result = check_kernel(build(reduction.sizes), spec, reduction)
     out_of_bounds = [d for d in result.diagnostics if d.check == "out-of-bounds"]
     if unbound and out_of_bounds and not strict and not divisible:
-        divisible = plan(kernel, assume_divisible=True, real_divisions=real_divisions, taken=taken)
+        divisible = plan(kernel, assume_divisible=True, real_divisions=real_divisions, taken=taken,
+                         comparisons=comparisons)
         retry = check_kernel(build(divisible.sizes), spec, divisible)
         if not any(d.check == "out-of-bounds" for d in retry.diagnostics):
             for diag in out_of_bounds:

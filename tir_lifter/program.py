@@ -64,6 +64,7 @@ class Call:
     fn: str
     args: tuple["Expr", ...]
     dtype: str | None = None
+    source: str | None = None  # a cast's operand dtype (what the conversion starts from)
 
     def __str__(self) -> str:
         return f"{self.fn}({', '.join(map(str, self.args))})"

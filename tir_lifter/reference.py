@@ -62,6 +62,7 @@ class TracedSpec:
     named_sizes: dict[str, tuple[int | None, int]] = field(default_factory=dict)  # name -> (real, reduced)
     tile_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # tiles and fixed sizes: (real, reduced)
     constants: tuple[float, ...] = ()  # floats the file computed at the real sizes (inline expected values)
+    out_dtypes: dict[str, str] = field(default_factory=dict)  # the dtype of each output torch's re-run gave
     _cache: dict = field(default_factory=dict)
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
@@ -112,6 +113,7 @@ class TracedSpec:
                     raise SpecError(f"the reference returned {len(flat)} value(s) for the kernel's "
                                     f"{len(self.outputs)} output(s) {', '.join(self.outputs)}")
                 names = [recorder.name_of(t, spans.span()) for t in flat]
+                self.out_dtypes = {target: str(t.dtype).replace("torch.", "") for target, t in zip(self.outputs, flat)}
         except SpecError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's reference failed at the reduced sizes

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Unsupported
-from .program import (BinOp, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, Var, While, walk_expr,
-                      walk_stmts)
+from .program import (BinOp, Const, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, UnOp, Var, While,
+                      walk_expr, walk_stmts)
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
@@ -97,8 +97,130 @@ def division_list(kernel: Kernel) -> list[BinOp]:
     return _divisions(kernel_exprs(kernel))
 
 
+_COMPARING = ("min", "max", "<", "<=", ">", ">=", "==", "!=")
+
+
+def constant_comparisons(kernel: Kernel) -> list[BinOp]:
+    """``T.min(T.ceildiv(K, block_K), 8)``, ``T.max(n, 4)``, ``ko < 8``: every comparison of an
+    integer constant with an expression over sizes or indices, in a fixed order (to pair two
+    elaborations of one kernel, as divisions are)."""
+    found: list[BinOp] = []
+    for expr in kernel_exprs(kernel):
+        for node in walk_expr(expr):
+            if isinstance(node, BinOp) and node.op in _COMPARING and _constant_side(node) is not None \
+                    and node not in found:
+                found.append(node)
+    return found + [node for node in _constant_trip_counts(kernel) if node not in found]
+
+
+def _constant_trip_counts(kernel: Kernel) -> list[BinOp]:
+    """A loop run a constant number of times (``T.Pipelined(8)``) over tiles of a sized axis
+    (``A[.., ko * block_K]``) compares that count with the axis' tile count: the comparison
+    ``min(ceildiv(K, block_K), 8)`` is what its case must keep."""
+    shapes = {buf.name: buf.shape for buf in kernel.params}
+    found: list[BinOp] = []
+    for loop in walk_stmts(kernel.body):
+        if not (isinstance(loop, Loop) and isinstance(loop.extent, Const) and isinstance(loop.extent.value, int)
+                and loop.extent.value >= 2):
+            continue
+        for buffer, starts in _accesses(loop.body):
+            for axis, start in enumerate(starts):
+                tile = _tile_of(start, loop.var)
+                shape = shapes.get(buffer)
+                if tile is not None and shape is not None and axis < len(shape) and symbols_of(shape[axis]):
+                    node = BinOp("min", BinOp("ceildiv", shape[axis], Const(tile)), loop.extent)
+                    if node not in found:
+                        found.append(node)
+    return found
+
+
+def _accesses(stmts: tuple) -> list[tuple[str, tuple[Expr, ...]]]:
+    out: list[tuple[str, tuple[Expr, ...]]] = []
+    for stmt in walk_stmts(stmts):
+        if isinstance(stmt, TileOp):
+            out += [(op.buffer, op.starts) for op in stmt.operands if isinstance(op, Region)]
+        exprs = [stmt.value] if isinstance(stmt, Store) else []
+        if isinstance(stmt, Store):
+            out.append((stmt.buffer, stmt.indices))
+        for expr in exprs:
+            out += [(node.buffer, node.indices) for node in walk_expr(expr) if type(node).__name__ == "Load"]
+    return out
+
+
+def _tile_of(expr: Expr, var: str) -> int | None:
+    """``t`` when ``expr`` holds ``var * t`` (a constant tile of the loop's variable)."""
+    for node in walk_expr(expr):
+        if isinstance(node, BinOp) and node.op == "*":
+            for a, b in ((node.a, node.b), (node.b, node.a)):
+                if a == Var(var) and isinstance(b, Const) and isinstance(b.value, int) and b.value >= 1:
+                    return b.value
+    return None
+
+
+def _constant_side(node: BinOp) -> tuple[int, Expr] | None:
+    """(the constant, the other side) of a comparison with an integer constant."""
+    for const, other in ((node.b, node.a), (node.a, node.b)):
+        if isinstance(const, Const) and isinstance(const.value, int) and not isinstance(const.value, bool) \
+                and not isinstance(other, Const) and symbols_of(other):
+            return const.value, other
+    return None
+
+
+def _at_most(kernel: Kernel) -> dict[str, Expr]:
+    """Each loop / grid variable -> its largest value (extent - 1): a comparison of ``ko`` with a
+    constant keeps its case when the loop still reaches past (or stops before) the constant."""
+    ends: dict[str, Expr] = {axis.var: BinOp("-", axis.extent, Const(1)) for axis in kernel.all_axes}
+    ends.update({s.var: BinOp("-", s.extent, Const(1)) for s in walk_stmts(kernel.body) if isinstance(s, Loop)})
+    return ends
+
+
+def _side_value(expr: Expr, sizes: dict[str, int | None], ends: dict[str, Expr], depth: int = 0) -> int:
+    if isinstance(expr, Var) and expr.name in ends and depth < 8:
+        return _side_value(ends[expr.name], sizes, ends, depth + 1)
+    if isinstance(expr, BinOp):
+        a, b = _side_value(expr.a, sizes, ends, depth), _side_value(expr.b, sizes, ends, depth)
+        return eval_size(BinOp(expr.op, Const(a), Const(b)), {})
+    if isinstance(expr, UnOp):
+        return -_side_value(expr.a, sizes, ends, depth)
+    return eval_size(expr, sizes)
+
+
+def comparison_case(node: BinOp, sizes: dict[str, int | None], ends: dict[str, Expr]) -> int | None:
+    """-1, 0 or 1: the compared side's (largest) value below, at or above the constant; None
+    when a size has no value."""
+    constant, other = _constant_side(node) or (None, None)
+    if other is None:
+        return None
+    try:
+        value = _side_value(other, sizes, ends)
+    except (KeyError, ZeroDivisionError, TypeError):
+        return None
+    return (value > constant) - (value < constant)
+
+
+def _size_symbols(expr: Expr, ends: dict[str, Expr], depth: int = 0) -> set[str]:
+    """The sizes an expression depends on, through the loop / grid variables in it."""
+    out: set[str] = set()
+    for name in symbols_of(expr):
+        out |= _size_symbols(ends[name], ends, depth + 1) if name in ends and depth < 8 else {name}
+    return out
+
+
+def _comparisons_kept(cases: list[tuple[BinOp, int]], trial: dict[str, int], ends: dict[str, Expr]) -> bool:
+    for node, want in cases:
+        have = comparison_case(node, trial, ends)
+        if have is not None and have != want:
+            return False
+    return True
+
+
+def _describe_case(case: int) -> str:
+    return {-1: "below", 0: "at", 1: "above"}[case]
+
+
 def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: bool = False,
-         real_divisions: dict[BinOp, BinOp] | None = None, taken: dict[int, int] | None = None) -> Reduction:
+         real_divisions: dict[BinOp, BinOp] | None = None, taken: dict[int, int] | None = None,
+         comparisons: tuple[tuple[BinOp, int], ...] = ()) -> Reduction:
     """Reduced sizes for ``kernel``.  ``local`` pins some symbols.  ``assume_divisible``
     instantiates sizes the file leaves unbound as exact multiples of their tiles (used
     when the kernel has unguarded accesses and the file never says the sizes).
@@ -123,6 +245,8 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
 
     sizes: dict[str, int] = dict(local or {})
     values: dict[int, int | None] = dict(taken or {})  # reduced value -> real value it stands for
+    ends = _at_most(kernel)
+    cases = list(comparisons)
     # distinct tile sizes (2, 4, 8, ... in the order of their real values): with equal reduced
     # tiles, ``k * block_N`` written where ``block_K`` is meant would go unnoticed
     order = sorted(tiles, key=lambda n: (original.get(n) or 0, n))
@@ -149,7 +273,7 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
         avoid = {v for v, real in values.items() if real is None or real != original.get(name)}
         search = functools.partial(_search, name, original=original, divisions=divisions, kernel=kernel,
                                    assume_divisible=assume_divisible, real_divisions=real_divisions or {},
-                                   floors=floors, avoid=avoid)
+                                   floors=floors, avoid=avoid, cases=cases, ends=ends)
         try:
             sizes[name] = search(sizes)
         except Unsupported:  # a size searched before it may need to be larger: ``(height + 2 * pad - taps) // 2``
@@ -157,6 +281,12 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
                                                assume_divisible, real_divisions or {}, floors)
         values.setdefault(sizes[name], original.get(name))
     _equal_sizes_stay_equal(searched, sizes, original, divisions, assume_divisible, real_divisions or {}, floors)
+    for node, want in cases:  # a count compared with a constant (T.min(ceildiv(K, block_K), 8)) keeps its case
+        have = comparison_case(node, sizes, ends)
+        if have is not None and have != want:
+            raise Unsupported(kernel.line, f"no small sizes keep {node} {_describe_case(want)} its constant as at "
+                              f"the real sizes (at {', '.join(f'{k}={v}' for k, v in sizes.items())} it is "
+                              f"{_describe_case(have)}), so the reduced kernel would not take the real case")
     return Reduction(sizes, {name: original.get(name) for name in sizes}, frozenset(tiles))
 
 
@@ -185,9 +315,16 @@ def _small(value: int | None, cap: int) -> int:
 
 def _search(name: str, fixed: dict[str, int], *, original: dict[str, int | None], divisions: list[BinOp],
             kernel: Kernel, assume_divisible: bool, real_divisions: dict[BinOp, BinOp],
-            floors: dict[BinOp, int] | None = None, avoid: set[int] | None = None) -> int:
+            floors: dict[BinOp, int] | None = None, avoid: set[int] | None = None,
+            cases: list[tuple[BinOp, int]] | None = None, ends: dict[str, Expr] | None = None) -> int:
     relevant = [d for d in divisions if name in symbols_of(d.a)
                 and symbols_of(d) <= set(fixed) | {name}]
+    ends = ends or {}
+    compared = [(node, want) for node, want in cases or ()
+                if name in _size_symbols(node, ends) and _size_symbols(node, ends) <= set(fixed) | {name}]
+    if compared:  # the comparisons with constants over this size: searched with the divisions
+        return _search_compared(name, fixed, relevant, compared, ends, original, kernel, assume_divisible,
+                                real_divisions, floors or {}, avoid or set())
     known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
     avoid = avoid or set()
     if not relevant:
@@ -204,6 +341,24 @@ def _search(name: str, fixed: dict[str, int], *, original: dict[str, int | None]
                               (floors or {}).get(d, 2)) for d in relevant):
                 return candidate
     raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases")
+
+
+def _search_compared(name: str, fixed: dict[str, int], relevant: list[BinOp], compared: list[tuple[BinOp, int]],
+                     ends: dict[str, Expr], original: dict[str, int | None], kernel: Kernel, assume_divisible: bool,
+                     real_divisions: dict[BinOp, BinOp], floors: dict[BinOp, int], avoid: set[int]) -> int:
+    """The smallest value of ``name`` keeping its divisions' cases and each comparison with a
+    constant on the side of the constant it is on at the real sizes."""
+    known = all(original.get(s) is not None for d in relevant for s in symbols_of(d))
+    for strict, skip in ((True, avoid), (True, set()), (False, set())):
+        for candidate in range(1, _SEARCH_LIMIT):
+            if candidate in skip:
+                continue
+            trial = dict(fixed, **{name: candidate})
+            if all(_same_case(d, trial, original if known else None, strict, assume_divisible, real_divisions.get(d),
+                              floors.get(d, 2)) for d in relevant) and _comparisons_kept(compared, trial, ends):
+                return candidate
+    raise Unsupported(kernel.line, f"no small value of {name} keeps the kernel's tiling cases and its comparisons "
+                      "with constants")
 
 
 def _search_with_partner(name: str, search: Any, before: list[str], sizes: dict[str, int],

@@ -75,8 +75,11 @@ def _pair(machine: Any, op: TileOp, env: dict) -> tuple[list, list]:
 @handler("copy")
 def copy(machine: Any, op: TileOp, env: dict) -> None:
     src, dst = op.operands[0], op.operands[1]
+    have, want = machine.dtypes.get(src.buffer), machine.dtypes.get(dst.buffer)
     for s, d in zip(*_pair(machine, op, env)):
         value = machine.load(src.buffer, s, op.line, guarded=True)
+        if have != want:  # a copy between dtypes converts each element as a cast does
+            value = machine.convert(value, have, want)
         machine.store(dst.buffer, d, value, op.line, atomic=False, guarded=True)
 
 

@@ -256,8 +256,7 @@ class _Walker:
         scope = scope or (SHARED if text.startswith("shared") else FRAGMENT if "fragment" in text
                           else LOCAL if text.startswith("local") else GLOBAL)
         shape = tuple(self.expr(d) for d in buf.shape)
-        dtype = str(buf.dtype)
-        return Buffer(buf.name, shape, {"float": "float32"}.get(dtype, dtype), scope)
+        return Buffer(buf.name, shape, _dtype_name(buf.dtype), scope)
 
     # -- statements --
     def stmt(self, node: Any) -> tuple[Stmt, ...]:
@@ -440,7 +439,7 @@ class _Walker:
         if kind == "BufferLoad":
             return Load(self.name_of(node.buffer), tuple(self.expr(i) for i in node.indices))
         if kind == "Cast":
-            return Call("cast", (self.expr(node.value),), str(node.dtype))
+            return Call("cast", (self.expr(node.value),), _dtype_name(node.dtype), _dtype_name(node.value.dtype))
         if kind == "Select":
             return Select(self.expr(node.condition), self.expr(node.true_value), self.expr(node.false_value))
         if kind == "Call":
@@ -483,6 +482,11 @@ def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
                 return BinOp("%", value, Const(k + 1))
     raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values, "
                             f"shifts by a constant and masks of low bits)")
+
+
+def _dtype_name(dtype: Any) -> str:
+    text = str(dtype)
+    return {"float": "float32", "int": "int32"}.get(text, text)
 
 
 def _row_major(buf: Any) -> bool:
