@@ -225,3 +225,12 @@ def test_a_file_forging_the_tracers_answer_gets_unsupported_and_runs_nothing_her
     assert not marker.exists()
     assert done.returncode == 3 and document["verdict"] == "unsupported"
     assert any("could not be read" in d["message"] for d in document["diagnostics"])
+
+
+def test_the_tool_marks_itself_not_dumpable_so_its_environment_is_not_readable_by_its_user():
+    import subprocess
+
+    code = ("import ctypes; from frontends.sandbox import harden_parent; harden_parent(); "
+            "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))")  # PR_GET_DUMPABLE
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == b"0", done.stderr
