@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Mapping, Optional, Sequence
+from typing import BinaryIO, Mapping, Optional, Sequence
 
 DEFAULT_MEMORY_BYTES = 8 * 2**30
 FILE_SIZE_LIMIT = 4 * 2**30
@@ -68,18 +68,6 @@ def scrub(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without secrets, proxies and URLs carrying credentials."""
     return {name: value for name, value in environ.items()
             if not is_secret(name) and not _carries_credentials(value)}
-
-
-@contextlib.contextmanager
-def scrubbed_environ() -> Iterator[None]:
-    """Children started inside this block inherit a scrubbed environment (restored afterwards)."""
-    removed = {name: os.environ[name] for name in list(os.environ) if name not in scrub({name: os.environ[name]})}
-    for name in removed:
-        del os.environ[name]
-    try:
-        yield
-    finally:
-        os.environ.update(removed)
 
 
 def _libc():
