@@ -36,8 +36,10 @@ def _fold(expr: Any, sizes: dict[str, int]) -> Any:
     if isinstance(expr, (tuple, list)):
         return type(expr)(_fold(e, sizes) for e in expr)
     if is_dataclass(expr) and not isinstance(expr, type):
-        return replace(expr, **{f.name: _fold(getattr(expr, f.name), sizes) for f in fields(expr)
-                                if f.name not in ("line", "attrs")})
+        folded = replace(expr, **{f.name: _fold(getattr(expr, f.name), sizes) for f in fields(expr)
+                                  if f.name not in ("line", "attrs", "source")})
+        # a cast's operand dtype: only the PrimFunc says it (the source reading does not type values)
+        return replace(folded, source=None) if any(f.name == "source" for f in fields(expr)) else folded
     return expr
 
 

@@ -134,6 +134,9 @@ def gemm(machine: Any, op: TileOp, env: dict) -> None:
             acc = backend.const(0) if op.attr("clear_accum") else machine.load(c_reg.buffer, c[i][j], op.line, guarded=False)
             for kk in range(k):
                 acc = backend.add(acc, backend.mul(a_vals[i][kk], b_vals[kk][j]))
+            if machine.record_origins:  # C[i, j] came through row i of A and column j of B
+                machine._reads |= {line for idx in a[i] for line in machine.origin.get((a_reg.buffer, idx), ())}
+                machine._reads |= {line for row in b for line in machine.origin.get((b_reg.buffer, row[j]), ())}
             machine.store(c_reg.buffer, c[i][j], acc, op.line, atomic=False, guarded=False)
 
 
