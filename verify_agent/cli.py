@@ -65,8 +65,8 @@ def begin(fmt: "Format | str", file: Optional[Path], timeout: Optional[float]) -
     return deadlines.reset(timeout)
 
 
-def _print_ending(verdict: str, check: str, message: str, label: str) -> None:
-    failure = located(verdict, check, message, _Session.file, deadlines.current().elapsed())
+def _print_ending(verdict: str, check: str, message: str, label: str, extra: Optional[dict] = None) -> None:
+    failure = located(verdict, check, message, _Session.file, deadlines.current().elapsed(), extra)
     document = render(failure, _Session.format)
     if document is not None:
         print(document, flush=True)
@@ -78,9 +78,9 @@ def _print_timeout(timeout: deadlines.CommandTimeout) -> None:
                                         f"(raise --timeout, or check a smaller part)", "timeout")
 
 
-def fail_usage(message: str) -> None:
+def fail_usage(message: str, extra: Optional[dict] = None) -> None:
     """Print one line (and the format's document) and exit 2: the user's input is not what we need."""
-    _print_ending(INPUT_ERROR, "input", message, "error")
+    _print_ending(INPUT_ERROR, "input", message, "error", extra)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -222,7 +222,8 @@ def parse_inputs(values: List[str]) -> dict:
 
 @app.command()
 def translate(
-    file: Path = typer.Argument(..., help="A Python file with distributed training code."),
+    file: Path = typer.Argument(..., help="A Python file with distributed training code, or an installed "
+                                          "module's name (megatron.core.tensor_parallel.mappings)."),
     entry: Optional[str] = typer.Option(None, help="Function or nn.Module class to check."),
     mesh: Optional[str] = typer.Option(None, help="Mesh, e.g. tp=2 or dp=2,tp=4. Default: proven on 2 ranks "
                                                   "and, for code that runs, also run on 4 (timing and values on "
@@ -247,30 +248,44 @@ def translate(
     no_grad: List[str] = typer.Option([], "--no-grad", help="An input or parameter that is not trained: its "
                                       "gradient is not compared (repeatable; traced runs). By default every "
                                       "floating input and parameter is differentiable."),
+    import_path: List[Path] = typer.Option([], "--path", help="A directory to import from (repeatable): a file "
+                                           "under it runs as its dotted module there. By default a file inside a "
+                                           "package runs as package.module from the package's import root."),
+    arg: List[str] = typer.Option([], "--arg", help="A value for an entry's parameter, NAME=LITERAL (a Python "
+                                  "literal: 0.1, True, None, 'causal', (1, 2)); repeatable; traced runs. "
+                                  "Parameters with defaults keep them unless given."),
 ) -> None:
     """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines.
 
     When torch is installed and the file imports torch, the file's code is RUN on CPU (in a child
     process with a scrubbed environment and a time limit): once on one device and once per
     simulated rank, every op recorded.  A torchrun-style launch script (module-level code, no
-    entry function) runs whole on every rank.  --no-exec reads the source without running it."""
+    entry function) runs whole on every rank.  A file inside a package runs as package.module (relative
+    imports work); an installed module is named by its dotted name or its file's path.
+    --no-exec reads the source without running it."""
     from .pipeline import TranslateOptions, translate_and_verify
 
     begin(format, file, timeout)
     if llm_deadline <= 0:
         fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
     check_mesh_size(mesh)
+    paths = tuple(str(folder) for folder in import_path)
+    _check_args(arg)
+    file = _module_or_file(file, paths)
+    _Session.file = str(file)
     source = _read(file)
-    traced_verdict = None
+    traced_verdict, refused = None, None
     if not no_exec and not dump_ir:
         from verifier.report import VIOLATIONS
 
         from .pipeline import traced_llm_status
-        from .traced import trace_and_verify
+        from .traced import trace_or_refusal
 
-        traced = trace_and_verify(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
+        traced = trace_or_refusal(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
                                   layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
-                                  no_grad=tuple(no_grad))
+                                  no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
+        if traced is not None and traced.not_traced is not None:
+            refused, traced = traced, None
         if traced is not None:
             if traced.usage_error:
                 fail_usage(traced.usage_error)
@@ -293,7 +308,11 @@ def translate(
                                llm_deadline=llm_deadline, no_exec=no_exec)
     result = translate_and_verify(source, str(file), options, progress=_stage_progress(format))
     if result.usage_error:
-        fail_usage(result.usage_error)
+        _fail_after_refusal(result.usage_error, refused)
+    if result.report is not None:
+        from .traced import note_not_traced
+
+        note_not_traced(result.report, refused)
     if traced_verdict is not None and result.report is not None:
         from verifier.report import NOTE, Diagnostic
 
@@ -301,6 +320,43 @@ def translate(
                                                           f"{traced_verdict}; --llm full: the verdict above is the "
                                                           f"model's translation, checked against the source"))
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
+
+
+def _module_or_file(file: Path, paths: tuple[str, ...]) -> Path:
+    """``FILE`` as given, or the file of the installed module it names (found without importing it)."""
+    from frontends.traced.location import looks_like_module_name, module_file
+
+    if file.exists() or not looks_like_module_name(str(file)):
+        return file
+    found = module_file(str(file), paths)
+    if found is None:
+        fail_usage(f"{file}: no such file, and no module of that name can be imported here "
+                   f"(install its package, or add its directory with --path)")
+    return Path(found)
+
+
+def _check_args(values: List[str]) -> None:
+    """Each --arg is NAME=LITERAL (read with ast.literal_eval), or exit 2 before anything runs."""
+    from frontends.traced.literals import parse_arg
+
+    for value in values:
+        try:
+            parse_arg(value)
+        except ValueError as error:
+            fail_usage(str(error))
+
+
+def _fail_after_refusal(message: str, refused) -> None:
+    """The static reader's input error; when the traced frontend refused the file first, its reason too
+    (a key of the JSON document and a line on stderr), not only the static reader's complaint."""
+    if refused is None:
+        fail_usage(message)
+    from .traced import NOT_TRACED
+
+    where = f"{_Session.file}:{refused.not_traced_line}" if refused.not_traced_line else _Session.file
+    Console(stderr=True).print(f"[bold]not traced:[/] {escape(f'{where}: {refused.not_traced}')}",
+                               highlight=False, soft_wrap=True)
+    fail_usage(message, {NOT_TRACED: {"reason": refused.not_traced, "line": refused.not_traced_line}})
 
 
 @app.command()

@@ -31,13 +31,15 @@ class Failure:
     file: Optional[str] = None
     line: Optional[int] = None
     seconds: float = 0.0
+    extra: Optional[dict] = None   # further keys of the JSON document (e.g. why the file was not traced)
 
 
-def located(verdict: str, check: str, message: str, file: Optional[str], seconds: float = 0.0) -> Failure:
+def located(verdict: str, check: str, message: str, file: Optional[str], seconds: float = 0.0,
+            extra: Optional[dict] = None) -> Failure:
     """A failure whose message may start with ``FILE:LINE: `` (then the line is taken from it)."""
     match = _LOCATION.match(message)
     line = int(match.group("line")) if match else None
-    return Failure(verdict, check, message, file, line, seconds)
+    return Failure(verdict, check, message, file, line, seconds, extra)
 
 
 def as_json(failure: Failure) -> str:
@@ -46,6 +48,7 @@ def as_json(failure: Failure) -> str:
         "diagnostics": [{"check": failure.check, "severity": "error", "line": failure.line,
                          "message": failure.message, "hint": None, "counterexample": None}],
         "fixes": [], "stats": {"ops": 0, "seconds": round(failure.seconds, 4)}, "proven": []}
+    document.update(failure.extra or {})
     return json.dumps(document, indent=2)
 
 

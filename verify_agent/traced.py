@@ -34,6 +34,20 @@ class TracedResult:
     usage_error: Optional[str] = None
     program: Optional[object] = None   # the TracedProgram proven (repair confirms its fixes with it)
     options: Optional[object] = None   # the TraceOptions it was run with
+    not_traced: Optional[str] = None   # why the file could not be run here: the static reader decides
+    not_traced_line: Optional[int] = None
+
+
+NOT_TRACED = "not_traced"   # report key (JSON): why the traced frontend refused, when the static reader decided
+
+
+def note_not_traced(report: Report, result: Optional[TracedResult]) -> None:
+    """Say in ``report`` (the static reader's) why running the file was refused: a JSON key and a note."""
+    if result is None or result.not_traced is None:
+        return
+    report.extra[NOT_TRACED] = {"reason": result.not_traced, "line": result.not_traced_line}
+    report.add(Diagnostic("translation", NOTE, f"not traced (the file could not be run here: {result.not_traced}); "
+                                               f"read without running it", line=result.not_traced_line))
 
 
 def wants_tracing(source: str) -> bool:
@@ -67,9 +81,24 @@ def world_of(mesh: Optional[str]) -> int:
 
 def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Optional[str], inputs: dict,
                      layouts: list[str], timeout: float, progress: Progress = None,
-                     no_grad: tuple[str, ...] = (), confirm_findings: bool = True) -> Optional[TracedResult]:
+                     no_grad: tuple[str, ...] = (), confirm_findings: bool = True,
+                     paths: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> Optional[TracedResult]:
     """``confirm_findings=False``: a counterexample is reported without re-running the code on gloo
-    (repair screens candidate fixes this way: only a candidate that verifies is worth a real run)."""
+    (repair screens candidate fixes this way: only a candidate that verifies is worth a real run).
+    None: use the static frontend (``trace_or_refusal`` also says why)."""
+    result = trace_or_refusal(source, path, entry=entry, mesh=mesh, inputs=inputs, layouts=layouts,
+                              timeout=timeout, progress=progress, no_grad=no_grad,
+                              confirm_findings=confirm_findings, paths=paths, args=args)
+    return None if result is None or result.not_traced is not None else result
+
+
+def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Optional[str], inputs: dict,
+                     layouts: list[str], timeout: float, progress: Progress = None,
+                     no_grad: tuple[str, ...] = (), confirm_findings: bool = True,
+                     paths: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> Optional[TracedResult]:
+    """As ``trace_and_verify``; a file that cannot run here gives a result with ``not_traced`` (the
+    child's reason) and no report.  None: tracing does not apply (no torch here, or the file does
+    not import it)."""
     if not wants_tracing(source):
         return None
     from frontends.traced import TraceFailure, TraceOptions, trace_file_at_worlds
@@ -81,7 +110,8 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
         statements = {**parse_layouts(layouts), **{name.strip(): NO_GRAD for name in no_grad if name.strip()}}
         options = TraceOptions(entry=entry, shapes=dict(inputs or {}), layouts=statements,
                                world=world_of(mesh), also_worlds=() if mesh else (SCALED_WORLD,),
-                               timeout=max(5.0, timeout * 0.5))
+                               timeout=max(5.0, timeout * 0.5), paths=tuple(paths),
+                               args=tuple(args))
     except (LayoutError, ValueError) as error:
         return TracedResult(usage_error=f"{path}: {error}")
     if progress:
@@ -92,7 +122,7 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
             if progress:
                 reason = outcome.message.strip().splitlines()[-1] if outcome.message.strip() else outcome.kind
                 progress(f"cannot trace {path} ({reason}); reading it without running it")
-            return None
+            return TracedResult(not_traced=_refusal(outcome), not_traced_line=outcome.line)
         if outcome.kind == "input-error":
             where = f"{path}:{outcome.line}" if outcome.line else path
             return TracedResult(usage_error=f"{where}: {outcome.message}")
@@ -122,6 +152,15 @@ def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Opti
     return TracedResult(report, program=outcome, options=options)
 
 
+def _refusal(outcome) -> str:
+    """The child's reason in one line; a bug of ours (a traceback) is its last line, said as ours."""
+    text = outcome.message.strip()
+    if outcome.kind == "internal":
+        last = text.splitlines()[-1] if text else "no message"
+        return f"the tracing frontend failed (a bug of verify-agent: {last})"
+    return " ".join(text.split())
+
+
 def _note_isolation(report: Report) -> None:
     """How the file was run; said as a note only when Linux namespaces were not available."""
     from frontends.sandbox import describe_isolation, isolation
@@ -140,7 +179,8 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
             progress(f"confirming a counterexample with torch: {path} on one device and on {program.world} gloo ranks")
         return confirm_on_ranks(program, finding, path=path, shown_as=path, entry=options.entry,
                                 shapes=options.shapes, timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)),
-                                memory_bytes=options.memory_bytes)
+                                memory_bytes=options.memory_bytes, paths=options.paths,
+                                args=options.args)
     return confirm
 
 

@@ -111,7 +111,7 @@ def _rank_raised(error, rank: int, world: int):
 
 def trace(request: dict):
     from .correspondence import split_no_grad
-    from .entries import EntryError
+    from .entries import EntryError, parse_arg
     from .run import ModuleLevelError, RunRequest, UserCodeError, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
@@ -121,7 +121,9 @@ def trace(request: dict):
     layouts, no_grad = split_no_grad(dict(request.get("layouts", {})))
     request = {**request, "layouts": layouts}
     run_request = RunRequest(path, request["shown_as"], request.get("entry"),
-                             {k: tuple(v) for k, v in request.get("shapes", {}).items()}, no_grad=no_grad)
+                             {k: tuple(v) for k, v in request.get("shapes", {}).items()}, no_grad=no_grad,
+                             paths=tuple(request.get("paths", ())),
+                             args=dict(parse_arg(text) for text in request.get("args", ())))
     try:
         try:
             reference = run_once(run_request, 1, 0, None)
@@ -141,7 +143,8 @@ def trace(request: dict):
                 return _rank_raised(error, rank, request["world"])
     except ModuleLevelError as error:
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "
-                                          f"script or code that needs a real cluster", _user_line(error, path))
+                                          f"script or code that needs a real cluster",
+                            _user_line(error.__cause__ or error, path))
     except UserCodeError as error:
         if "INTERNAL ASSERT FAILED" in str(error):  # torch's own assertion under the simulated group, not yours
             return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})",
@@ -186,7 +189,12 @@ def main(argv: list[str]) -> int:
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
     enter_child(memory_bytes=None)   # the parent set the memory limit; secrets, loopback, network
-    sys.path.insert(0, os.path.dirname(os.path.abspath(request["path"])))
+    from frontends.traced.location import locate
+
+    paths = tuple(request.get("paths", ()))
+    # a package's file is imported from its import root, never from its own directory (where a sibling
+    # such as megatron's tensor_parallel/random.py would shadow the standard library's module)
+    sys.path[0:0] = [locate(request["path"], paths).root, *paths]
     result = _guarded_trace(request)
     _write(channel, result)
     if isinstance(result, TracedProgram):

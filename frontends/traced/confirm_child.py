@@ -173,7 +173,10 @@ def run_one() -> int:
 
     with contextlib.suppress(Exception):
         sandbox.enter_child(memory_bytes=None)   # no network but loopback for the user's code
-    sys.path.insert(0, os.path.dirname(os.path.abspath(meta["path"])))
+    from frontends.traced.location import locate
+
+    paths = tuple(meta.get("paths", ()))
+    sys.path[0:0] = [locate(meta["path"], paths).root, *paths]   # a package's file: from its import root
     try:
         answer, values = _run(meta, arrays)
     except _HarnessError as error:
@@ -225,13 +228,16 @@ def _run(meta: dict, arrays: dict):
     if meta["entry"] is None and traced.is_launch_script(path):
         values = _launch_script(traced, path, world, rank, draws)
         return {"status": "ok", "given": sorted(set(given + draws.given)), "own": []}, values
-    module = traced.import_fresh(path)
+    module = traced.import_fresh(path, tuple(meta.get("paths", ())))
     apply_sizes(module, meta["sizes"])
     spec = find_entry(module, meta["entry"])
     target, _ = traced._construct(module, spec, world)
     fn = target if spec.kind != "function" else getattr(module, spec.name)
     call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-    names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()})
+    from frontends.traced.entries import parse_arg
+
+    names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()},
+                                   dict(parse_arg(text) for text in meta.get("args", ())))
     spans.fallback = traced._definition_line(call_fn, module)
     tensors, inputs_by_name = [], {}
     for name, value in zip(names, inputs):

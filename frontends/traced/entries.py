@@ -4,8 +4,9 @@ Entries, in order of precedence: ``--entry NAME`` or ``--entry "Cls(hidden=16, f
 (the arguments are read with ``ast.literal_eval``, never evaluated); ``build(mesh)``;
 ``forward(...)``; an ``nn.Module`` class (constructed by ``example_module()``, else
 ``example_args()``, else without arguments).  Inputs come from ``example_inputs()`` or
-``--input x=8x16``; parameters with defaults keep their defaults and non-tensor parameters
-are never asked for as shapes.
+``--input x=8x16``; parameters with defaults keep their defaults (``dropout_p=0.0``,
+``softmax_scale=None``) and non-tensor parameters are never asked for as shapes: ``--arg
+NAME=LITERAL`` gives any parameter a value (read with ``ast.literal_eval``, never evaluated).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from . import literals
 
 class EntryError(Exception):
     """The file does not say what to run (a usage error, exit 2)."""
@@ -113,6 +115,48 @@ def construct_module(module, spec: EntrySpec) -> torch.nn.Module:
     return cls()
 
 
+def parse_arg(text: str) -> tuple[str, Any]:
+    """``causal=True`` -> ("causal", True) (``literals.parse_arg``), a usage error as an ``EntryError``."""
+    try:
+        return literals.parse_arg(text)
+    except ValueError as error:
+        raise EntryError(str(error)) from error
+
+
+def _positional_parameters(fn) -> list[inspect.Parameter]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _check_args(fn, args: dict) -> None:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    for name in args:
+        if name not in params:
+            raise EntryError(f"--arg {name}: the entry has no parameter of that name "
+                             f"(parameters: {', '.join(params) or 'none'})")
+        if params[name].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            raise EntryError(f"--arg {name}: only parameters that can be passed by position can be given")
+
+
+_SCALAR_HINTS = ("int", "float", "bool", "str", "None", "Optional")
+
+
+def _asked(param: inspect.Parameter) -> str:
+    """How to give a parameter without a default: a shape for a tensor, a literal for anything else."""
+    hint = param.annotation
+    text = "" if hint is inspect.Parameter.empty else (getattr(hint, "__name__", None) or str(hint))
+    if text and "Tensor" not in text and any(word in text for word in _SCALAR_HINTS):
+        return f"{param.name} ({text}): give it with --arg {param.name}=LITERAL"
+    return f"{param.name}: give its shape with --input {param.name}=8x16 (a tensor) or its value with " \
+           f"--arg {param.name}=LITERAL"
+
+
 def tensor_parameters(fn) -> list[inspect.Parameter]:
     """Parameters of ``fn`` that take inputs: positional, without a default."""
     try:
@@ -171,8 +215,12 @@ def _opts_out(expression) -> bool:
     return False
 
 
-def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]]) -> tuple[list[str], list[Any]]:
-    """(names, values) of the entry's inputs."""
+def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | None = None
+                   ) -> tuple[list[str], list[Any]]:
+    """(names, values) of the entry's inputs: ``example_inputs()``'s values, else ``--input`` shapes
+    (random tensors); ``--arg`` literals; defaults for the parameters between the given ones."""
+    args = dict(args or {})
+    _check_args(fn, args)
     params = tensor_parameters(fn)
     names = [p.name for p in params]
     maker = getattr(module, "example_inputs", None)
@@ -183,9 +231,31 @@ def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]]) -> tuple[list
         for index, name in enumerate(names):
             if name in shapes:
                 values[index] = torch.randn(shapes[name])
-        return names, values
-    missing = [n for n in names if n not in shapes]
+            if name in args:
+                values[index] = args[name]
+        return _with_given_defaults(fn, names, values, args)
+    names, values, missing = [], [], []
+    for param in params:
+        if param.name in args:
+            value = args[param.name]
+        elif param.name in shapes:
+            value = torch.randn(shapes[param.name])
+        else:
+            missing.append(param)
+            continue
+        names.append(param.name)
+        values.append(value)
     if missing:
-        raise EntryError(f"no example_inputs() in the file and no --input for {', '.join(missing)} "
-                         f"(e.g. --input {missing[0]}=8x16)")
-    return names, [torch.randn(shapes[n]) for n in names]
+        raise EntryError("no example_inputs() in the file, and nothing given for parameter "
+                         + "; ".join(_asked(p) for p in missing))
+    return _with_given_defaults(fn, names, values, args)
+
+
+def _with_given_defaults(fn, names: list[str], values: list[Any], args: dict) -> tuple[list[str], list[Any]]:
+    """Parameters after the inputs that ``--arg`` names, in order: the defaults between them kept."""
+    later = _positional_parameters(fn)[len(names):]
+    last = max((i for i, p in enumerate(later) if p.name in args), default=-1)
+    for param in later[:last + 1]:
+        names.append(param.name)
+        values.append(args[param.name] if param.name in args else param.default)
+    return names, values

@@ -26,6 +26,7 @@ from verifier.ir import Span
 
 from . import collectives
 from .entries import EntryError, EntrySpec, construct_module, example_inputs, explicitly_not_trainable, find_entry
+from .location import locate
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
 from .spans import SpanFinder
@@ -88,6 +89,8 @@ class RunRequest:
     seed: int = 0
     sizes: dict = field(default_factory=dict)   # module-level constants to override (sizes.py)
     no_grad: tuple[str, ...] = ()               # inputs and parameters the user says are not trained
+    paths: tuple[str, ...] = ()                 # --path: directories to import from (location.py)
+    args: dict = field(default_factory=dict)    # --arg NAME=LITERAL, already read (entries.parse_arg)
 
 
 class ModuleLevelError(Exception):
@@ -228,6 +231,11 @@ def teardown() -> None:
     torch.nn.parallel.DistributedDataParallel.__init__ = _REAL_DDP_INIT
     SIMULATED_DDP.clear()
     dist.new_group = dist.distributed_c10d.new_group = _REAL_NEW_GROUP
+    while PARALLEL_STATES:
+        destroy = getattr(PARALLEL_STATES.pop(), "destroy_model_parallel", None)
+        if callable(destroy):
+            with contextlib.suppress(Exception):
+                destroy()
     megatron_state = sys.modules.get("megatron.core.parallel_state")
     if megatron_state is not None:
         with contextlib.suppress(Exception):
@@ -236,7 +244,19 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
-def import_fresh(path: str):
+def import_fresh(path: str, paths: tuple[str, ...] = ()):
+    """The user's file as a new module.  A file inside a package is imported as ``package.module``
+    from its import root (``location.py``): relative imports work and the package's own helpers are
+    the real ones.  The package's modules are imported afresh each run unless it is an installed
+    library (whose module-level state is the library's own; its parallel state is reset by
+    ``teardown``); a script is imported under a private name."""
+    where = locate(path, paths)
+    if where.module is not None:
+        if where.root not in sys.path:
+            sys.path.insert(0, where.root)
+        if not where.installed:
+            _forget_modules_under(where.root)
+        return importlib.import_module(where.module)
     name = f"_verify_agent_traced_{next(_MODULE_SERIAL)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -245,6 +265,18 @@ def import_fresh(path: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _forget_modules_under(root: str) -> None:
+    """Drop the modules imported from files under ``root`` so that the next import runs them again."""
+    prefix = os.path.join(os.path.realpath(root), "")
+    for name, loaded in list(sys.modules.items()):
+        # a namespace package has no file, only its directories (its old submodules are its attributes)
+        origins = [getattr(loaded, "__file__", None)]
+        with contextlib.suppress(Exception):   # torch.ops and the like answer any attribute
+            origins += list(loaded.__path__) if type(loaded.__path__).__name__ == "_NamespacePath" else []
+        if any(isinstance(origin, str) and os.path.realpath(origin).startswith(prefix) for origin in origins):
+            del sys.modules[name]
 
 
 def dtensor_region(tensor: Any, placements: Any = None) -> tuple[Region | None, str | None]:
@@ -380,7 +412,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         if request.entry is None and is_launch_script(request.path):
             return _run_launch_script(request, recorder, world, rank)
         try:
-            module = import_fresh(request.path)
+            module = import_fresh(request.path, request.paths)
         except ImportError:
             raise
         except Exception as error:
@@ -391,7 +423,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         target, mesh = _construct(module, spec, world)
         fn = target if spec.kind != "function" else getattr(module, spec.name)
         call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        names, inputs = example_inputs(module, call_fn, request.shapes)
+        names, inputs = example_inputs(module, call_fn, request.shapes, request.args)
         frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
@@ -399,9 +431,20 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
                                        vocab if type(vocab) is int else None, frozen)
         result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
         result.constants = constants
+        result.assumptions[:0] = _where_it_ran(request)
         return result
     finally:
         teardown()
+
+
+def _where_it_ran(request: RunRequest) -> list[str]:
+    """How the file was imported and which parallel state was set up for it (stated in the report)."""
+    said = [locate(request.path, request.paths).describe()]
+    if PARALLEL_STATES:
+        said.append(f"parallel state set up as a launcher would: "
+                    f"{', '.join(f'{s.__name__}.initialize_model_parallel' for s in PARALLEL_STATES)}(world size), "
+                    f"every rank in one tensor-parallel group")
+    return [line for line in said if line]
 
 
 _ENTRY_FUNCTIONS = {"forward", "build", "example_inputs", "example_module"}
@@ -446,7 +489,7 @@ def _run_launch_script(request: RunRequest, recorder: Recorder, world: int, rank
     try:
         with recorder:
             try:
-                module = import_fresh(request.path)
+                module = import_fresh(request.path, request.paths)
             except Exception as error:
                 if _ours(error):
                     raise
@@ -506,13 +549,47 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
         return getattr(module, "build")(mesh), {"tp": world}
     if spec.name != "example_module":
-        # as a launcher would: Megatron code expects parallel_state set up before it runs
-        megatron_state = sys.modules.get("megatron.core.parallel_state")
-        if megatron_state is not None and not megatron_state.model_parallel_is_initialized():
-            megatron_state.initialize_model_parallel(tensor_model_parallel_size=world)
+        set_up_parallel_state(module, world)
     if spec.kind == "module":
         return construct_module(module, spec), {"tp": world}
     return getattr(module, spec.name), {"tp": world}
+
+
+PARALLEL_STATES: list = []   # the modules whose parallel state this run set up (torn down after it)
+
+
+def set_up_parallel_state(module, world: int) -> list[str]:
+    """As a launcher would before the code runs: ``initialize_model_parallel(world)`` of megatron-core's
+    ``parallel_state`` when it is loaded, and of the entry's own package's process-group module (an
+    ``mpu`` or ``parallel_state`` of its own: fairscale, gpt-neox, Megatron-DeepSpeed keep one), all
+    ranks in one tensor-parallel group.  Returns the names of the modules set up."""
+    done = []
+    for state in _parallel_states(module):
+        initialized = getattr(state, "model_parallel_is_initialized", None)
+        if callable(initialized) and initialized():
+            continue
+        try:
+            state.initialize_model_parallel(world)
+        except Exception as error:
+            raise UserCodeError(None, f"{state.__name__}.initialize_model_parallel({world}), run as a launcher "
+                                      f"would, raised {type(error).__name__}: {error}") from error
+        PARALLEL_STATES.append(state)
+        done.append(state.__name__)
+    return done
+
+
+def _parallel_states(module) -> list:
+    found = [sys.modules["megatron.core.parallel_state"]] if "megatron.core.parallel_state" in sys.modules else []
+    package = (getattr(module, "__package__", None) or "").split(".")[0]
+    if not package:
+        return found
+    for name, loaded in sorted(sys.modules.items()):
+        if loaded is None or not (name == package or name.startswith(package + ".")):
+            continue
+        initialize = getattr(loaded, "initialize_model_parallel", None)
+        if callable(initialize) and getattr(initialize, "__module__", None) == name and loaded not in found:
+            found.append(loaded)
+    return found
 
 
 def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,

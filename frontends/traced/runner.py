@@ -33,6 +33,8 @@ class TraceOptions:
     also_worlds: tuple[int, ...] = ()                   # further world sizes, run after ``world``
     timeout: float = 120.0
     memory_bytes: int = MEMORY_LIMIT
+    paths: tuple[str, ...] = ()                         # --path: directories to import from
+    args: tuple[str, ...] = ()                          # --arg NAME=LITERAL, as written
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -58,7 +60,8 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
     path = Path(path).resolve()
     request = {"path": str(path), "shown_as": shown_as or str(path), "entry": options.entry,
                "shapes": {k: list(v) for k, v in options.shapes.items()}, "layouts": dict(options.layouts),
-               "world": int(options.world), "also_worlds": [int(w) for w in options.also_worlds]}
+               "world": int(options.world), "also_worlds": [int(w) for w in options.also_worlds],
+               "paths": [str(Path(p).resolve()) for p in options.paths], "args": list(options.args)}
     with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
         request_path = os.path.join(scratch, "request.json")
         with open(request_path, "w", encoding="utf-8") as handle:
