@@ -104,6 +104,9 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
         pass
     finally:
         report.seconds = time.perf_counter() - started
+    if program.unconfirmed and not any(d.severity == ERROR for d in report.diagnostics):
+        report.add(Diagnostic("unsupported", ERROR, f"not verified: a layout nothing confirmed is never the basis "
+                                                    f"of a proof - {program.unconfirmed[0]}"))
     report.extra["passes"] = _pass_states(program, report)
     return report
 

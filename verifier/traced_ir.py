@@ -61,3 +61,7 @@ class TracedProgram:
     # module-level sizes the frontend set before running the code (sizes.py); a re-run of the code
     # with a counterexample (confirmation.py) must use them too
     sizes: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    # parameters whose recorded values show no piece of the single-device parameter (each rank drew
+    # numbers of its own): their layout was taken on a proposal, so it may show a difference but is
+    # never the basis of ``verified``; one sentence each, naming the parameter
+    unconfirmed: tuple[str, ...] = ()

@@ -208,13 +208,33 @@ def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict]
 def _reference_value(program: TracedProgram, comparison: Comparison, values: dict) -> np.ndarray | None:
     value = values.get(comparison.label)
     if value is not None:
-        return value
+        return _in_comparison_order(program, comparison, value)
     if comparison.kind == "gradient":   # never computed: zeros, as the recording takes it
         leaf = comparison.label.split("gradient of ", 1)[-1].removesuffix(" after the script")
         spec = next((s for s in program.inputs if s.name == leaf), None)
         if spec is not None:
             return np.zeros(tuple(int(d) for d in spec.shape))
     return None
+
+
+def _in_comparison_order(program: TracedProgram, comparison: Comparison, value: np.ndarray) -> np.ndarray:
+    """A gradient of strided pieces is compared reordered so that each rank's piece is one block
+    (``comparison_order`` ops after the reference's own): the same reordering of torch's value."""
+    chain, wanted = [], comparison.reference
+    by_result = {op.results[0]: op for op in program.reference if op.attr("comparison_order") and op.results}
+    pending = [wanted]
+    while pending:
+        op = by_result.get(pending.pop())
+        if op is None or op in chain:
+            continue
+        chain.append(op)
+        pending.extend(op.args)
+    if not chain:
+        return value
+    chain.sort(key=program.reference.index)
+    sources = {arg for op in chain for arg in op.args} - {name for op in chain for name in op.results}
+    (env,) = run((tuple(chain),), {name: value for name in sources}, NumpyBackend(), new_cache())
+    return np.asarray(env[wanted])
 
 
 def _cut(value: np.ndarray, region) -> np.ndarray:

@@ -94,6 +94,7 @@ class Recording:
     leaves: list[TensorSpec] = field(default_factory=list)
     fingerprints: dict[str, str] = field(default_factory=dict)
     drawn: dict[str, Any] = field(default_factory=dict)      # random draw -> the numbers drawn (NumPy)
+    parameters: dict[str, Any] = field(default_factory=dict)  # parameter -> this run's piece as built (NumPy)
     problems: list[Problem] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 

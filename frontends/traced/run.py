@@ -144,7 +144,7 @@ def init_group(world: int, rank: int) -> None:
 
         dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
         _subgroups_stay_simulated()
-    _simulated_ddp(averaging_hook=world > 1)
+    _simulated_ddp()
     autograd_collectives_on_the_current_world()
 
 
@@ -204,13 +204,24 @@ DDP_ASSUMPTION = ("DistributedDataParallel: the initial broadcast of rank 0's pa
                   "rank is taken to build the same parameters (random draws are checked to be equal)")
 
 
-def _simulated_ddp(averaging_hook: bool) -> None:
+def _simulated_ddp() -> None:
     """DDP as the recorder can follow it: no initial broadcast of rank 0's parameters (a write
-    in C++ through buffers the recorder does not see; ``DDP_ASSUMPTION``), and on a simulated
-    rank, whose fake group gives the C++ reducer no result, a communication hook doing DDP's
-    default in Python: divide each gradient bucket by the group size, all-reduce it with a sum."""
+    in C++ through buffers the recorder does not see; ``DDP_ASSUMPTION``), and on every run a
+    communication hook doing DDP's default in Python: divide each gradient bucket by the group
+    size, all-reduce it with a sum.
+
+    The hook flattens the parameters' gradients itself instead of reading the bucket's buffer: the
+    reducer copies each gradient into a view of that buffer in C++, through views the recorder never
+    sees made when the model was wrapped outside the recording (an entry module's constructor), so
+    the buffer would be read as a constant holding whatever numbers the run happened to compute.
+    The one-device run takes the hook too (a group of one divides by 1): torch's own reducer would
+    read that same buffer."""
     def hook(group, bucket):
         buffer = bucket.buffer()
+        gradients = [p.grad for p in bucket.parameters()]
+        if gradients and all(g is not None for g in gradients) \
+                and sum(g.numel() for g in gradients) == buffer.numel():
+            buffer = torch.cat([g.reshape(-1) for g in gradients])
         buffer.div_(dist.get_world_size(group))
         dist.all_reduce(buffer, group=group)
         future = torch.futures.Future()
@@ -220,8 +231,7 @@ def _simulated_ddp(averaging_hook: bool) -> None:
     def init(self, *args, **kwargs):
         kwargs["init_sync"] = False
         _REAL_DDP_INIT(self, *args, **kwargs)
-        if averaging_hook:
-            self.register_comm_hook(self.process_group, hook)
+        self.register_comm_hook(self.process_group, hook)
         SIMULATED_DDP.append(self)
 
     torch.nn.parallel.DistributedDataParallel.__init__ = init
@@ -618,6 +628,7 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
             if full in frozen:
                 param.requires_grad_(False)
             local = _local(param)
+            recorder.recording.parameters[full] = _values_as_built(local)
             region, why = dtensor_region(param)
             local_name = full if reference is None else f"{full}@local"
             recorder.names.bind(local, local_name)
@@ -636,6 +647,18 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
         raise EntryError(f"--no-grad {', '.join(sorted(unknown))}: no input or parameter of that name "
                          f"(inputs: {', '.join(names) or 'none'})")
     return leaves, tensors
+
+
+def _values_as_built(tensor: Any) -> Any:
+    """A parameter's numbers before the code runs (NumPy; floats widened exactly to float64): the
+    correspondence finds each rank's piece among the single-device parameter's by these."""
+    try:
+        values = tensor.detach()
+        if values.is_floating_point():
+            values = values.to(torch.float64)
+        return values.contiguous().cpu().numpy().copy()
+    except Exception:   # a tensor without storage (meta, fake): no values, no layout shown
+        return None
 
 
 def _bound_integer_leaf(recorder: Recorder, tensor: Any, name: str, vocab: int | None) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from verifier.ir import Op, Span, TensorSpec
 from verifier.traced_ir import Comparison, TracedProgram
 
-from .correspondence import LayoutError, layout_of
+from .correspondence import Layout, LayoutError, box, layout_of
 from .failure import TraceFailure
 from .recorder import Problem
 from .run import Leaf, RunResult
@@ -30,9 +30,12 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     inputs = {spec.name: spec for spec in reference.recording.leaves}
     assumptions: list[str] = []
     rank_ops: list[tuple[Op, ...]] = []
-    regions_by_leaf: dict[str, list] = {}
     own_draws: list[TensorSpec] = []            # draws that gave a rank other numbers than one device
     pinned: dict[str, Any] = {}
+    layouts = _layouts(reference, ranks, user_layouts)
+    if isinstance(layouts, TraceFailure):
+        return layouts
+    unconfirmed: list[str] = []
     for run in ranks:
         prefix: list[Op] = []
         renamed: dict[str, str] = {}
@@ -67,14 +70,12 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 return TraceFailure("unsupported", f"rank {run.rank} holds {leaf.kind} {leaf.name}, which the "
                                                    f"single-device run does not have", leaf.span.line)
             leaf = replace(leaf, shape=tuple(int(d) for d in known.shape))
-            try:
-                layout = layout_of(leaf, run.rank, world, user_layouts)
-            except LayoutError as error:
-                return TraceFailure("unsupported", str(error), leaf.span.line)
-            regions_by_leaf.setdefault(leaf.name, []).append(layout.region)
+            layout = layouts[(run.rank, leaf.name)]
             if layout.sentence and layout.sentence not in assumptions:
                 assumptions.append(layout.sentence)
-            prefix.extend(_piece_ops(leaf, layout.region, layout.source))
+            if not layout.confirmed and layout.sentence not in unconfirmed:
+                unconfirmed.append(layout.sentence)
+            prefix.extend(_piece_ops(leaf, layout))
         rank_ops.append(tuple(prefix) + tuple(_renamed(op, renamed) for op in run.recording.ops))
     reference_ops = list(reference.recording.ops)
     comparisons = []
@@ -112,13 +113,16 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                                                  f"but {tuple(value.shape)} on one device: the rank returns a piece "
                                                  f"of the value, not the value (is a gather missing?)",
                                     value.span.line)
-            if region is None:
+            layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" else None
+            if layout is not None:
+                region = layout.region   # the parameter's piece (None: not one block; reordered below)
+            if region is None and layout is None:
                 region = _infer_region(value.shape, theirs.shape, run.rank, world)
                 if region is None and _cannot_be_a_piece(value.shape, theirs.shape):
                     return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank "
                                                      f"{run.rank} but {tuple(value.shape)} on one device: no piece "
                                                      f"of the single-device value has that shape", value.span.line)
-                if region is None:
+                if region is None and layout is None:
                     return TraceFailure("unsupported", f"{value.label}: rank {run.rank} holds shape "
                                                        f"{theirs.shape} of shape {value.shape}; which piece it is "
                                                        f"cannot be told", value.span.line)
@@ -129,6 +133,12 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 extra_rank_ops[index].append(Op((name,), "aten.zeros.default", (), {"size": extent}, value.span))
             per_rank.append(name)
             regions.append(region)
+        if any(region is None for region in regions):   # strided pieces: the reference reordered to blocks
+            reordered = _reordered(value, reference_name, [layouts[(run.rank, value.key)] for run in ranks])
+            if isinstance(reordered, TraceFailure):
+                return reordered
+            reference_name, regions, order_ops = reordered
+            reference_ops.extend(order_ops)
         comparisons.append(Comparison(value.label, value.kind, reference_name, tuple(per_rank), tuple(regions),
                                       value.span))
     ranks_final = tuple(ops + tuple(extra) for ops, extra in zip(rank_ops, extra_rank_ops))
@@ -139,7 +149,7 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     return TracedProgram(world=world, mesh=dict(ranks[0].mesh) if ranks else {"tp": 1},
                          inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
-                         passes=reference.passes, source=source, pinned=pinned)
+                         passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed))
 
 
 def _renamed(op: Op, names: dict[str, str]) -> Op:
@@ -283,16 +293,133 @@ def _infer_region(global_shape, local_shape, rank: int, world: int):
     return tuple((rank * size, (rank + 1) * size) if i == d else (0, int(n)) for i, n in enumerate(global_shape))
 
 
-def _piece_ops(leaf: Leaf, region, source: str) -> list[Op]:
-    """The ops that cut the rank's piece out of the reference leaf."""
-    span = leaf.span
-    cut = [(d, start, stop) for d, (start, stop) in enumerate(region) if (start, stop) != (0, leaf.shape[d])]
+def _piece_ops(leaf: Leaf, layout: Layout) -> list[Op]:
+    """The ops that cut the rank's piece out of the reference leaf (its layout's positions)."""
+    span, attrs = leaf.span, {"layout_source": layout.source}
+    cut = [(d, positions) for d, positions in enumerate(layout.index)
+           if list(positions) != list(range(int(leaf.shape[d])))]
     if not cut:
-        return [Op((leaf.local,), "aten.alias.default", (leaf.name,), {"layout_source": source}, span)]
+        return [Op((leaf.local,), "aten.alias.default", (leaf.name,), attrs, span)]
     ops, current = [], leaf.name
-    for index, (d, start, stop) in enumerate(cut):
+    for index, (d, positions) in enumerate(cut):
         name = leaf.local if index == len(cut) - 1 else f"{leaf.local}#{index}"
-        ops.append(Op((name,), "aten.slice.Tensor", (current,),
-                      {"dim": d, "start": start, "end": stop, "step": 1, "layout_source": source}, span))
+        ops.extend(_gather_ops(current, name, d, positions, attrs, span))
         current = name
     return ops
+
+
+def _gather_ops(source: str, target: str, dim: int, positions, attrs: dict, span: Span) -> list[Op]:
+    """``target`` = the positions of ``source`` along ``dim``, in order: one slice when they are
+    evenly spaced, else a slice per run of consecutive positions and a cat."""
+    positions = [int(p) for p in positions]
+    steps = {b - a for a, b in zip(positions, positions[1:])}
+    if len(steps) <= 1 and (not steps or min(steps) >= 1):
+        step = steps.pop() if steps else 1
+        return [Op((target,), "aten.slice.Tensor", (source,),
+                   {"dim": dim, "start": positions[0], "end": positions[-1] + 1, "step": step, **attrs}, span)]
+    runs: list[list[int]] = []
+    for p in positions:
+        if runs and p == runs[-1][1]:
+            runs[-1][1] = p + 1
+        else:
+            runs.append([p, p + 1])
+    ops, names = [], []
+    for number, (start, stop) in enumerate(runs):
+        name = f"{target}#run{number}"
+        ops.append(Op((name,), "aten.slice.Tensor", (source,),
+                      {"dim": dim, "start": start, "end": stop, "step": 1, **attrs}, span))
+        names.append(name)
+    ops.append(Op((target,), "aten.cat.default", tuple(names),
+                  {"dim": dim, "list_lengths": {"tensors": len(names)}, **attrs}, span))
+    return ops
+
+
+def _layouts(reference: RunResult, ranks: list[RunResult], user: dict[str, str]):
+    """(rank, leaf) -> Layout for every leaf a rank holds a piece of; parameters by their values."""
+    import numpy as np
+
+    world = len(ranks)
+    shapes = {spec.name: tuple(int(d) for d in spec.shape) for spec in reference.recording.leaves}
+    held = [(run, replace(leaf, shape=shapes[leaf.name])) for run in ranks for leaf in run.leaves
+            if leaf.local != leaf.name and leaf.name in shapes]
+    whole = reference.recording.parameters
+    pieces = {(run.rank, leaf.name): run.recording.parameters.get(leaf.name) for run, leaf in held}
+    out: dict = {}
+    pending = []
+    for run, leaf in held:
+        values = pieces[(run.rank, leaf.name)]
+        alike = False
+        if leaf.kind == "parameter" and values is not None and world > 1 \
+                and tuple(leaf.local_shape) != tuple(leaf.shape) and values.size and np.ptp(values) > 0:
+            others = [pieces.get((other.rank, leaf.name)) for other in ranks]
+            alike = all(o is not None and o.shape == values.shape and np.array_equal(o, values) for o in others)
+        try:
+            if leaf.kind != "parameter":   # our own cotangents, cut by the output's known piece
+                layout = layout_of(leaf, run.rank, world, user)
+                layout = Layout(layout.index, leaf.layout_source or layout.source, None, True)
+            else:
+                layout = layout_of(leaf, run.rank, world, user, whole.get(leaf.name), values, alike=alike)
+        except LayoutError as error:
+            return TraceFailure("unsupported", str(error), leaf.span.line)
+        out[(run.rank, leaf.name)] = layout
+        if layout.sentence and "cannot tell" in layout.sentence:
+            pending.append((run, leaf))
+    for run, leaf in pending:   # values that fit several pieces: the piece a sibling's values show
+        prefer = _sibling_piece(leaf, run.rank, out, held)
+        if prefer is not None:
+            out[(run.rank, leaf.name)] = layout_of(leaf, run.rank, world, user, whole.get(leaf.name),
+                                                   pieces[(run.rank, leaf.name)], prefer=prefer)
+    return out
+
+
+def _sibling_piece(leaf: Leaf, rank: int, layouts: dict, held) -> tuple | None:
+    """The positions a parameter of the same module (``fc1.weight`` for ``fc1.bias``) holds on the
+    dims this leaf shares with it, when that parameter's values showed its piece unambiguously."""
+    owner = leaf.name.rpartition(".")[0]
+    for run, other in held:
+        if run.rank != rank or other.name == leaf.name or other.name.rpartition(".")[0] != owner:
+            continue
+        theirs = layouts.get((rank, other.name))
+        if theirs is None or not theirs.confirmed or (theirs.sentence and "cannot tell" in theirs.sentence):
+            continue
+        index = []
+        for d, (size, local) in enumerate(zip(leaf.shape, leaf.local_shape)):
+            if size == local:
+                index.append(tuple(range(int(size))))
+                continue
+            partner = next((positions for e, positions in enumerate(theirs.index)
+                            if int(other.shape[e]) == int(size) and len(positions) == int(local)
+                            and len(positions) != int(other.shape[e])), None)
+            if partner is None:
+                break
+            index.append(tuple(partner))
+        else:
+            return tuple(index)
+    return None
+
+
+def _reordered(value, reference_name: str, layouts: list[Layout]):
+    """The reference value with each dim's positions reordered so that every rank's piece is one
+    block of it: (name, per-rank regions, ops).  The ranks' pieces on a dim must not overlap."""
+    shape = [int(n) for n in value.shape]
+    regions = [[] for _ in layouts]
+    ops: list[Op] = []
+    current = reference_name
+    for d, size in enumerate(shape):
+        distinct: list[tuple] = []
+        for layout in layouts:
+            if layout.index[d] not in distinct:
+                distinct.append(tuple(layout.index[d]))
+        used = [p for positions in distinct for p in positions]
+        if len(set(used)) != len(used):
+            return TraceFailure("unsupported", f"{value.label}: the ranks' pieces of dim {d} overlap without being "
+                                               f"equal; they cannot be compared block by block", value.span.line)
+        order = used + [p for p in range(size) if p not in set(used)]
+        for rank, layout in enumerate(layouts):
+            start = order.index(layout.index[d][0]) if layout.index[d] else 0
+            regions[rank].append((start, start + len(layout.index[d])))
+        if order != list(range(size)):
+            target = f"order_{_safe(value.key)}#{d}"
+            ops.extend(_gather_ops(current, target, d, order, {"comparison_order": True}, value.span))
+            current = target
+    return current, tuple(tuple(region) for region in regions), ops
