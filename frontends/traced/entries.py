@@ -102,6 +102,10 @@ def construct_module(module, spec: EntrySpec) -> torch.nn.Module:
     if spec.name == "example_module":
         return module.example_module()
     cls = getattr(module, spec.name)
+    missing = _required_constructor_parameters(cls, spec)
+    if missing and not callable(getattr(module, "example_args", None)):
+        raise EntryError(f"{spec.name} needs constructor arguments ({', '.join(missing)}): give literals with "
+                         f"--entry \"{spec.name}({missing[0]}=...)\", or write example_module() building it")
     if spec.args or spec.kwargs:
         return cls(*spec.args, **spec.kwargs)
     example_args = getattr(module, "example_args", None)
@@ -113,6 +117,19 @@ def construct_module(module, spec: EntrySpec) -> torch.nn.Module:
             return cls(*value[0], **value[1])
         return cls(*(value if isinstance(value, (tuple, list)) else (value,)))
     return cls()
+
+
+def _required_constructor_parameters(cls, spec: EntrySpec) -> list[str]:
+    """Parameters of ``cls.__init__`` without a default that the entry does not give."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    given = set(spec.kwargs)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    given |= {p.name for p in positional[:len(spec.args)]}
+    return [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in given
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 def parse_arg(text: str) -> tuple[str, Any]:

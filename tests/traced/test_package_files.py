@@ -300,3 +300,12 @@ def test_an_unknown_module_name_is_an_input_error():
     report, code = translate("megatron.core.no_such_module")
     assert (report["verdict"], code) == ("input-error", 2)
     assert "no module of that name" in report["diagnostics"][0]["message"]
+
+
+@needs_megatron
+def test_an_installed_module_class_that_needs_a_config_names_what_it_needs():
+    """megatron-core's mlp.py: the entry is its MLP (not a helper function), and what it needs to be
+    built is said as an input error, not a crash of ours."""
+    report, code = translate("megatron.core.transformer.mlp")
+    assert (report["verdict"], code) == ("input-error", 2)
+    assert "MLP needs constructor arguments (config, submodules)" in report["diagnostics"][0]["message"]
