@@ -277,10 +277,15 @@ def import_fresh(path: str, paths: tuple[str, ...] = ()):
     return module
 
 
+_OWN_PACKAGES = frozenset({"frontends", "verifier", "verify_agent", "agent", "tir_lifter"})
+
+
 def _forget_modules_under(root: str) -> None:
     """Drop the modules imported from files under ``root`` so that the next import runs them again."""
     prefix = os.path.join(os.path.realpath(root), "")
     for name, loaded in list(sys.modules.items()):
+        if name.split(".")[0] in _OWN_PACKAGES:   # this tool's modules, when the root holds them too
+            continue
         # a namespace package has no file, only its directories (its old submodules are its attributes)
         origins = [getattr(loaded, "__file__", None)]
         with contextlib.suppress(Exception):   # torch.ops and the like answer any attribute
