@@ -135,6 +135,11 @@ def _proposals(leaf: Leaf, rank: int, world: int, user: dict[str, str]) -> list[
         if 0 <= dim < len(shape) and stride >= 1 and shape[dim] % (stride * world) == 0:
             out.append(_Candidate(_cut(shape, dim, _positions(shape[dim], world, rank, stride)), "megatron",
                                   _words(dim, world, rank, stride, shape[dim], rank)))
+    for candidate in out:
+        extent = tuple(len(p) for p in candidate.index)
+        if candidate.source == "user" and extent != tuple(leaf.local_shape):
+            raise LayoutError(f"parameter {leaf.name}: --param-layout {leaf.name}={user[leaf.name]} gives a piece of "
+                              f"shape {extent}, but the rank holds shape {tuple(leaf.local_shape)}")
     return [c for c in out if tuple(len(p) for p in c.index) == tuple(leaf.local_shape)]
 
 

@@ -40,7 +40,13 @@ DEFAULT_SAMPLE = {
     "megatron_vocab_parallel_lm_loss.py",
 }
 # driver -> why the tool's verdict differs from the ground truth (observed; reported upstream)
-KNOWN_WRONG: dict[str, str] = {}
+KNOWN_WRONG: dict[str, str] = {
+    "picotron_vocab_parallel_embedding.py": (
+        "each rank draws its own piece of embedding.weight (torch.randn of the local shape, same seed), so the "
+        "values show no layout and the tool says unsupported until --param-layout states it; the ground truth's "
+        "'verified' rests on the gloo runner overwriting module parameters with contiguous chunks, the same "
+        "layout guess the tool no longer makes"),
+}
 
 
 def _cases():

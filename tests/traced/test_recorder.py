@@ -267,13 +267,29 @@ def example_inputs():
 """
 
 
-def test_module_parameters_take_their_layout_from_shapes_and_say_so(tmp_path):
+def test_a_parameter_every_rank_draws_alike_takes_the_shape_layout_unconfirmed(tmp_path):
+    # each rank draws randn(ffn // world, hidden) from the same seed: the values show no layout
     program = record(tmp_path, MODULE.replace("torch.empty_like(y)", "torch.empty_like(y.t())"))
     assert isinstance(program, TracedProgram), program
     piece = next(op for op in program.ranks[1] if op.results == ("weight@local",))
     assert (piece.attrs["dim"], piece.attrs["start"], piece.attrs["end"]) == (0, 4, 8)
     assert piece.attrs["layout_source"] == "shape"
-    assert any("parameter weight" in a and "layout from shape" in a for a in program.assumptions)
+    assert len(program.unconfirmed) == 1 and program.unconfirmed[0].startswith("parameter weight: rank r holds "
+                                                                                "chunk r of 2 contiguous chunks")
+    assert "NOT confirmed: every rank built the same numbers" in program.unconfirmed[0]
+
+
+def test_module_parameters_take_the_piece_their_values_show(tmp_path):
+    sliced = MODULE.replace("torch.empty_like(y)", "torch.empty_like(y.t())").replace(
+        "torch.nn.Parameter(torch.randn(ffn // world, hidden))",
+        "torch.nn.Parameter(torch.randn(ffn, hidden)[dist.get_rank()::world].clone())")
+    program = record(tmp_path, sliced)
+    assert isinstance(program, TracedProgram), program
+    piece = next(op for op in program.ranks[1] if op.results == ("weight@local",))
+    assert (piece.attrs["dim"], piece.attrs["start"], piece.attrs["end"], piece.attrs["step"]) == (0, 1, 8, 2)
+    assert piece.attrs["layout_source"] == "values" and not program.unconfirmed
+    assert any(a.startswith("parameter weight: rank r holds positions r, r + 2") and "as its values show" in a
+               for a in program.assumptions), program.assumptions
 
 
 def test_user_layout_that_contradicts_the_shapes_is_unsupported(tmp_path):
