@@ -118,7 +118,7 @@ def run_fix_write_exact(tally, rng, count: int) -> None:
         original = _variant(rng)
         links = rng.choice([0, 0, 1, 2])
         backup = rng.random() < 0.7
-        argv = ("fix", "model.py", "--write", "--format", "json") + (() if backup else ("--no-backup",))
+        argv = ("fix", "model.py", "--write", "--format", "json", "--no-exec") + (() if backup else ("--no-backup",))
         with tempfile.TemporaryDirectory() as name:
             folder = Path(name)
             (folder / "model.py").write_bytes(original)
@@ -150,7 +150,7 @@ def run_fix_write_exact(tally, rng, count: int) -> None:
 def run_fix_write_race(tally, rng, count: int) -> None:
     """Two ``fix --write`` processes at once on one file: exactly one writes, the other exits 2."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "VERIFY_AGENT_DEBUG": ""}
-    argv = ("fix", "model.py", "--write", "--format", "json")
+    argv = ("fix", "model.py", "--write", "--format", "json", "--no-exec")
     for _ in range(count):
         original = _variant(rng)
         links = rng.choice([0, 1])

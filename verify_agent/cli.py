@@ -417,17 +417,20 @@ def review(
     review_json: Path = typer.Option(Path("verify-agent-review.json"), help="Where to write the review body."),
     sarif: Path = typer.Option(Path("verify-agent.sarif"), help="Where to write the SARIF log."),
     timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
+    no_exec: bool = typer.Option(False, "--no-exec", help="Never run the files' code (read them statically)."),
 ) -> None:
     """Check the Python files changed since --base; write a GitHub review (suggestions) and SARIF."""
     import json
 
+    from .pipeline import TranslateOptions
     from .repair.commands import UsageError
     from .repair.review import run_review
 
     begin(Format.text, None, timeout)
     progress = Console(stderr=True, highlight=False)
     try:
-        body, sarif_text, results = run_review(base, repo, progress=_stage_progress(Format.text, always=True))
+        body, sarif_text, results = run_review(base, repo, options=TranslateOptions(no_exec=no_exec),
+                                               progress=_stage_progress(Format.text, always=True))
     except UsageError as error:
         fail_usage(str(error))
     review_json.write_text(json.dumps(body, indent=2), encoding="utf-8")
