@@ -153,7 +153,7 @@ def run_read_only(tally: Tally, count: int) -> None:
             target = Path(folder) / "model.py"
             target.write_bytes(model)
             os.chmod(target, 0o444 if index % 2 == 0 else 0o400)
-            case = fc.Case("read-only", {}, ("fix", "model.py", "--write", "--format", "json"))
+            case = fc.Case("read-only", {}, ("fix", "model.py", "--write", "--format", "json", "--no-exec"))
             outcome = fc.run_in_process(case, Path(folder))
             tally.add(outcome)
             intact = target.read_bytes() == model and stat.S_IMODE(target.stat().st_mode) in (0o444, 0o400)
@@ -161,6 +161,7 @@ def run_read_only(tally: Tally, count: int) -> None:
 
 
 def run_concurrent_edits(tally: Tally, rng: random.Random, count: int) -> None:
+    from verify_agent.pipeline import TranslateOptions
     from verify_agent.repair.commands import UsageError, fix_file
 
     model = (ROOT / "examples" / "models" / "dist_tp_mlp_missing_allreduce.py").read_text()
@@ -178,7 +179,7 @@ def run_concurrent_edits(tally: Tally, rng: random.Random, count: int) -> None:
                     target.write_text(edited)
 
             try:
-                _, _, after = fix_file(target, write=True, progress=user_edit)
+                _, _, after = fix_file(target, write=True, progress=user_edit, options=TranslateOptions(no_exec=True))
                 refused = False
             except UsageError:
                 refused = True
