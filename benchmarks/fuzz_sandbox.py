@@ -21,7 +21,8 @@ messages, wrong types), and a child that stops itself or runs away.
 Counted per case, all of which must be 0: ``secret_visible`` (a planted secret's token found by
 the payload), ``route`` (a UDP connect that got a route, or an interface other than ``lo``),
 ``left_behind`` (a process of the case alive after the tool returned), ``parent_ran`` (the
-marker a parent-side unpickle would write), ``hang`` (past the timeout plus 15 s),
+marker a parent-side unpickle would write), ``hang`` (past the case's bound plus 15 s: the
+timeout, and for the triage its 20 s plus the 30 s its child may take to import torch),
 ``exit_4`` / ``document_missing`` (commands only), ``reader_crash`` (the tool's reader raised).
 """
 from __future__ import annotations
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TIMEOUT = 30.0
+TRIAGE_TIMEOUT = 20.0
 HANG_SLACK = 15.0
 TOKEN = "plantedsecret7f3a"
 SECRETS = {
@@ -343,7 +345,7 @@ def run_case(case: Case, rng: random.Random) -> Outcome:
             counts["reader_crash"] += 1
             detail = f"{type(error).__name__}: {error}"[:300]
         seconds = time.monotonic() - started
-        if seconds > TIMEOUT + HANG_SLACK:
+        if seconds > _bound(case.level) + HANG_SLACK:
             counts["hang"] += 1
         time.sleep(0.3)
         left = _leftovers(folder, mark)
@@ -355,6 +357,16 @@ def run_case(case: Case, rng: random.Random) -> Outcome:
         if (folder / "PARENT_RAN").exists():
             counts["parent_ran"] += 1
         return Outcome(case, dict(counts), seconds, detail)
+
+
+def _bound(level: str) -> float:
+    """How long a case may take: the timeout it was given (the triage's own bound adds the time
+    its child may take to import torch before the ranks start)."""
+    if level == "triage":
+        from agent import execute
+
+        return TRIAGE_TIMEOUT + execute._STARTUP_SECONDS
+    return TIMEOUT
 
 
 def _run_sandbox(case: Case, folder: Path, mark: str, counts) -> str:
@@ -419,7 +431,7 @@ def _run_triage(case: Case, folder: Path, mark: str, counts) -> str:
     source = traced_source(case, folder, mark)
     path.write_text(source)
     with _planted():
-        execution = run_source(source, str(path), mesh=(("tp", 2),), timeout=TIMEOUT - 10)
+        execution = run_source(source, str(path), mesh=(("tp", 2),), timeout=TRIAGE_TIMEOUT)
     return f"reference ok={execution.reference.ok} parallel ok={execution.parallel.ok}"
 
 
