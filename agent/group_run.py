@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue as queue_module
-import socket
 import sys
 import time
 from typing import Any
@@ -22,20 +21,17 @@ from typing import Any
 PEER_GRACE = 3.0  # after one rank fails, how long the others may take before they are stopped
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def run_groups(job: dict, groups: dict[int, tuple]) -> dict[int, dict[str, Any]]:
     """Every group's ranks at once (``groups``: size -> mesh dims), stopped at ``job["timeout"]``."""
+    from frontends.sandbox import free_loopback_port
+
     from . import worker
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     results = ctx.Queue()
-    ports = {size: (_free_port() if size > 1 else 0) for size in groups}
+    ports = {size: (free_loopback_port() if size > 1 else 0) for size in groups}
     processes = []
     for size, dims in groups.items():
         for rank in range(size):

@@ -181,6 +181,13 @@ def bring_up_loopback() -> bool:
         return False
 
 
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a gloo store started inside one child)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def enter_child(memory_bytes: Optional[int] = DEFAULT_MEMORY_BYTES, cpu_seconds: Optional[float] = None) -> None:
     """First call in a child before user code runs: scrubbed env, limits, loopback up, no network."""
     for name in [name for name in os.environ if name not in scrub({name: os.environ[name]})]:

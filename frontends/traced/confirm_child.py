@@ -45,7 +45,7 @@ def supervise() -> int:
         if "lo" in {name for _, name in socket.if_nameindex()}:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     deadline = time.monotonic() + float(meta["timeout"])
-    port = _free_port()
+    port = sandbox.free_loopback_port()
     runs = []
     for position, run in enumerate(meta["runs"]):
         mine = {name.split(":", 1)[1]: value for name, value in arrays.items()
@@ -68,12 +68,6 @@ def supervise() -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     return 0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class _Run:
