@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import BinaryIO, Mapping, Optional, Sequence
@@ -285,11 +286,14 @@ def _collect(process: subprocess.Popen, result_fd: Optional[int], input: Optiona
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
     if result_fd is not None:
         selector.register(result_fd, selectors.EVENT_READ, "result")
-    if process.stdin is not None:
-        with contextlib.suppress(BrokenPipeError, OSError):
-            process.stdin.write(input or b"")
-        with contextlib.suppress(OSError):
-            process.stdin.close()
+    if process.stdin is not None:  # fed from a thread: a child that never reads cannot block us
+        def feed() -> None:
+            with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+                process.stdin.write(input or b"")
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+
+        threading.Thread(target=feed, daemon=True).start()
     timed_out, exited_at = False, None
     while selector.get_map():
         now = time.monotonic()

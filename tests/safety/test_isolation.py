@@ -234,3 +234,9 @@ def test_the_tool_marks_itself_not_dumpable_so_its_environment_is_not_readable_b
             "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))")  # PR_GET_DUMPABLE
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
     assert done.stdout.strip() == b"0", done.stderr
+
+
+def test_a_child_that_never_reads_its_input_cannot_block_the_tool():
+    before = time.monotonic()
+    done = _child("import time\ntime.sleep(60)", timeout=3, input=b"x" * (8 * 2**20))
+    assert done.timed_out and time.monotonic() - before < 20
