@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import traceback
 import types
@@ -30,9 +29,6 @@ def run_rank(rank: int, world: int, port: int, mesh: tuple[tuple[str, int], ...]
 
         # before any user code: no secrets in the environment, memory and CPU limits, loopback only
         enter_child(job.get("memory_bytes", DEFAULT_MEMORY_BYTES), job["timeout"])
-        with contextlib.suppress(Exception):
-            if "lo" in {name for _, name in socket.if_nameindex()}:
-                os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         outputs = _execute(rank, world, port, mesh, job)
         results.put(("done", world, rank, outputs))
     except HarnessError as problem:

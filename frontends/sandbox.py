@@ -44,7 +44,7 @@ FILE_SIZE_LIMIT = 4 * 2**30
 PROCESS_LIMIT = 512
 OUTPUT_KEPT = 64 * 1024            # bytes of stdout/stderr kept (the tail)
 RESULT_LIMIT = 1280 * 2**20        # bytes read from the result pipe at most
-_RESULT_FD_VARIABLE = "VERIFY_AGENT_RESULT_FD"
+RESULT_FD_VARIABLE = "VERIFY_AGENT_RESULT_FD"  # names the result pipe in a child's environment
 _NAMESPACES = ("--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--net", "--mount", "--kill-child")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 _SECRET_PREFIXES = ("OPENAI_", "AWS_", "AZURE_", "GOOGLE_", "GCLOUD_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_",
@@ -190,12 +190,16 @@ def free_loopback_port() -> int:
 
 
 def enter_child(memory_bytes: Optional[int] = DEFAULT_MEMORY_BYTES, cpu_seconds: Optional[float] = None) -> None:
-    """First call in a child before user code runs: scrubbed env, limits, loopback up, no network."""
+    """First call in a child before user code runs: scrubbed env, limits, loopback up (and named
+    for gloo), no network."""
     for name in [name for name in os.environ if name not in scrub({name: os.environ[name]})]:
         del os.environ[name]
     _set_limits(memory_bytes, cpu_seconds)
     if os.getpid() == 1:  # PID 1 of our own namespaces: the network namespace is ours too
         bring_up_loopback()
+    with contextlib.suppress(OSError):
+        if "lo" in {name for _, name in socket.if_nameindex()}:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     deny_network()
 
 
@@ -203,7 +207,7 @@ def result_channel() -> Optional[BinaryIO]:
     """The child's end of its private result pipe (None when the parent gave none).  Call it
     before user code runs: it removes the pipe's number from the environment and keeps the pipe
     from being inherited by processes the user's code starts."""
-    number = os.environ.pop(_RESULT_FD_VARIABLE, None)
+    number = os.environ.pop(RESULT_FD_VARIABLE, None)
     if number is None or not number.isdigit():
         return None
     fd = int(number)
@@ -244,7 +248,7 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
     posix = os.name == "posix"
     read_end, write_end = os.pipe() if posix else (None, None)
     if write_end is not None:
-        env[_RESULT_FD_VARIABLE] = str(write_end)
+        env[RESULT_FD_VARIABLE] = str(write_end)
     mode = isolation() if posix else "process"
     command = [sys.executable, *args]
     if mode == "namespaces":

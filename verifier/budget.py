@@ -41,11 +41,6 @@ def steps_used(solver) -> int:
     return 0
 
 
-def ran_out_of_steps(solver) -> bool:
-    """An ``unknown`` answer caused by the step count (not by a wall-clock bound)."""
-    return "resource limit" in solver.reason_unknown()
-
-
 class Budget:
     """One check's budget: ``seconds`` worth of solver steps, spent as the solver reports them,
     and as much CPU time for the work around the solver (symbolic runs, concrete screens).

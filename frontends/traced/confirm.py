@@ -16,7 +16,6 @@ No torch in this process: the children import it.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,7 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
                         memory_bytes=memory_bytes or DEFAULT_MEMORY_BYTES,
                         extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - started
-    data = getattr(result, "result", b"") or result.stdout
+    data = result.result
     try:
         meta, values = unpack(data)
     except MessageError:

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-import traceback
 
-_RESULT_FD = "CONFIRM_RESULT_FD"
 _PEER_GRACE_S = 2.0        # after a rank raises, its peers may still be blocked in a collective
 
 
@@ -37,13 +34,10 @@ def supervise() -> int:
     from frontends import sandbox
     from frontends.traced.message import pack, unpack
 
-    channel = sandbox.result_channel() if hasattr(sandbox, "result_channel") else None
+    channel = sandbox.result_channel()
     meta, arrays = unpack(sys.stdin.buffer.read())
     with contextlib.suppress(Exception):
         sandbox.enter_child(memory_bytes=None)   # the parent set the limits; loopback up, no network
-    with contextlib.suppress(Exception):
-        if "lo" in {name for _, name in socket.if_nameindex()}:
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     deadline = time.monotonic() + float(meta["timeout"])
     port = sandbox.free_loopback_port()
     runs = []
@@ -60,13 +54,9 @@ def supervise() -> int:
         answer, values = run.answer()
         answers.append(answer)
         out_arrays.update({f"{position}:{name}": value for name, value in values.items()})
-    data = pack({"runs": answers}, out_arrays)
     if channel is not None:
-        channel.write(data)
+        channel.write(pack({"runs": answers}, out_arrays))
         channel.close()
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
     return 0
 
 
@@ -76,14 +66,17 @@ class _Run:
     def __init__(self, world: int, rank: int, request: bytes) -> None:
         self.world, self.rank, self.request = world, rank, request
         self.data = b""
+        self.status: str | None = None   # of the run's answer, once it has ended
         self.stderr = b""
         self.killed = False
         self.process: subprocess.Popen | None = None
         self.readers: list[threading.Thread] = []
 
     def start(self) -> None:
+        from frontends.sandbox import RESULT_FD_VARIABLE
+
         read_end, write_end = os.pipe()
-        env = dict(os.environ, **{_RESULT_FD: str(write_end)})
+        env = dict(os.environ, **{RESULT_FD_VARIABLE: str(write_end)})
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run"], stdin=subprocess.PIPE,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                                         pass_fds=(write_end,))
@@ -110,7 +103,16 @@ class _Run:
         return self.process is not None and self.process.poll() is not None
 
     def raised(self) -> bool:
-        return self.done and not self.killed and b'"status": "raised"' in self.data[:4096]
+        """The run ended with the user's code raising (its peers may be stuck in a collective)."""
+        if self.status is None and self.done and not self.killed:
+            from frontends.traced.message import MessageError, unpack
+
+            self.readers[1].join(timeout=5)   # the answer is read to its end
+            try:
+                self.status = str(unpack(self.data)[0].get("status"))
+            except MessageError:
+                self.status = "unreadable"
+        return self.status == "raised"
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -160,10 +162,11 @@ def _wait(runs: list[_Run], deadline: float) -> None:
 def run_one() -> int:
     from frontends.traced.message import pack, unpack
 
-    number = os.environ.pop(_RESULT_FD, "")
-    out = os.fdopen(int(number), "wb") if number.isdigit() else sys.stdout.buffer
-    meta, arrays = unpack(sys.stdin.buffer.read())
     from frontends import sandbox
+    from frontends.traced.child import _user_line as user_line   # the line of the user's file that raised
+
+    out = sandbox.result_channel()
+    meta, arrays = unpack(sys.stdin.buffer.read())
 
     with contextlib.suppress(Exception):
         sandbox.enter_child(memory_bytes=None)   # no network but loopback for the user's code
@@ -177,23 +180,14 @@ def run_one() -> int:
         answer, values = {"status": "harness", "error": str(error)}, {}
     except BaseException as error:  # the user's code (or torch under it) raised: that is the answer
         answer, values = {"status": "raised", "error": f"{type(error).__name__}: {error}"[:2000],
-                          "line": _user_line(error, meta["path"])}, {}
-    data = pack(answer, values)
-    out.write(data)
-    out.flush()
+                          "line": user_line(error, meta["path"])}, {}
+    if out is not None:
+        out.write(pack(answer, values))
     return 0
 
 
 class _HarnessError(Exception):
     """The counterexample cannot be put into the run (ours, not the user's code failing)."""
-
-
-def _user_line(error: BaseException, path: str) -> int | None:
-    target, line = os.path.realpath(path), None
-    for frame in traceback.extract_tb(error.__traceback__):
-        if os.path.realpath(frame.filename) == target:
-            line = frame.lineno
-    return line
 
 
 def _run(meta: dict, arrays: dict):

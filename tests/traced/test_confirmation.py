@@ -128,3 +128,23 @@ def test_float32_rounding_between_one_device_and_the_ranks_is_agreement():
     want = np.array([1000.0, -3.5], dtype=np.float32)
     assert _first_difference(want, want * np.float32(1 + 3e-7), ()) is None
     assert _first_difference(want, want + np.float32(0.5), ()) == (0,)
+
+
+def test_a_run_whose_answer_says_raised_is_recognised_so_its_peers_are_stopped():
+    import subprocess
+    import sys
+    import threading
+
+    from frontends.traced.confirm_child import _Run
+
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    status = {}
+    for answer in ({"status": "raised", "error": "ValueError: x"}, {"status": "ok"}):
+        run = _Run(2, 0, b"")
+        run.process, run.data = finished, pack(answer)
+        run.readers = [threading.Thread(target=lambda: None) for _ in range(3)]
+        for thread in run.readers:
+            thread.start()
+        status[answer["status"]] = run.raised()
+    assert status == {"raised": True, "ok": False}
