@@ -15,9 +15,12 @@ and raises ``WireError`` with a sentence on the first thing that is not what it 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import struct
+import types
+import typing
 from typing import Any, BinaryIO, Iterable, Mapping
 
 import numpy as np
@@ -200,10 +203,13 @@ def check_types(value: Any) -> None:
     _check(value, type(value), "the result")
 
 
-def _check(value: Any, hint: Any, where: str) -> None:
-    import types
-    import typing
+@functools.lru_cache(maxsize=None)
+def _field_hints(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A dataclass's resolved field types (resolving them is the slow part of a check)."""
+    return tuple(typing.get_type_hints(cls).items())
 
+
+def _check(value: Any, hint: Any, where: str) -> None:
     if hint is Any or hint is object:
         return
     origin, arguments = typing.get_origin(hint), typing.get_args(hint)
@@ -242,7 +248,7 @@ def _check(value: Any, hint: Any, where: str) -> None:
     if dataclasses.is_dataclass(hint):
         if type(value) is not hint:
             raise WireError(f"{where} is a {type(value).__name__}, not a {hint.__name__}")
-        for name, field_hint in typing.get_type_hints(hint).items():
+        for name, field_hint in _field_hints(hint):
             _check(getattr(value, name), field_hint, f"{where}.{name}")
         return
     if isinstance(hint, type):
