@@ -254,6 +254,9 @@ def translate(
     arg: List[str] = typer.Option([], "--arg", help="A value for an entry's parameter, NAME=LITERAL (a Python "
                                   "literal: 0.1, True, None, 'causal', (1, 2)); repeatable; traced runs. "
                                   "Parameters with defaults keep them unless given."),
+    harness: Optional[Path] = typer.Option(None, "--harness", help="A Python file defining harness(module, world) "
+                                           "that builds the entry and its inputs and returns (entry, inputs); it "
+                                           "runs where your code runs (sandboxed child) and only builds arguments."),
 ) -> None:
     """Translate a PyTorch / Megatron / DTensor file to the IR, verify it, report with source lines.
 
@@ -278,21 +281,36 @@ def translate(
     if not no_exec and not dump_ir:
         from verifier.report import VIOLATIONS
 
-        from .pipeline import traced_llm_status
+        from .pipeline import not_consulted, traced_llm_status
         from .traced import trace_or_refusal
 
-        traced = trace_or_refusal(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
-                                  layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
-                                  no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
+        def run_traced(harness_file: Optional[str]):
+            return trace_or_refusal(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
+                                    layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
+                                    no_grad=tuple(no_grad), paths=paths, args=tuple(arg), harness=harness_file)
+
+        traced = run_traced(str(harness) if harness is not None else None)
         if traced is not None and traced.not_traced is not None:
             refused, traced = traced, None
+        harnessed, extra = harness is not None, {}
+        if traced is not None and traced.needs_harness and harness is None and llm != LLMMode.off:
+            from .llm_harness import consult   # the entry cannot be built: a model may write a harness for it
+
+            traced, extra = consult(source, str(file), entry, traced, base_url=base_url, model=model,
+                                    max_rounds=max_rounds, no_cache=no_cache,
+                                    llm_deadline=deadlines.current().remaining(at_most=llm_deadline),
+                                    trace=run_traced, progress=_stage_progress(format))
+            harnessed = traced.report is not None
         if traced is not None:
             if traced.usage_error:
-                fail_usage(traced.usage_error)
+                fail_usage(traced.usage_error, extra or None)
             # --llm full sends the whole file to the model too, unless running it showed a bug:
-            # no translation a model writes may argue away what execution showed
-            if llm != LLMMode.full or traced.report.verdict == VIOLATIONS:
-                traced.report.extra["llm_status"] = traced_llm_status(llm.value, traced.report.verdict)
+            # no translation a model writes may argue away what execution showed; a file run with a
+            # harness (the user's or a model's) is reported as the run showed it
+            if llm != LLMMode.full or traced.report.verdict == VIOLATIONS or harnessed:
+                traced.report.extra.setdefault("llm_status", not_consulted("the file ran with the harness you gave "
+                                                                           "(--harness)") if harness is not None
+                                               else traced_llm_status(llm.value, traced.report.verdict))
                 if fix and traced.report.verdict == VIOLATIONS:  # repaired on what the run showed
                     from .repair.traced_fixes import TracedSettings, traced_fixes
 

@@ -36,9 +36,11 @@ class TracedResult:
     options: Optional[object] = None   # the TraceOptions it was run with
     not_traced: Optional[str] = None   # why the file could not be run here: the static reader decides
     not_traced_line: Optional[int] = None
+    needs_harness: bool = False        # the entry or its inputs could not be built: a harness can build them
 
 
 NOT_TRACED = "not_traced"   # report key (JSON): why the traced frontend refused, when the static reader decided
+HARNESS_REFUSED = "harness_refused"   # report key (JSON): why a harness was refused (it did more than build arguments)
 
 
 def note_not_traced(report: Report, result: Optional[TracedResult]) -> None:
@@ -82,20 +84,22 @@ def world_of(mesh: Optional[str]) -> int:
 def trace_and_verify(source: str, path: str, *, entry: Optional[str], mesh: Optional[str], inputs: dict,
                      layouts: list[str], timeout: float, progress: Progress = None,
                      no_grad: tuple[str, ...] = (), confirm_findings: bool = True,
-                     paths: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> Optional[TracedResult]:
+                     paths: tuple[str, ...] = (), args: tuple[str, ...] = (),
+                     harness: Optional[str] = None) -> Optional[TracedResult]:
     """``confirm_findings=False``: a counterexample is reported without re-running the code on gloo
     (repair screens candidate fixes this way: only a candidate that verifies is worth a real run).
     None: use the static frontend (``trace_or_refusal`` also says why)."""
     result = trace_or_refusal(source, path, entry=entry, mesh=mesh, inputs=inputs, layouts=layouts,
                               timeout=timeout, progress=progress, no_grad=no_grad,
-                              confirm_findings=confirm_findings, paths=paths, args=args)
+                              confirm_findings=confirm_findings, paths=paths, args=args, harness=harness)
     return None if result is None or result.not_traced is not None else result
 
 
 def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Optional[str], inputs: dict,
                      layouts: list[str], timeout: float, progress: Progress = None,
                      no_grad: tuple[str, ...] = (), confirm_findings: bool = True,
-                     paths: tuple[str, ...] = (), args: tuple[str, ...] = ()) -> Optional[TracedResult]:
+                     paths: tuple[str, ...] = (), args: tuple[str, ...] = (),
+                     harness: Optional[str] = None) -> Optional[TracedResult]:
     """As ``trace_and_verify``; a file that cannot run here gives a result with ``not_traced`` (the
     child's reason) and no report.  None: tracing does not apply (no torch here, or the file does
     not import it)."""
@@ -111,7 +115,7 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         options = TraceOptions(entry=entry, shapes=dict(inputs or {}), layouts=statements,
                                world=world_of(mesh), also_worlds=() if mesh else (SCALED_WORLD,),
                                timeout=max(5.0, timeout * 0.5), paths=tuple(paths),
-                               args=tuple(args))
+                               args=tuple(args), harness=harness)
     except (LayoutError, ValueError) as error:
         return TracedResult(usage_error=f"{path}: {error}")
     if progress:
@@ -123,14 +127,16 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
                 reason = outcome.message.strip().splitlines()[-1] if outcome.message.strip() else outcome.kind
                 progress(f"cannot trace {path} ({reason}); reading it without running it")
             return TracedResult(not_traced=_refusal(outcome), not_traced_line=outcome.line)
-        if outcome.kind == "input-error":
-            where = f"{path}:{outcome.line}" if outcome.line else path
-            return TracedResult(usage_error=f"{where}: {outcome.message}")
+        if outcome.kind in ("input-error", "harness-error"):
+            where = f"{path}:{outcome.line}" if outcome.line and outcome.kind == "input-error" else path
+            return TracedResult(usage_error=f"{where}: {outcome.message}", needs_harness=outcome.building)
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
         check = "equivalence" if outcome.kind == "violation" else "unsupported"
         report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line))
+        if outcome.kind == "harness-refused":
+            report.extra[HARNESS_REFUSED] = outcome.message
         report.seconds = time.perf_counter() - started
         return TracedResult(report)
     if progress:
@@ -180,7 +186,7 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
         return confirm_on_ranks(program, finding, path=path, shown_as=path, entry=options.entry,
                                 shapes=options.shapes, timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)),
                                 memory_bytes=options.memory_bytes, paths=options.paths,
-                                args=options.args)
+                                args=options.args, harness=options.harness)
     return confirm
 
 

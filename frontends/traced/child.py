@@ -46,7 +46,7 @@ def _at_reduced_sizes(run_request, reference, request: dict):
 
     elements = sum(math.prod(int(d) for d in spec.shape) for spec in reference.recording.leaves)
     sizes = reduced_sizes(reference.constants, request["world"])
-    if elements <= MAX_ELEMENTS or not sizes or run_request.shapes:
+    if elements <= MAX_ELEMENTS or not sizes or run_request.shapes or run_request.harness:
         return None
     smaller_request = replace(run_request, sizes=sizes)
     try:
@@ -66,10 +66,12 @@ def _runs_only_in_parallel(run_request, request: dict, error: BaseException):
     """The code raised on one device: if it runs on a parallel rank, it refuses world size 1
     (Megatron's sequence parallelism does), so there is no single-device reference to run."""
     from .entries import EntryError
+    from .harness_file import HarnessError
+    from .harness_guard import HarnessRefused
     from .run import ModuleLevelError, run_once
     from .to_ir import TraceFailure
 
-    if isinstance(error, (EntryError, ModuleLevelError, ImportError)):
+    if isinstance(error, (EntryError, ModuleLevelError, ImportError, HarnessError, HarnessRefused)):
         return None
     try:
         run_once(run_request, request["world"], 0, None)
@@ -112,6 +114,8 @@ def _rank_raised(error, rank: int, world: int):
 def trace(request: dict):
     from .correspondence import split_no_grad
     from .entries import EntryError, parse_arg
+    from .harness_file import HarnessError
+    from .harness_guard import HarnessRefused
     from .run import ModuleLevelError, RunRequest, UserCodeError, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
@@ -123,7 +127,8 @@ def trace(request: dict):
     run_request = RunRequest(path, request["shown_as"], request.get("entry"),
                              {k: tuple(v) for k, v in request.get("shapes", {}).items()}, no_grad=no_grad,
                              paths=tuple(request.get("paths", ())),
-                             args=dict(parse_arg(text) for text in request.get("args", ())))
+                             args=dict(parse_arg(text) for text in request.get("args", ())),
+                             harness=request.get("harness"))
     try:
         try:
             reference = run_once(run_request, 1, 0, None)
@@ -141,6 +146,10 @@ def trace(request: dict):
                 ranks.append(run_once(run_request, request["world"], rank, reference))
             except UserCodeError as error:
                 return _rank_raised(error, rank, request["world"])
+    except HarnessError as error:   # the harness (not the user's code) failed: what it raised, its line
+        return TraceFailure("harness-error", str(error), error.line)
+    except HarnessRefused as error:   # the harness did more than build arguments
+        return TraceFailure("harness-refused", str(error), None)
     except ModuleLevelError as error:
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error}): a launch "
                                           f"script or code that needs a real cluster",
@@ -151,7 +160,7 @@ def trace(request: dict):
                                 error.line)
         return TraceFailure("input-error", str(error), error.line)
     except EntryError as error:
-        return TraceFailure("input-error", str(error), None)
+        return TraceFailure("input-error", str(error), None, building=True)
     except ModuleNotFoundError as error:
         if _user_line(error, path) is not None:
             return TraceFailure("cannot-run", f"{type(error).__name__}: {error}", _user_line(error, path))

@@ -39,7 +39,7 @@ TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2,
 def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, shown_as: str | None = None,
                      entry: str | None = None, shapes: dict | None = None, timeout: float = 90.0,
                      memory_bytes: int | None = None, paths: tuple[str, ...] = (),
-                     args: tuple[str, ...] = ()) -> Confirmation:
+                     args: tuple[str, ...] = (), harness: str | None = None) -> Confirmation:
     from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
 
     started = time.perf_counter()
@@ -54,7 +54,7 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
     common = {"path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
               "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
               "seed": SEED, "gloo_timeout": max(5.0, timeout * 0.5), "paths": [str(p) for p in paths],
-              "args": list(args)}
+              "args": list(args), "harness": harness}
     arrays = {f"{position}:{name}": value for position, (_, values) in enumerate(runs) for name, value in values.items()}
     request = pack({"common": common, "runs": [meta for meta, _ in runs], "timeout": max(5.0, timeout - 5.0)}, arrays)
     result = run_python([str(CHILD)], timeout=timeout, input=request, cwd=str(Path(path).resolve().parent),

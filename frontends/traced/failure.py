@@ -12,3 +12,4 @@ class TraceFailure:
     kind: str
     message: str
     line: int | None = None
+    building: bool = False   # the entry or its inputs could not be built (a harness can build them)

@@ -91,6 +91,7 @@ class RunRequest:
     no_grad: tuple[str, ...] = ()               # inputs and parameters the user says are not trained
     paths: tuple[str, ...] = ()                 # --path: directories to import from (location.py)
     args: dict = field(default_factory=dict)    # --arg NAME=LITERAL, already read (entries.parse_arg)
+    harness: str | None = None                  # a harness file building the entry and its inputs
 
 
 class ModuleLevelError(Exception):
@@ -434,22 +435,40 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
             raise ModuleLevelError(f"{type(error).__name__}: {error}") from error
         constants = size_constants(module)
         apply_sizes(module, request.sizes)
-        spec = find_entry(module, request.entry)
-        target, mesh = _construct(module, spec, world)
-        fn = target if spec.kind != "function" else getattr(module, spec.name)
-        call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        names, inputs = example_inputs(module, call_fn, request.shapes, request.args)
-        frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
+        guard = None
+        if request.harness:   # the harness builds the entry and its inputs; its guard holds over the run
+            spec, target, names, inputs, guard = _from_harness(module, request, world)
+            fn, mesh, frozen = target, {"tp": world}, set(request.no_grad)
+            call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        else:
+            spec = find_entry(module, request.entry)
+            target, mesh = _construct(module, spec, world)
+            fn = target if spec.kind != "function" else getattr(module, spec.name)
+            call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+            names, inputs = example_inputs(module, call_fn, request.shapes, request.args)
+            frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
                                        vocab if type(vocab) is int else None, frozen)
-        result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+        with guard.watch() if guard is not None else contextlib.nullcontext():
+            result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
         result.constants = constants
         result.assumptions[:0] = _where_it_ran(request)
         return result
     finally:
         teardown()
+
+
+def _from_harness(module, request: RunRequest, world: int):
+    """``(spec, entry, names, inputs, guard)`` built by the request's harness (``harness_file.py``) on this
+    run's world, after the package's parallel state is set up as for any entry."""
+    from .harness_file import build
+
+    set_up_parallel_state(module, world)
+    name, target, names, inputs, guard = build(module, request.harness, world, request.entry)
+    spec = EntrySpec("module" if isinstance(target, torch.nn.Module) else "function", name)
+    return spec, target, names, inputs, guard
 
 
 def _where_it_ran(request: RunRequest) -> list[str]:

@@ -35,6 +35,7 @@ class TraceOptions:
     memory_bytes: int = MEMORY_LIMIT
     paths: tuple[str, ...] = ()                         # --path: directories to import from
     args: tuple[str, ...] = ()                          # --arg NAME=LITERAL, as written
+    harness: str | None = None                          # --harness FILE.py: builds the entry and its inputs
 
 
 def scrubbed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -61,7 +62,8 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
     request = {"path": str(path), "shown_as": shown_as or str(path), "entry": options.entry,
                "shapes": {k: list(v) for k, v in options.shapes.items()}, "layouts": dict(options.layouts),
                "world": int(options.world), "also_worlds": [int(w) for w in options.also_worlds],
-               "paths": [str(Path(p).resolve()) for p in options.paths], "args": list(options.args)}
+               "paths": [str(Path(p).resolve()) for p in options.paths], "args": list(options.args),
+               "harness": str(Path(options.harness).resolve()) if options.harness else None}
     with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
         request_path = os.path.join(scratch, "request.json")
         with open(request_path, "w", encoding="utf-8") as handle:
