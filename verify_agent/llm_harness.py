@@ -41,7 +41,8 @@ def consult(source: str, path: str, entry: Optional[str], failed: TracedResult, 
             return HarnessRun("refused", result.report.extra[HARNESS_REFUSED], result)
         if result.report is not None:
             return HarnessRun(ACCEPTED, "", result)
-        return HarnessRun("raised", result.usage_error or result.not_traced or "the run gave no result", result)
+        message = result.usage_error or result.not_traced or "the run gave no result"
+        return HarnessRun("raised", message.removeprefix(f"{path}: "), result)
 
     failure = (failed.usage_error or "").strip()
     try:
