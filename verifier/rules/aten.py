@@ -462,6 +462,23 @@ aten("aten.sigmoid_backward.default",
      lambda xp, args, attrs, ctx: [call("mul", xp, [args[0], call("mul", xp, [args[1], _one_minus(xp, args[1])])])])
 
 
+def _log_sigmoid_forward(xp, args, attrs, ctx):
+    """(log(sigmoid(x)), buffer): torch's CPU kernel hands back ``exp(-|x|)`` as the buffer its
+    backward may read (ring attention's LSE merge: ``lse - logsigmoid(lse - block_lse)``)."""
+    x = as_float(xp, args[0])
+    return [call("log", xp, [call("sigmoid", xp, [x])]), call("exp", xp, [call("neg", xp, [call("abs", xp, [x])])])]
+
+
+def _log_sigmoid_backward(xp, args, attrs, ctx):
+    """grad * sigmoid(-x), from ``self`` alone (the buffer is a function of it)."""
+    grad, x = args[0], as_float(xp, args[1])
+    return [call("mul", xp, [grad, call("sigmoid", xp, [call("neg", xp, [x])])])]
+
+
+aten("aten.log_sigmoid_forward.default", _log_sigmoid_forward)
+aten("aten.log_sigmoid_backward.default", _log_sigmoid_backward)
+
+
 # --- copies, casts, dropout -------------------------------------------------------------------
 
 def _identity(xp, args, attrs, ctx):

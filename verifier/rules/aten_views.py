@@ -380,6 +380,25 @@ aten("aten.amin.default", _amin)
 aten("aten.min.default", _amin)
 
 
+def _truth(combine: str):
+    """``all``/``any`` over dims (every dim when none is named): ``x != 0`` folded with and/or
+    (megatron-core's RNG tracker checks ``(states == state).all()``)."""
+    def evaluate(xp, args, attrs, ctx):
+        x = to_kind(xp, args[0], "bool")
+        dims = _dims(attrs)
+        dims = sorted(norm_dim(int(d), np.ndim(x)) for d in dims) if dims is not None else list(range(np.ndim(x)))
+        keep = bool(attrs.get("keepdim", False))
+        for d in reversed(dims):
+            x = _fold(xp, x, d, keep, lambda a, b: xp.logical(combine, a, b))
+        return [_array(xp, x)]
+    return evaluate
+
+
+for _overload in ("default", "dim", "dims"):
+    aten(f"aten.all.{_overload}", _truth("and"))
+    aten(f"aten.any.{_overload}", _truth("or"))
+
+
 def _max_dim(pick_max: bool):
     """(values, indices) along a dim; the index is the first position holding the extremum."""
     def evaluate(xp, args, attrs, ctx):
