@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from verifier.report import ERROR, NOTE, Diagnostic, Report
+from verifier.report import ERROR, Diagnostic, Report
 
 from .pipeline import LLM_STATUS, NO_ENDPOINT, not_consulted
 from .traced import HARNESS_REFUSED, TracedResult
@@ -63,7 +63,6 @@ def consult(source: str, path: str, entry: Optional[str], failed: TracedResult, 
         report = result.report if result is not None and result.report is not None else _refused_report(path, outcome)
         report.extra[LLM_STATUS] = outcome.status_line()
         report.extra[LLM_HARNESS] = summary
-        report.add(Diagnostic("translation", NOTE, outcome.status_line()))
         return replace(result, report=report) if result is not None else TracedResult(report), {}
     if outcome.final == "malformed":   # the model never answered with a usable harness: inconclusive
         report = Report(path, {})
