@@ -5,8 +5,9 @@
 Each kernel of ``examples/kernels/`` written in TileLang's styles is mutated line by line
 with the bugs people make in tiled kernels: swapped block indices, tile-size mix-ups,
 off-by-one bounds, floor-division grids, a dropped accumulator clear, a plain store where
-split-K needs an atomic add, a wrong causal-mask bound, a value truncated through int32, an
-integer output dtype, a K loop capped by (or run a) constant number of tiles.  Prints how
+split-K needs an atomic add, a wrong causal-mask bound, a value truncated through int32, a
+value rounded to float16/bfloat16 before its conversion to an integer, an integer output dtype,
+a K loop capped by (or run a) constant number of tiles.  Prints how
 many violations name the mutated line (as their line, or among the lines the wrong value
 came through) and how many findings are worded as latent (sizes the file does not build).  Every mutant is
 
@@ -42,7 +43,10 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
            "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
            "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py",
-           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py"]
+           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py", "quantize_scale.py"]
+
+
+PER_FILE_SECONDS = 120.0  # wall time for one mutant's real-size ground-truth run
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,19 @@ class Mutant:
 
 def _swap(text: str, a: str, b: str) -> str:
     return re.sub(rf"\b({a}|{b})\b", lambda m: b if m.group(1) == a else a, text)
+
+
+def _wrap_argument(line: str, call: str, wrapper: str) -> str | None:
+    """``line`` with the last argument of the first ``call`` wrapped in ``wrapper ... )``."""
+    start = line.find(call)
+    if start < 0:
+        return None
+    begin, depth = start + len(call), 1
+    for end in range(begin, len(line)):
+        depth += {"(": 1, ")": -1}.get(line[end], 0)
+        if depth == 0:
+            return line[:begin] + wrapper + line[begin:end] + ")" + line[end:]
+    return None
 
 
 def _line_mutations(line: str, tiles: tuple[str, ...] = (), blocks: tuple[str, str] = ("bx", "by")
@@ -111,6 +128,11 @@ def _line_mutations(line: str, tiles: tuple[str, ...] = (), blocks: tuple[str, s
     if re.search(r"= T\.empty\(\(.*\), \w+\)", code):
         out.append(("integer output dtype", re.sub(r"(= T\.empty\(\(.*\), )\w+\)", r"\1T.int32)", line, count=1)))
     # a count compared with a constant: the K loop capped below its real tile count
+    # a value rounded to a narrow float before its conversion to an integer (a rounding that moves it a unit)
+    for fmt in ("float16", "bfloat16"):
+        rounded = _wrap_argument(line, "T.Cast(T.int32, ", f"T.Cast(T.{fmt}, ")
+        if rounded:
+            out.append(("rounding before int conversion", rounded))
     loop = re.search(r"for \w+ in T\.(Pipelined|serial)\((T\.ceildiv\([^)]*\))", code)
     if loop:
         out.append(("constant cap", line.replace(loop.group(2), f"T.min({loop.group(2)}, 2)", 1)))
@@ -156,15 +178,21 @@ def ground_truth_child(paths: list[str]) -> None:
     from tir_lifter.backends import FloatBackend
     from tir_lifter.capture import run_file
     from tir_lifter.checks import written_buffers
-    from tir_lifter.counterexample import random_inputs
+    from tir_lifter.counterexample import in_output_dtypes, random_inputs, rounding_decides
     from tir_lifter.elaborate import _associate, _references
     from tir_lifter.interpreter import Machine
     from tir_lifter.program import Var
     from tir_lifter.reference import find_inline_reference, find_reference, launch_tensors
     from tir_lifter.spec import evaluate, spec_from_reference
     from tir_lifter.tvm_frontend import from_primfunc
+    import signal
+
+    def overran(signum, frame):
+        raise TimeoutError(f"ground truth over {PER_FILE_SECONDS:.0f} s")
+    signal.signal(signal.SIGALRM, overran)
     results = {}
     for path in paths:
+        signal.alarm(int(PER_FILE_SECONDS))  # a real-size run the interpreter cannot finish: unknown, not a hang
         try:
             capture = run_file(path, 20.0)
             refs = _references(open(path).read())
@@ -191,13 +219,15 @@ def ground_truth_child(paths: list[str]) -> None:
                                 if isinstance(dim, Var):
                                     sizes.setdefault(dim.name, int(real))
                 variants = [sizes] + ([{k: v + 1 for k, v in sizes.items()}] if sizes else [])
-                for variant in variants:
-                    inputs = random_inputs(kernel, variant, seed=7)
+                # fractions too where a rounding can move a value by a whole unit (small integers are exact)
+                runs = [(v, False) for v in variants] + [(v, True) for v in variants if rounding_decides(kernel)]
+                for variant, fractions in runs:
+                    inputs = random_inputs(kernel, variant, seed=7, fractions=fractions)
                     trace = Machine(kernel, variant, FloatBackend(), {k: v.astype(object) for k, v in inputs.items()}
                                     ).run()
                     for spec in specs:
-                        expected = evaluate(spec, {n: inputs[n].astype(object) for n in spec.inputs},
-                                            FloatBackend())
+                        expected = in_output_dtypes(kernel, evaluate(
+                            spec, {n: inputs[n].astype(object) for n in spec.inputs}, FloatBackend()))
                         for name in spec.outputs:
                             got = np.asarray(trace.outputs[name], dtype=float)
                             want = np.asarray(expected[name], dtype=float)
@@ -207,6 +237,8 @@ def ground_truth_child(paths: list[str]) -> None:
             results[path] = "wrong" if wrong else "right"
         except Exception as exc:  # noqa: BLE001 - ground truth unknown for this mutant
             results[path] = f"unknown ({type(exc).__name__}: {str(exc)[:80]})"
+        finally:
+            signal.alarm(0)
     print(json.dumps(results))
 
 

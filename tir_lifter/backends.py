@@ -50,6 +50,51 @@ def _convert_rule(xp: Any, value: Any, source: str, target: str) -> Any:
                                         {"dtype": target, "source": source}, None)[0][0]
 
 
+_FORMATS = ("float16", "bfloat16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
+
+
+def _roundings(term: Any, kept: bool) -> list:
+    from verifier.backends import rounding_function
+    found = {str(d) for d in declarations(term)}
+    return [rounding_function(fmt, kept) for fmt in _FORMATS if str(rounding_function(fmt, kept)) in found]
+
+
+def declarations(term: Any, seen: set[int] | None = None) -> set:
+    """The uninterpreted functions ``term`` applies (sub-terms in ``seen`` are skipped and added)."""
+    seen = set() if seen is None else seen
+    out: set = set()
+    stack = [term]
+    while stack:
+        node = stack.pop()
+        if not z3.is_app(node) or node.get_id() in seen:
+            continue
+        seen.add(node.get_id())
+        if node.num_args():
+            if node.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                out.add(node.decl())
+            stack.extend(node.children())
+    return out
+
+
+def keep_roundings(term: Any) -> Any:
+    """``term`` with each rounding to a narrow float made one no proof takes as the identity."""
+    from verifier.backends import rounding_function
+    pairs = [(f, rounding_function(str(f).split("_", 1)[1], kept=True)(z3.Var(0, z3.RealSort())))
+             for f in _roundings(term, kept=False)]
+    return z3.substitute_funs(term, *pairs) if pairs else term
+
+
+def identity_roundings(term: Any) -> tuple[Any, bool]:
+    """``term`` with each rounding to a narrow float (other than those kept) as the identity, and
+    whether there was one: a value rounded on its way to an output differs from the exact one by
+    the format's precision, which the file's tolerance accepts; a rounding that decides a
+    discrete value (a conversion to an integer) is kept."""
+    if not z3.is_expr(term):
+        return term, False
+    pairs = [(f, z3.Var(0, z3.RealSort())) for f in _roundings(term, kept=False)]
+    return (z3.substitute_funs(term, *pairs), True) if pairs else (term, False)
+
+
 class FloatBackend:
     """Plain float64 evaluation, used to confirm counterexamples."""
 
@@ -232,6 +277,8 @@ class Z3Backend:
                 return z3.RealVal(hi if sign > 0 else lo)
             limit = float8_max(target)
             return value if limit is None else z3.RealVal(sign * limit)
+        if kind(source) == "float" and kind(target) != "float" and z3.is_expr(value):
+            value = keep_roundings(value)  # a rounding read by a conversion to an integer moves it by a whole unit
         result = _convert_rule(verifier_backends.Z3Backend(), value, source, target)
         if isinstance(result, z3.BoolRef) or target == "bool":
             return result

@@ -24,11 +24,12 @@ from verifier import exp_algebra
 from verifier.backends import apply_decl
 from verifier.report import ERROR, NOTE, WARNING, Counterexample, Diagnostic
 
-from .backends import FloatBackend, Z3Backend
+from .backends import FloatBackend, Z3Backend, declarations, identity_roundings
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
                              is_mask, mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
+from .localize import faulty_line
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -120,9 +121,16 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
         proven.append(f"grid: every element of {', '.join(written) or 'no output'} is written by exactly one block "
                       f"(or only atomically) {where}")
     if spec is None:
-        return CheckResult(diagnostics, proven)
+        return CheckResult(_with_columns(kernel, diagnostics), proven)
     diagnostics_spec, proven_spec = _functional(kernel, spec, reduction, tensors, trace, excluded, where)
-    return CheckResult(diagnostics + _dtype_findings(kernel, spec, diagnostics_spec), proven + proven_spec)
+    return CheckResult(_with_columns(kernel, diagnostics + _dtype_findings(kernel, spec, diagnostics_spec)),
+                       proven + proven_spec)
+
+
+def _with_columns(kernel: Kernel, found: list[Diagnostic]) -> list[Diagnostic]:
+    """Each diagnostic's column: where its statement starts on its line."""
+    columns = dict(kernel.columns)
+    return [replace(d, column=columns.get(d.line)) if d.line in columns and d.column is None else d for d in found]
 
 
 def _dtype_findings(kernel: Kernel, spec: Spec, found: list[Diagnostic]) -> list[Diagnostic]:
@@ -177,8 +185,12 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
         return [Diagnostic("unsupported", ERROR, f"spec '{spec.text}' uses {exc}, which is not modelled", kernel.line)], []
     diffs, cells, compared = [], [], 0
     canonical: dict[int, tuple[Any, Any]] = {}
+    outputs, rounded = _without_roundings({n: trace.outputs[n] for n in spec.outputs if n in trace.outputs})
+    expected, rounded_spec = _without_roundings(expected)
+    if rounded or rounded_spec:
+        where = f"{where}; {ROUNDING_NOTE}"
     for name in spec.outputs:
-        got, want = trace.outputs[name], expected[name]
+        got, want = outputs.get(name, trace.outputs[name]), expected[name]
         if got.shape != want.shape and getattr(spec, "traced", False):
             return [Diagnostic("unsupported", ERROR, f"the reference re-run at the reduced sizes gives {name} the "
                                f"shape {list(want.shape)}, the kernel {list(got.shape)}: the reference does not "
@@ -196,7 +208,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     scope = " on every element written by exactly one block" if any(excluded.values()) else ""
     if not diffs:  # every element the same term as the spec's (or none compared)
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"] if compared else []
-    pairs = [(trace.outputs[name][index], expected[name][index]) for name, index in cells]
+    pairs = [(outputs[name][index], expected[name][index]) for name, index in cells]
     if exp_algebra.mentions_exponentials([t for pair in pairs for t in pair]) and exp_algebra.prove_equal(pairs):
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}; assuming {exp_algebra.ASSUMPTIONS}"]
     solver = z3.Solver()
@@ -211,7 +223,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
         if witness is None:
             return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
                                f"({solver.reason_unknown()}); random inputs show no difference", kernel.line)], []
-        return [_spec_violation(kernel, spec, witness, where)], []
+        return [_spec_violation(kernel, spec, witness, where, _locate(kernel, witness, trace, expected, tensors))], []
     model = solver.model()
     bad = [cell for cell, diff in zip(cells, diffs) if z3.is_true(model.eval(diff, model_completion=True))]
     inputs = _model_inputs(kernel, model, tensors)
@@ -221,7 +233,47 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     if witness is None:
         return [Diagnostic("unsupported", ERROR, f"Z3 found a difference from '{spec.text}' that concrete evaluation "
                            "does not reproduce (uninterpreted function); cannot conclude", kernel.line)], []
-    return [_spec_violation(kernel, spec, witness, where)], []
+    return [_spec_violation(kernel, spec, witness, where, _locate(kernel, witness, trace, expected, tensors))], []
+
+
+def _locate(kernel: Kernel, witness: Any, trace: Trace, expected: dict[str, np.ndarray],
+            tensors: dict[str, np.ndarray]) -> tuple[int | None, str]:
+    name, _ = witness.cell
+    try:
+        return faulty_line(kernel, witness.cell, trace.outputs[name], expected, tensors, trace.reads,
+                           tuple(witness.through), witness.line,
+                           tuple(trace.edge_reads | {a.line for a in trace.auto_guarded if "reads" in a.message}),
+                           misplaced=_misplaced(trace, name))
+    except RecursionError:  # a term deeper than Python's stack: the write it is
+        return witness.line, ""
+
+
+ROUNDING_NOTE = ("conversions to float16/bfloat16/float8 taken as exact where the value only flows on to an "
+                 "output (their rounding is within the format's precision), rounded where a conversion to an "
+                 "integer reads them")
+
+
+def _without_roundings(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], bool]:
+    """Each array with its roundings to narrow floats as the identity (``identity_roundings``)."""
+    seen: set[int] = set()
+    if not any(str(d).startswith("round_") for array in arrays.values()
+               for term in np.asarray(array, dtype=object).reshape(-1) if z3.is_expr(term)
+               for d in declarations(term, seen)):
+        return arrays, False
+    out, any_rounded = {}, False
+    for name, array in arrays.items():
+        flat = np.asarray(array, dtype=object)
+        copy = np.empty(flat.shape, dtype=object)
+        for index in np.ndindex(flat.shape):
+            copy[index], changed = identity_roundings(flat[index])
+            any_rounded |= changed
+        out[name] = copy
+    return out, any_rounded
+
+
+def _misplaced(trace: Trace, name: str) -> bool:
+    """Some element of output ``name`` written by no block, or by two: stores may be misplaced."""
+    return bool((trace.writers[name] == -1).any()) or bool(trace.conflict_cells.get(name))
 
 
 def _check_small_first(solver: z3.Solver, tensors: dict[str, np.ndarray]) -> Any:
@@ -280,13 +332,18 @@ def _canonical_extrema(term: Any, memo: dict[int, tuple[Any, Any]]) -> Any:
     return out
 
 
-def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str) -> Diagnostic:
+def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str,
+                    located: tuple[int | None, str] = (None, "")) -> Diagnostic:
     name, index = witness.cell
     through = [line for line in getattr(witness, "through", ()) if line != witness.line]
     message = (f"kernel does not compute {spec.text}: {name}{list(index)} is {fmt(witness.got)} but the spec gives "
                f"{fmt(witness.want)} {where}" + (f"; the value comes through lines {', '.join(map(str, through))} "
                                                  f"and {witness.line}" if through and witness.line else ""))
-    return Diagnostic("spec", ERROR, message, witness.line or kernel.line, witness.counterexample)
+    line, why = located
+    if line is not None and why:
+        message += f"; line {line} is where it goes wrong: {why} (written at line {witness.line})" \
+            if line != witness.line else f"; line {line} is where it goes wrong: {why}"
+    return Diagnostic("spec", ERROR, message, line or witness.line or kernel.line, witness.counterexample)
 
 
 def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -60,9 +60,12 @@ def describe_block(kernel: Kernel, block: tuple[int, ...]) -> str:
 
 
 def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
-                  shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
-    """Small integers (exact in floats) for every global tensor; atomically accumulated
-    outputs start at zero, as the kernel's caller must provide."""
+                  shapes: dict[str, tuple[int, ...]] | None = None, fractions: bool = False) -> dict[str, np.ndarray]:
+    """Small integers (exact in floats) for every global tensor, or with ``fractions`` values in
+    [-4, 4] on a grid of 2^-12 (exact in float32, not in float16: they show roundings); atomically
+    accumulated outputs start at zero, as the kernel's caller must provide."""
+    from verifier.rules.casts import float_format, round_value
+
     from .checks import written_buffers
     rng = np.random.default_rng(seed)
     written = written_buffers(kernel)
@@ -74,6 +77,10 @@ def random_inputs(kernel: Kernel, sizes: dict[str, int], seed: int,
             out[buf.name] = masks[buf.name]
         elif written.get(buf.name) is True:
             out[buf.name] = np.zeros(shape)
+        elif fractions:  # representable in the tensor's own dtype
+            values = np.round(rng.uniform(-4, 4, size=shape) * 4096) / 4096
+            fmt = float_format(buf.dtype)
+            out[buf.name] = values if fmt is None else np.vectorize(lambda v: round_value(v, fmt))(values)
         else:
             out[buf.name] = rng.integers(-3, 4, size=shape).astype(float)
     return out
@@ -177,6 +184,7 @@ def confirm_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int], inputs: 
         expected = evaluate(spec, _objects({n: inputs[n] for n in spec.inputs}), FloatBackend())
     except (SpecError, ZeroDivisionError, OverflowError):
         return None
+    expected = in_output_dtypes(kernel, expected)
     tol = tolerance(kernel)
     for name, index in cells:
         got, want = trace.outputs[name][index], expected[name][index]
@@ -192,6 +200,24 @@ def confirm_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int], inputs: 
     return None
 
 
+def in_output_dtypes(kernel: Kernel, values: dict[str, Any]) -> dict[str, Any]:
+    """The spec's outputs rounded to the kernel's output dtypes where those are narrow floats
+    (float16, bfloat16, float8): the kernel's values are rounded when it stores them, and the
+    file compares them with its reference in that dtype."""
+    from verifier.rules.casts import float_format, round_value
+    out = dict(values)
+    for name, array in values.items():
+        try:
+            fmt = float_format(kernel.buffer(name).dtype)
+        except KeyError:
+            continue
+        if fmt is not None:
+            array = np.asarray(array, dtype=object)
+            out[name] = np.vectorize(lambda v: round_value(float(v), fmt) if not isinstance(v, (bool, np.bool_))
+                                     and np.isfinite(float(v)) else v, otypes=[object])(array) if array.size else array
+    return out
+
+
 def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],
                            cells: list[tuple[str, tuple[int, ...]]], tries: int = 8) -> Witness | None:
     """When the solver's model does not reproduce on floats, try a few random inputs."""
@@ -199,4 +225,40 @@ def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],
         witness = confirm_mismatch(kernel, spec, sizes, random_inputs(kernel, sizes, seed), cells)
         if witness is not None:
             return witness
+    if rounding_decides(kernel):  # small integers are exact in every float format: a rounding shows on fractions
+        for seed in range(tries):
+            witness = confirm_mismatch(kernel, spec, sizes, random_inputs(kernel, sizes, seed, fractions=True), cells)
+            if witness is not None:
+                return witness
     return None
+
+
+def rounding_decides(kernel: Kernel) -> bool:
+    """The kernel converts a value to float16, bfloat16 or float8 and converts some float to an
+    integer: a rounding can then move a value by a whole unit."""
+    return _converts(kernel, narrow=True) and _converts(kernel, narrow=False)
+
+
+def _converts(kernel: Kernel, narrow: bool) -> bool:
+    """A conversion to a narrow float (``narrow``) or from a float to an integer (a cast, or a
+    copy between buffers of those dtypes)."""
+    from verifier.rules.casts import float_format, kind
+
+    def wanted(have: str | None, want: str | None) -> bool:
+        if not want or have == want:
+            return False
+        return bool(float_format(want)) if narrow else kind(want) == "int" and kind(have or "float32") == "float"
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, TileOp) and stmt.kind == "copy":
+            src, dst = stmt.operands[0], stmt.operands[1]
+            try:
+                have, want = kernel.buffer(src.buffer).dtype, kernel.buffer(dst.buffer).dtype
+            except KeyError:
+                continue
+            if wanted(have, want):
+                return True
+        exprs = [stmt.value] if isinstance(stmt, Store) else []
+        if any(isinstance(e, Call) and e.fn == "cast" and wanted(e.source, e.dtype) for x in exprs
+               for e in walk_expr(x)):
+            return True
+    return False

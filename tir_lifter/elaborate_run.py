@@ -116,7 +116,7 @@ def report_from_json(body: dict[str, Any]) -> Report:
                                             example.get("per_rank", {}), example.get("value", ""),
                                             bool(example.get("confirmed_by_evaluation", True)), example.get("note", ""))
         report.add(Diagnostic(item["check"], item["severity"], item["message"], item.get("line"), counterexample,
-                              item.get("hint")))
+                              item.get("hint"), item.get("column")))
     report.proven = list(body.get("proven", []))
     report.ops = int(body.get("stats", {}).get("ops", 0))
     report.seconds = float(body.get("seconds", 0.0))

@@ -57,6 +57,9 @@ class Trace:
     # source lines each global element's value came through (its writes, the reads they used, the
     # loops around them), kept when the run is asked to (the float re-run of a witness)
     origins: dict[str, np.ndarray] = field(default_factory=dict)
+    # (input tensor, element) -> source lines of the statements that read it from global memory
+    reads: dict[tuple[str, tuple[int, ...]], set[int]] = field(default_factory=dict)
+    edge_reads: set[int] = field(default_factory=set)  # lines reading a global tensor past its edge (0 there)
 
 
 class Machine:
@@ -100,6 +103,9 @@ class Machine:
         self.origin: dict[tuple[str, tuple[int, ...]], frozenset[int]] = {}  # (buffer, index) -> lines
         self._reads: set[int] = set()  # lines the values read since the last store came through
         self._loop_lines: list[int] = []
+        self.reads: dict[tuple[str, tuple[int, ...]], set[int]] = {}
+        self.edge_reads: set[int] = set()
+        self._view_base = {view.name: base for view, base in kernel.views}
 
     # -- driving --
     def run(self) -> Trace:
@@ -115,7 +121,7 @@ class Machine:
                         array[index] = lines
                 origins[buf.name] = array
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
-                     self.conflict_cells, list(self.auto_guarded.values()), origins)
+                     self.conflict_cells, list(self.auto_guarded.values()), origins, self.reads, self.edge_reads)
 
     def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
@@ -205,14 +211,25 @@ class Machine:
         if not self.in_bounds(name, index):
             if not guarded:
                 self.fault("out-of-bounds", line, f"reads {name}{list(index)} outside its shape {list(self.shapes[name])}")
+            elif self.scopes[name] == GLOBAL and line is not None:
+                self.edge_reads.add(line)
             return False if self.dtypes.get(name) == "bool" else self.backend.const(0)
         value = self.array(name)[index]
+        if self.scopes[name] == GLOBAL and line is not None:
+            self._note_read(name, index, line)
         if self.record_origins:
             self._reads |= self.origin.get((name, index), frozenset())
         if value is None:
             self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")
             return self.backend.const(0)
         return value
+
+    def _note_read(self, name: str, index: tuple[int, ...], line: int) -> None:
+        base = self._view_base.get(name)
+        if base is not None:  # a view's element is its tensor's element at the same flat position
+            flat = int(np.ravel_multi_index(index, self.shapes[name]))
+            name, index = base, tuple(int(i) for i in np.unravel_index(flat, self.shapes[base]))
+        self.reads.setdefault((name, index), set()).add(line)
 
     def store(self, name: str, index: tuple[int, ...], value: Any, line: int | None, atomic: bool, guarded: bool) -> None:
         if not self.in_bounds(name, index):

@@ -249,6 +249,7 @@ class Kernel:
     source: str | None = None
     auto_guard: bool = True  # TileLang's lowering guards global accesses (off: tl.disable_safe_memory_legalize)
     views: tuple[tuple[Buffer, str], ...] = ()  # a global tensor read with another shape, and that tensor's name
+    columns: tuple[tuple[int, int], ...] = ()  # (line, 1-based column) of each source statement
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views):

@@ -1,7 +1,7 @@
 """Source lines for the statements of a PrimFunc TileLang built.
 
 TileLang's parser keeps a span for the PrimFunc only (its ``def`` line), not for the
-statements, so each lifted statement is paired with the statement of the kernel's source
+statements (checked on 0.1.15: every statement's ``span`` is None), so each lifted statement is paired with the statement of the kernel's source
 that makes it: a ``for`` per loop variable, ``X[...] = ...`` per store into ``X``,
 ``T.copy(src, dst)`` per copy into ``dst``, ``T.gemm``/``T.reduce_*``/``T.clear``/``T.fill``
 per tile op on their destination, ``if``/``while``/``with T.Kernel``.  Both sides are listed
@@ -138,4 +138,15 @@ def attach_lines(kernel: Kernel, source: str, def_line: int | None) -> Kernel:
             out.append(stmt)
         return tuple(out)
     launches = [line for sig, line in items if sig == ("launch",)]
-    return replace(kernel, body=relabel(kernel.body, None), grid_line=launches[0] if launches else kernel.grid_line)
+    return replace(kernel, body=relabel(kernel.body, None), grid_line=launches[0] if launches else kernel.grid_line,
+                   columns=_columns(_kernel_function(tree, def_line)))
+
+
+def _columns(tree: ast.AST) -> tuple[tuple[int, int], ...]:
+    """(line, 1-based column) of the first statement starting on each line."""
+    found: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(node.lineno, node.col_offset + 1)
+            found[node.lineno] = min(found[node.lineno], node.col_offset + 1)
+    return tuple(sorted(found.items()))

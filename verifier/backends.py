@@ -11,6 +11,7 @@ uninterpreted functions are put in a normal form first so equal arguments give e
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -322,6 +323,11 @@ def as_term(value, integer: bool = False):
 _FOLDED_ON_CONSTANTS = ("sqrt", "rsqrt")  # of a positive numeral: a number (the numpy backend's function)
 
 
+def rounding_function(fmt: str, kept: bool = False) -> z3.FuncDeclRef:
+    """The uninterpreted rounding to ``fmt`` (``kept``: one a proof must not take as the identity)."""
+    return z3.Function(f"{'rounded' if kept else 'round'}_{fmt}", z3.RealSort(), z3.RealSort())
+
+
 class Z3Backend:
     """Object arrays of Z3 terms.  One instance per proof: it owns the function symbols."""
 
@@ -502,6 +508,20 @@ class Z3Backend:
         out = np.empty(tuple(shape), dtype=object)
         out.fill(as_term(value, integer=dtype.startswith("i")))
         return out
+
+    def rounded(self, x, fmt: str):
+        """Rounding to a narrow float format (``verifier.rules.casts.round_value``): exact on
+        numerals, the uninterpreted ``round_<fmt>`` on any other term."""
+        from .rules.casts import round_value
+
+        def apply(term):
+            term = normal_form(self._real(term))
+            if z3.is_rational_value(term):
+                value = round_value(term.as_fraction(), fmt)
+                if math.isfinite(value):
+                    return z3.RealVal(Fraction(value))
+            return rounding_function(fmt)(term)
+        return _objectwise(apply, np.asarray(x, dtype=object))
 
     def cast(self, x, dtype: str):
         """Casts keep the exact real value (exact arithmetic, not float rounding), except that

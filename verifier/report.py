@@ -38,10 +38,11 @@ class Diagnostic:
     line: int | None = None
     counterexample: Counterexample | None = None
     hint: str | None = None
+    column: int | None = None  # 1-based, where the source gives one (a kernel's statement)
 
     def to_json(self) -> dict[str, Any]:
-        return {"check": self.check, "severity": self.severity, "line": self.line, "message": self.message,
-                "hint": self.hint,
+        return {"check": self.check, "severity": self.severity, "line": self.line, "column": self.column,
+                "message": self.message, "hint": self.hint,
                 "counterexample": self.counterexample.to_json() if self.counterexample else None}
 
 

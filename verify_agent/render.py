@@ -120,6 +120,8 @@ def render_sarif(reports: list[Report]) -> str:
                 location: dict[str, Any] = {"artifactLocation": {"uri": report.file}}
                 if diagnostic.line:
                     location["region"] = {"startLine": diagnostic.line}
+                    if diagnostic.column:
+                        location["region"]["startColumn"] = diagnostic.column
                 result["locations"] = [{"physicalLocation": location}]
             if diagnostic.counterexample is not None:
                 result["properties"] = {"counterexample": diagnostic.counterexample.to_json()}

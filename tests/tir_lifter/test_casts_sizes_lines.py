@@ -149,6 +149,9 @@ def test_numpy_and_z3_agree_on_every_conversion(source, target):
     symbolic = rule.evaluate(Z3Backend(), [terms], attrs, None)[0]
     for got, term in zip(concrete, symbolic):
         value = z3.simplify(term)
+        if not np.isfinite(float(got)):  # float16 overflows to inf: Z3 keeps the rounding uninterpreted
+            assert str(value.decl()) == f"round_{target}", value
+            continue
         number = z3.is_true(value) if z3.is_bool(value) else value.as_long() if z3.is_int_value(value) \
             else float(value.as_fraction())
         assert float(got) == float(number), (source, target, got, value)

@@ -1,0 +1,131 @@
+"""The faulty statement of a spec violation: where the wrong value went wrong, not where it was stored.
+
+A wrong output element is stored by the kernel's last write, but the fault is usually earlier:
+a load from the wrong tile, a loop that stops a tile short.  The proof already has the
+element's term on both sides, so compare what each *depends on* (the input elements it reads):
+
+* the kernel's value reads elements the spec's does not: the statement that read one of them
+  from global memory is the faulty one (a tile offset, a swapped block index, a tile-size
+  mix-up in a load);
+* it reads exactly what the spec gives for *another* element and some output element is
+  written by no block or by two: the value is right but stored in the wrong place, the write
+  is faulty;
+* it reads only some of the spec's elements: a statement reading past a tensor's edge (0
+  there, TileLang's guard) is shifted; else a loop or condition around the statements reading
+  the missing ones stopped too early (the innermost such one the value came through);
+* it reads the same elements: the values are combined wrongly; a statement the value came
+  through that converts a float to an integer or a narrower float is named, else the write.
+
+Only statements the wrong value came through (its provenance) are candidates.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import z3
+
+from .program import Call, GridLaunch, If, Kernel, Loop, Stmt, Store, While, walk_expr
+
+
+def _inputs(term: Any, element_of: dict[int, tuple[str, tuple[int, ...]]], memo: dict[int, frozenset]) -> frozenset:
+    """The input elements a Z3 term reads (its free constants that are input elements)."""
+    if not z3.is_expr(term):
+        return frozenset()
+    key = term.get_id()
+    if key in memo:
+        return memo[key]
+    if key in element_of:
+        found = frozenset({element_of[key]})
+    else:
+        found = frozenset().union(*(_inputs(child, element_of, memo) for child in term.children())) \
+            if term.num_args() else frozenset()
+    memo[key] = found
+    return found
+
+
+def _structure(kernel: Kernel) -> tuple[list[int], dict[int, list[int]], set[int]]:
+    """Statement lines in program order, the loop/condition lines around each statement's
+    line (outermost first), and the lines of statements with a narrowing conversion."""
+    order: list[int] = []
+    around: dict[int, list[int]] = {}
+    narrowing: set[int] = set()
+
+    def visit(stmts: tuple[Stmt, ...], stack: list[int]) -> None:
+        for stmt in stmts:
+            if stmt.line is not None and stmt.line not in order:
+                order.append(stmt.line)
+            if stmt.line is not None:
+                around.setdefault(stmt.line, list(stack))
+            if isinstance(stmt, Store) and _narrows(stmt.value):
+                narrowing.add(stmt.line)
+            if isinstance(stmt, (Loop, While, If)) and stmt.line is not None:
+                inner = stack + [stmt.line]
+            else:
+                inner = stack
+            if isinstance(stmt, (Loop, While, GridLaunch)):
+                visit(stmt.body, inner)
+            elif isinstance(stmt, If):
+                visit(stmt.then, inner)
+                visit(stmt.orelse, inner)
+    visit(kernel.body, [])
+    return order, around, narrowing
+
+
+def _narrows(expr: Any) -> bool:
+    from verifier.rules.casts import kind, rounded
+    for node in walk_expr(expr):
+        if isinstance(node, Call) and node.fn == "cast" and node.dtype:
+            source = node.source or "float32"
+            if kind(source) == "float" and (kind(node.dtype) != "float" or rounded(source, node.dtype)):
+                return True
+    return False
+
+
+def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarray, want: dict[str, np.ndarray],
+                tensors: dict[str, np.ndarray], reads: dict[tuple[str, tuple[int, ...]], set[int]],
+                through: tuple[int, ...], written_at: int | None, guarded: tuple[int, ...] = (),
+                misplaced: bool = False) -> tuple[int | None, str]:
+    """(line, why) of the statement to name for the wrong ``cell``; ``got`` is the kernel's
+    output array of terms, ``want`` the spec's arrays, ``through`` the lines the value came
+    through, ``written_at`` its last write, ``guarded`` the lines of global accesses past a
+    tensor's edge (TileLang's guard reads 0 there), ``misplaced`` whether some output element is
+    written by no block or by two (stores in the wrong place leave both).  ``(written_at, "")`` when nothing is more precise."""
+    name, index = cell
+    element_of = {term.get_id(): (tensor, tuple(int(i) for i in idx))
+                  for tensor, array in tensors.items() for idx, term in np.ndenumerate(np.asarray(array, dtype=object))
+                  if z3.is_expr(term) and z3.is_const(term) and not z3.is_rational_value(term) and not z3.is_true(term)
+                  and not z3.is_false(term)}
+    memo: dict[int, frozenset] = {}
+    have, should = _inputs(got[index], element_of, memo), _inputs(want[name][index], element_of, memo)
+    order, around, narrowing = _structure(kernel)
+    candidates = set(through) | ({written_at} if written_at else set())
+    rank = {line: position for position, line in enumerate(order)}
+    first = lambda lines: min(lines, key=lambda ln: rank.get(ln, len(order)))  # noqa: E731
+    extra = have - should
+    if misplaced and have and have != should and any(_inputs(want[name][other], element_of, memo) == have
+                                       for other in np.ndindex(want[name].shape) if other != index):
+        return written_at, "the value another element should have is stored here"
+    if extra:
+        lines = {line for element in extra for line in reads.get(element, ()) if line in candidates}
+        if lines:
+            tensor = sorted({t for t, _ in extra})[0]
+            return first(lines), f"it reads {tensor} elements the spec does not use here"
+    missing = should - have
+    if missing and not extra:
+        buffers = {t for t, _ in missing}
+        shifted = [ln for ln in order if ln in guarded and ln in candidates]
+        if shifted:  # the elements it misses were read as 0 past the edge: the reading statement is off
+            return shifted[0], f"it reads past the edge of {'/'.join(sorted(buffers))} (0 there) instead of " \
+                               "elements the spec uses"
+        readers = {line for (t, _), lines in reads.items() if t in buffers for line in lines if line in candidates}
+        loops = [ln for reader in sorted(readers, key=lambda ln: rank.get(ln, 0))
+                 for ln in reversed(around.get(reader, [])) if ln in candidates]
+        if loops:
+            return loops[0], f"the loop or condition stops before reading every {'/'.join(sorted(buffers))} " \
+                             "element the spec uses"
+    if have == should:
+        converted = [ln for ln in order if ln in narrowing and ln in candidates]
+        if converted:
+            return converted[0], "it converts the value to a narrower type"
+    return written_at, ""
