@@ -289,6 +289,9 @@ def translate(
                                     layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
                                     no_grad=tuple(no_grad), paths=paths, args=tuple(arg), harness=harness_file)
 
+        if entry is None and harness is None and not input:   # a library file: every distributed entry
+            _every_entry(source, file, format, mesh=mesh, layouts=param_layout, timeout=timeout,
+                         no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
         traced = run_traced(str(harness) if harness is not None else None)
         if traced is not None and traced.not_traced is not None:
             refused, traced = traced, None
@@ -338,6 +341,22 @@ def translate(
                                                           f"{traced_verdict}; --llm full: the verdict above is the "
                                                           f"model's translation, checked against the source"))
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
+
+
+def _every_entry(source: str, file: Path, format: Format, **settings) -> None:
+    """Check every distributed entry of the file and exit with the worst verdict; returns when the file
+    is not a library file (a driver, a launch script, no distributed entry: the single-entry rules)."""
+    from .every_entry import check_every_entry, entries_to_check, render_table
+
+    candidates = entries_to_check(source, str(file), settings["paths"], settings["timeout"])
+    if candidates is None:
+        return
+    report = check_every_entry(source, str(file), candidates, progress=_stage_progress(format),
+                               remaining=deadlines.current().remaining, **settings)
+    if format == Format.text:
+        render_table(report, Console(highlight=False, soft_wrap=True))
+        raise typer.Exit(report.exit_code)
+    raise typer.Exit(emit([report], format, source.splitlines()))
 
 
 def _module_or_file(file: Path, paths: tuple[str, ...]) -> Path:

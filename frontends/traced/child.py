@@ -176,6 +176,34 @@ def trace(request: dict):
     return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
 
 
+def discover_entries(request: dict):
+    """The file's distributed entries (``discover.py``), found by importing it as a run would."""
+    from .discover import discover, follows_conventions
+    from .found import Discovery
+    from .run import ModuleLevelError, import_fresh, init_group, is_launch_script, teardown
+    from .to_ir import TraceFailure
+
+    path = request["path"]
+    if is_launch_script(path):   # importing it would run it: the launch-script rules apply
+        return Discovery((), conventions=True)
+    init_group(1, 0)
+    try:
+        try:
+            module = import_fresh(path, tuple(request.get("paths", ())))
+        except ImportError:
+            raise
+        except Exception as error:
+            raise ModuleLevelError(f"{type(error).__name__}: {error}") from error
+        return Discovery(tuple(discover(module)), follows_conventions(module))
+    except ModuleLevelError as error:
+        return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error})",
+                            _user_line(error.__cause__ or error, path))
+    except ImportError as error:
+        return TraceFailure("cannot-run", f"{type(error).__name__}: {error}", _user_line(error, path))
+    finally:
+        teardown()
+
+
 def _guarded_trace(request: dict):
     try:
         return trace(request)
@@ -204,6 +232,14 @@ def main(argv: list[str]) -> int:
     # a package's file is imported from its import root, never from its own directory (where a sibling
     # such as megatron's tensor_parallel/random.py would shadow the standard library's module)
     sys.path[0:0] = [locate(request["path"], paths).root, *paths]
+    if request.get("mode") == "discover":
+        try:
+            _write(channel, discover_entries(request))
+        except Exception as error:  # a bug of ours: the parent reports it as an internal error
+            from .to_ir import TraceFailure
+
+            _write(channel, TraceFailure("internal", "".join(traceback.format_exception(error))[-4000:], None))
+        return 0
     result = _guarded_trace(request)
     _write(channel, result)
     if isinstance(result, TracedProgram):

@@ -232,7 +232,7 @@ def _run(meta: dict, arrays: dict):
         from frontends.traced.entries import parse_arg
 
         names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()},
-                                       dict(parse_arg(text) for text in meta.get("args", ())))
+                                       dict(parse_arg(text) for text in meta.get("args", ())), world)
     spans.fallback = traced._definition_line(call_fn, module)
     tensors, inputs_by_name = [], {}
     for name, value in zip(names, inputs):
@@ -257,7 +257,7 @@ def _run(meta: dict, arrays: dict):
             parameters[full] = param
     values: dict = {}
     with draws:
-        out = fn(*tensors)
+        out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
             values[f"output {index}{where}"] = _numbers(traced._local(tensor))

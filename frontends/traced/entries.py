@@ -3,10 +3,11 @@
 Entries, in order of precedence: ``--entry NAME`` or ``--entry "Cls(hidden=16, ffn=64)"``
 (the arguments are read with ``ast.literal_eval``, never evaluated); ``build(mesh)``;
 ``forward(...)``; an ``nn.Module`` class (constructed by ``example_module()``, else
-``example_args()``, else without arguments).  Inputs come from ``example_inputs()`` or
-``--input x=8x16``; parameters with defaults keep their defaults (``dropout_p=0.0``,
-``softmax_scale=None``) and non-tensor parameters are never asked for as shapes: ``--arg
-NAME=LITERAL`` gives any parameter a value (read with ``ast.literal_eval``, never evaluated).
+``example_args()``, else from what ``harness.py`` builds: defaults, type hints, config classes).
+Inputs come from ``example_inputs()``, ``--input x=8x16`` or ``harness.py`` (shapes from the
+module's own sizes); parameters with defaults keep their defaults (``dropout_p=0.0``,
+``softmax_scale=None``): ``--arg NAME=LITERAL`` gives any parameter a value (read with
+``ast.literal_eval``, never evaluated).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import literals
+from . import harness, literals
 
 class EntryError(Exception):
     """The file does not say what to run (a usage error, exit 2)."""
@@ -98,38 +99,23 @@ def _classes_used_by_others(module, names: list[str]) -> set[str]:
     return used
 
 
-def construct_module(module, spec: EntrySpec) -> torch.nn.Module:
+def construct_module(module, spec: EntrySpec, world: int = 1) -> torch.nn.Module:
     if spec.name == "example_module":
         return module.example_module()
     cls = getattr(module, spec.name)
-    missing = _required_constructor_parameters(cls, spec)
-    if missing and not callable(getattr(module, "example_args", None)):
-        raise EntryError(f"{spec.name} needs constructor arguments ({', '.join(missing)}): give literals with "
-                         f"--entry \"{spec.name}({missing[0]}=...)\", or write example_module() building it")
-    if spec.args or spec.kwargs:
-        return cls(*spec.args, **spec.kwargs)
     example_args = getattr(module, "example_args", None)
-    if callable(example_args):
+    if callable(example_args) and not (spec.args or spec.kwargs):
         value = example_args()
         if isinstance(value, dict):
             return cls(**value)
         if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
             return cls(*value[0], **value[1])
         return cls(*(value if isinstance(value, (tuple, list)) else (value,)))
-    return cls()
-
-
-def _required_constructor_parameters(cls, spec: EntrySpec) -> list[str]:
-    """Parameters of ``cls.__init__`` without a default that the entry does not give."""
-    try:
-        params = list(inspect.signature(cls).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    given = set(spec.kwargs)
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    given |= {p.name for p in positional[:len(spec.args)]}
-    return [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in given
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    try:   # what nobody gave is built from defaults, type hints and config classes (harness.py)
+        built = harness.constructor_arguments(cls, spec.kwargs, len(spec.args), world)
+    except harness.Unbuildable as error:
+        raise EntryError(f"{spec.name}: {error}") from error
+    return cls(*spec.args, **{**built, **spec.kwargs})
 
 
 def parse_arg(text: str) -> tuple[str, Any]:
@@ -159,19 +145,6 @@ def _check_args(fn, args: dict) -> None:
                              f"(parameters: {', '.join(params) or 'none'})")
         if params[name].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             raise EntryError(f"--arg {name}: only parameters that can be passed by position can be given")
-
-
-_SCALAR_HINTS = ("int", "float", "bool", "str", "None", "Optional")
-
-
-def _asked(param: inspect.Parameter) -> str:
-    """How to give a parameter without a default: a shape for a tensor, a literal for anything else."""
-    hint = param.annotation
-    text = "" if hint is inspect.Parameter.empty else (getattr(hint, "__name__", None) or str(hint))
-    if text and "Tensor" not in text and any(word in text for word in _SCALAR_HINTS):
-        return f"{param.name} ({text}): give it with --arg {param.name}=LITERAL"
-    return f"{param.name}: give its shape with --input {param.name}=8x16 (a tensor) or its value with " \
-           f"--arg {param.name}=LITERAL"
 
 
 def tensor_parameters(fn) -> list[inspect.Parameter]:
@@ -232,10 +205,11 @@ def _opts_out(expression) -> bool:
     return False
 
 
-def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | None = None
+def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | None = None, world: int = 1
                    ) -> tuple[list[str], list[Any]]:
     """(names, values) of the entry's inputs: ``example_inputs()``'s values, else ``--input`` shapes
-    (random tensors); ``--arg`` literals; defaults for the parameters between the given ones."""
+    (random tensors), ``--arg`` literals, and what ``harness.py`` builds for the rest; defaults for the
+    parameters between the given ones."""
     args = dict(args or {})
     _check_args(fn, args)
     params = tensor_parameters(fn)
@@ -262,9 +236,14 @@ def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | 
             continue
         names.append(param.name)
         values.append(value)
-    if missing:
-        raise EntryError("no example_inputs() in the file, and nothing given for parameter "
-                         + "; ".join(_asked(p) for p in missing))
+    if missing:   # built from the entry's own sizes and type hints (harness.py)
+        try:
+            made = dict(harness.call_arguments(fn, getattr(fn, "__self__", None), missing, world))
+        except harness.Unbuildable as error:
+            raise EntryError(str(error)) from error
+        order = [p.name for p in params if p.name in made or p.name in names]
+        given = dict(zip(names, values))
+        names, values = order, [made[n] if n in made else given[n] for n in order]
     return _with_given_defaults(fn, names, values, args)
 
 

@@ -24,7 +24,8 @@ import torch.distributed as dist
 
 from verifier.ir import Span
 
-from . import collectives
+from . import collectives, harness
+from .inference import without_inference_mode
 from .entries import EntryError, EntrySpec, construct_module, example_inputs, explicitly_not_trainable, find_entry
 from .location import locate
 from .recorder import Problem, Recorder, Recording
@@ -363,13 +364,26 @@ SLICING_BACKWARDS = frozenset({"SliceBackward0", "SplitBackward0", "SplitWithSiz
                                "UnbindBackward0", "NarrowBackward0"})
 
 
-def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list[Any]) -> list[Leaf]:
+def _as_activations(tensors: list[Any]) -> list[Any]:
+    """What the entry is called with: each differentiable input as an activation (a recorded clone of
+    its leaf), as training code hands it over; code that writes into its input in place (fairscale's
+    ``_reduce`` all-reduces it and marks it dirty) may do so on an activation, never on a leaf."""
+    return [t.clone() if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf else t for t in tensors]
+
+
+def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list[Any],
+                           passed: list[Any] | None = None) -> list[Leaf]:
     """Mark each input whose every consumer in the autograd graph of ``outputs`` is a slicing view.
 
     Read from the graph torch built, not from the recorded ops: a custom Function that slices in its
-    forward is one node whose backward may return anything (Megatron's scatter all-gathers)."""
-    by_id = {id(t): leaf.name for leaf, t in zip((l for l in leaves if l.kind == "input"),
-                                                 (t for t in tensors if isinstance(t, torch.Tensor)))}
+    forward is one node whose backward may return anything (Megatron's scatter all-gathers).  An input
+    handed over as a clone (``_as_activations``) is read by the consumers of its clone."""
+    inputs = [t for t in tensors if isinstance(t, torch.Tensor)]
+    handed = [t for t in (passed or tensors) if isinstance(t, torch.Tensor)]
+    names = [leaf.name for leaf in leaves if leaf.kind == "input"]
+    by_id = {id(t): name for name, t in zip(names, inputs)}
+    by_node = {id(h.grad_fn): name for name, t, h in zip(names, inputs, handed)
+               if h is not t and h.grad_fn is not None}
     readers: dict[str, set[str]] = {}
     seen, stack = set(), [t.grad_fn for t in outputs if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while stack:
@@ -379,8 +393,10 @@ def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list
         seen.add(id(node))
         for next_node, _ in node.next_functions:
             variable = getattr(next_node, "variable", None) if next_node is not None else None
-            if variable is not None and id(variable) in by_id:
+            if id(node) not in by_node and variable is not None and id(variable) in by_id:
                 readers.setdefault(by_id[id(variable)], set()).add(type(node).__name__)
+            if next_node is not None and id(next_node) in by_node:
+                readers.setdefault(by_node[id(next_node)], set()).add(type(node).__name__)
             stack.append(next_node)
     return [replace(leaf, read_by_autograd_slices=True)
             if leaf.kind == "input" and readers.get(leaf.name) and readers[leaf.name] <= SLICING_BACKWARDS else leaf
@@ -423,6 +439,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
     init_group(world, rank)
     spans = SpanFinder(request.path, request.shown_as)
     recorder = Recorder(spans, simulated=world > 1)
+    harness.reset()
     try:
         torch.manual_seed(request.seed)
         if request.entry is None and is_launch_script(request.path):
@@ -445,14 +462,16 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
             target, mesh = _construct(module, spec, world)
             fn = target if spec.kind != "function" else getattr(module, spec.name)
             call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-            names, inputs = example_inputs(module, call_fn, request.shapes, request.args)
+            names, inputs = example_inputs(module, call_fn, request.shapes, request.args, world)
             frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
                                        vocab if type(vocab) is int else None, frozen)
+        fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+        result.assumptions += [inference_said] if inference_said else []
         result.constants = constants
         result.assumptions[:0] = _where_it_ran(request)
         return result
@@ -478,6 +497,7 @@ def _where_it_ran(request: RunRequest) -> list[str]:
         said.append(f"parallel state set up as a launcher would: "
                     f"{', '.join(f'{s.__name__}.initialize_model_parallel' for s in PARALLEL_STATES)}(world size), "
                     f"every rank in one tensor-parallel group")
+    said += harness.built()
     return [line for line in said if line]
 
 
@@ -585,7 +605,7 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
     if spec.name != "example_module":
         set_up_parallel_state(module, world)
     if spec.kind == "module":
-        return construct_module(module, spec), {"tp": world}
+        return construct_module(module, spec, world), {"tp": world}
     return getattr(module, spec.name), {"tp": world}
 
 
@@ -715,8 +735,9 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
         with anomaly, recorder:
+            passed = _as_activations(tensors)
             try:
-                out = fn(*tensors)
+                out = fn(*passed)
             except Exception as error:  # the user's code raised: say where
                 if _ours(error):
                     raise
@@ -725,7 +746,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             values, loss_terms = [], []
             for index, (path, tensor) in enumerate(flat):
                 values.append(_output_value(recorder, index, path, tensor))
-            leaves[:] = _with_autograd_readers(leaves, tensors, [t for _, t in flat])
+            leaves[:] = _with_autograd_readers(leaves, tensors, [t for _, t in flat], passed)
             passes = ("forward",)
             for index, (path, tensor) in enumerate(flat):
                 if not (isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.requires_grad):

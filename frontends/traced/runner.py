@@ -19,9 +19,11 @@ from verifier.placements import Partial, Replicate, Shard, Varying
 from verifier.traced_ir import Comparison, TracedProgram
 
 from .failure import TraceFailure
+from .found import Candidate, Discovery
 
 MEMORY_LIMIT = DEFAULT_MEMORY_BYTES
-_CARRIED = (TracedProgram, TraceFailure, Comparison, Op, Span, TensorSpec, Shard, Replicate, Partial, Varying)
+_CARRIED = (TracedProgram, TraceFailure, Discovery, Candidate, Comparison, Op, Span, TensorSpec, Shard, Replicate,
+            Partial, Varying)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,30 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
     return main, dict(zip(options.also_worlds, further))
 
 
+def discover_file(path: str | Path, options: TraceOptions = TraceOptions()) -> Discovery | TraceFailure:
+    """The distributed entries of ``path`` (``discover.py``), found in the sandboxed child by importing
+    the file as a run would."""
+    path = Path(path).resolve()
+    request = {"mode": "discover", "path": str(path), "shown_as": str(path),
+               "paths": [str(Path(p).resolve()) for p in options.paths]}
+    with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
+        request_path = os.path.join(scratch, "request.json")
+        with open(request_path, "w", encoding="utf-8") as handle:
+            json.dump(request, handle)
+        done = run_python([str(Path(__file__).with_name("child.py")), request_path], timeout=options.timeout,
+                          memory_bytes=options.memory_bytes, cwd=str(path.parent),
+                          extra_env=scrubbed_environment({}))
+    answers, unreadable = wire.decode_stream(done.result, _CARRIED, check=_check)
+    if not answers:
+        if done.timed_out:
+            return TraceFailure("timeout", f"importing the file took longer than {options.timeout:g} s")
+        why = unreadable or (done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"])[0]
+        return TraceFailure("internal", f"the tracing process ended with code {done.returncode}: {why}")
+    return answers[0]
+
+
 def _check(value) -> None:
-    """Refuse anything but a ``TracedProgram`` or ``TraceFailure`` whose fields have their types."""
-    if not isinstance(value, (TracedProgram, TraceFailure)):
+    """Refuse anything but a ``TracedProgram``, ``TraceFailure`` or ``Discovery`` whose fields have their types."""
+    if not isinstance(value, (TracedProgram, TraceFailure, Discovery)):
         raise wire.WireError(f"a {type(value).__name__} is not a traced program")
     wire.check_types(value)

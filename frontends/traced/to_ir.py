@@ -192,11 +192,14 @@ def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
 def _blocks_read(name: str, ops, shape) -> list | None:
     """The distinct blocks of ``name`` the ops read, if they read it only through slicing ops."""
     used = {arg for op in ops for arg in op.args}
+    # the entry was handed a clone of the leaf (run._as_activations): its reads are the leaf's
+    aliases = {name} | {result for op in ops if op.kind == "aten.clone.default" and op.args == (name,)
+                        for result in op.results}
     blocks: list = []
     for op in ops:
-        if name not in op.args:
+        if not aliases & set(op.args) or (op.kind == "aten.clone.default" and op.args == (name,)):
             continue
-        if op.args != (name,):
+        if len(op.args) != 1:
             return None
         regions = _slice_regions(op, shape)
         if regions is None:
