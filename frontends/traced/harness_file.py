@@ -144,8 +144,9 @@ def build(user_module, harness_path: str, world: int, entry: str | None):
     (a module or function), its inputs by parameter name, and the guard to hold over the recorded run.
     Raises ``HarnessError`` (the harness failed: what it raised, its line) or ``HarnessRefused``."""
     guard = HarnessGuard(user_module, harness_path)
-    function = _load(harness_path)
-    target, inputs = _split(_call(function, user_module, world, harness_path))
+    with guard.building():
+        function = _load(harness_path)
+        target, inputs = _split(_call(function, user_module, world, harness_path))
     guard.check_unchanged()
     name = guard.check_entry(target, entry)
     import torch

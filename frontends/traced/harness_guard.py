@@ -14,7 +14,9 @@ rest on the user's code.  Checked in the child, around the harness call and the 
    objects after the harness ran as before;
 3. **no harness code in the run**: a profile hook sees every Python call of the recorded forward and
    backward; a call into the harness's file refuses the run (a subclass, a wrapped forward, a callable
-   handed to the entry as an argument, a submodule of its own making).
+   handed to the entry as an argument, a submodule of its own making);
+4. **no code made at run time**: while the harness builds, an audit hook refuses ``exec``, ``compile``
+   and code objects made by the harness's own lines (such code would not carry the harness's file name).
 
 Not checked: a harness that builds the entry and then swaps one of its submodules for another
 *library* module (no harness code runs, no namespace changes).  A refusal is final for that harness.
@@ -34,6 +36,24 @@ _TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.distributed", "torch
 
 class HarnessRefused(Exception):
     """The harness did more than build arguments; the message says what (one sentence)."""
+
+
+# Code the harness makes at run time (exec, compile, a code object built by hand) would not carry the
+# harness's file name, so the watch of the recorded run could not see it run: refused while it builds.
+_MAKES_CODE = frozenset({"compile", "exec", "code.__new__"})
+_BUILDING: list[str] = []          # the harness file whose code is building the entry right now
+_MADE_CODE: list[str] = []         # what it did, said in the refusal
+_HOOKED: list[bool] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _BUILDING or event not in _MAKES_CODE or _MADE_CODE:
+        return
+    caller = sys._getframe(1)
+    if os.path.realpath(caller.f_code.co_filename) != _BUILDING[-1]:
+        return   # an import, a dataclass or a namedtuple the harness uses: their own code
+    what = "a code object built" if event == "code.__new__" else "exec or compile"
+    _MADE_CODE.append(f"{what} at its line {caller.f_lineno}")
 
 
 def _callables(namespace: dict) -> dict[str, int]:
@@ -146,6 +166,25 @@ class HarnessGuard:
     def _shown(self) -> str:
         file = getattr(self.user_module, "__file__", None)
         return f"the file {os.path.basename(file)}" if file else "the file"
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        """Around the harness's import and call: refuse code it makes at run time (an audit hook, which
+        Python never removes: installed once, active only inside this block)."""
+        if not _HOOKED:
+            sys.addaudithook(_audit)
+            _HOOKED.append(True)
+        _BUILDING.append(self.harness_file)
+        _MADE_CODE.clear()
+        try:
+            yield
+        finally:
+            _BUILDING.pop()
+        if _MADE_CODE:
+            made = _MADE_CODE[0]
+            _MADE_CODE.clear()
+            raise HarnessRefused(f"the harness makes code at run time ({made}), which could hide what runs in "
+                                 f"the entry: a harness builds arguments with the code it shows")
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[None]:

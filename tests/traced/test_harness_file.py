@@ -87,3 +87,13 @@ def test_a_method_hidden_on_the_instance_is_refused(tmp_path):
                                      "    return layer, (torch.randn(4, 8),)\n")
     assert result.exit_code == 3
     assert "hiding the method of Layer" in document["harness_refused"]
+
+
+def test_a_harness_making_code_at_run_time_is_refused(tmp_path):
+    result, document = run(tmp_path, "import torch\n\ndef harness(module, world):\n"
+                                     "    made = {}\n"
+                                     "    exec('def mine(x):\\n    return x * 0\\n', made)\n"
+                                     "    return module.Layer(8, made['mine']), (torch.randn(4, 8),)\n")
+    assert result.exit_code == 3
+    assert document["harness_refused"].startswith("the harness makes code at run time (exec or compile at its "
+                                                  "line 5)")
