@@ -245,6 +245,10 @@ def translate(
     timeout: float = typer.Option(deadlines.DEFAULT_TIMEOUT, "--timeout", help=TIMEOUT_HELP),
     param_layout: List[str] = typer.Option([], "--param-layout", help="Layout of a parameter on the ranks, e.g. "
                                            "fc1.weight=Shard(0) or fc1.weight=Replicate (repeatable; traced runs)."),
+    expect: List[str] = typer.Option([], "--expect", help="A rank block of an entry input or output, e.g. "
+                                     "x=Shard(1) (rank r is given block r of x along dim 1) or out=Shard(2) (rank "
+                                     "r returns block r of the output along dim 2; out1: the second output): a "
+                                     "reshard is checked as one (repeatable; traced runs)."),
     no_grad: List[str] = typer.Option([], "--no-grad", help="An input or parameter that is not trained: its "
                                       "gradient is not compared (repeatable; traced runs). By default every "
                                       "floating input and parameter is differentiable."),
@@ -286,11 +290,11 @@ def translate(
 
         def run_traced(harness_file: Optional[str]):
             return trace_or_refusal(source, str(file), entry=entry, mesh=mesh, inputs=parse_inputs(input),
-                                    layouts=param_layout, timeout=timeout, progress=_stage_progress(format),
+                                    layouts=[*param_layout, *expect], timeout=timeout, progress=_stage_progress(format),
                                     no_grad=tuple(no_grad), paths=paths, args=tuple(arg), harness=harness_file)
 
         if entry is None and harness is None and not input:   # a library file: every distributed entry
-            _every_entry(source, file, format, mesh=mesh, layouts=param_layout, timeout=timeout,
+            _every_entry(source, file, format, mesh=mesh, layouts=[*param_layout, *expect], timeout=timeout,
                          no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
         traced = run_traced(str(harness) if harness is not None else None)
         if traced is not None and traced.not_traced is not None:

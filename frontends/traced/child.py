@@ -128,7 +128,7 @@ def trace(request: dict):
                              {k: tuple(v) for k, v in request.get("shapes", {}).items()}, no_grad=no_grad,
                              paths=tuple(request.get("paths", ())),
                              args=dict(parse_arg(text) for text in request.get("args", ())),
-                             harness=request.get("harness"))
+                             harness=request.get("harness"), layouts=layouts)
     try:
         try:
             reference = run_once(run_request, 1, 0, None)

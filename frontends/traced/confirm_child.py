@@ -239,7 +239,9 @@ def _run(meta: dict, arrays: dict):
         if not isinstance(value, torch.Tensor):
             tensors.append(value)
             continue
-        tensor = _given(arrays, name, value, given).detach().clone()
+        # a rank given a block of this input (--expect x=Shard(d)) gets the piece the verifier cut
+        key = f"{name}@local" if world > 1 and f"{name}@local" in arrays else name
+        tensor = _given(arrays, key, value if key == name else torch.as_tensor(arrays[key]).to(value.dtype), given).detach().clone()
         if tensor.is_floating_point():
             tensor.requires_grad_(True)
         tensors.append(tensor)

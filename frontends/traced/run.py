@@ -92,6 +92,7 @@ class RunRequest:
     no_grad: tuple[str, ...] = ()               # inputs and parameters the user says are not trained
     paths: tuple[str, ...] = ()                 # --path: directories to import from (location.py)
     args: dict = field(default_factory=dict)    # --arg NAME=LITERAL, already read (entries.parse_arg)
+    layouts: dict = field(default_factory=dict)  # --param-layout / --expect: an input's rank block (Shard(d))
     harness: str | None = None                  # a harness file building the entry and its inputs
 
 
@@ -467,7 +468,8 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
-                                       vocab if type(vocab) is int else None, frozen)
+                                       vocab if type(vocab) is int else None, frozen,
+                                       blocks=(request.layouts, world, rank))
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
@@ -648,14 +650,22 @@ def _parallel_states(module) -> list:
 
 def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
                  reference: RunResult | None, bounds_hint: int | None = None,
-                 frozen: set[str] = frozenset()) -> tuple[list[Leaf], list[Any]]:
+                 frozen: set[str] = frozenset(), blocks: tuple = ({}, 1, 0)) -> tuple[list[Leaf], list[Any]]:
     """Every floating input and parameter is differentiable unless ``frozen`` names it (``--no-grad``,
     or ``requires_grad=False`` written in ``example_inputs()``): an entry's inputs are activations
-    whose gradients flow on to earlier layers.  A parameter the code itself froze stays frozen."""
+    whose gradients flow on to earlier layers.  A parameter the code itself froze stays frozen.
+    ``blocks``: (statements, world, rank); an input stated ``Shard(d)`` (``--expect x=Shard(1)``) is
+    given to a rank as its block r of dim d, cut from the single-device value."""
     leaves, tensors = [], []
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
             tensors.append(value)
+            continue
+        block = input_block(name, value, *blocks) if reference is not None else None
+        if block is not None:
+            leaf, tensor = _bind_block(recorder, name, value, block, spans, name not in frozen)
+            leaves.append(leaf)
+            tensors.append(tensor)
             continue
         tensor = value.detach().clone()
         trainable = tensor.is_floating_point() and name not in frozen
@@ -691,6 +701,41 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
         raise EntryError(f"--no-grad {', '.join(sorted(unknown))}: no input or parameter of that name "
                          f"(inputs: {', '.join(names) or 'none'})")
     return leaves, tensors
+
+
+def input_block(name: str, value: Any, statements: dict, world: int, rank: int) -> Region | None:
+    """The block of input ``name`` a rank is given when it is stated ``Shard(d)``; None: the whole."""
+    from .correspondence import _LAYOUT
+
+    match = _LAYOUT.match(statements.get(name, "")) if statements.get(name) else None
+    if match is None or match.group(2) or value.dim() == 0:
+        return None
+    dim = int(match.group(1)) % value.dim()
+    size = int(value.shape[dim])
+    if size % world:
+        raise EntryError(f"--expect {name}={statements[name]}: dim {dim} of size {size} does not split into "
+                         f"{world} blocks")
+    step = size // world
+    return tuple((rank * step, (rank + 1) * step) if d == dim else (0, int(n)) for d, n in enumerate(value.shape))
+
+
+def _bind_block(recorder: Recorder, name: str, value: Any, block: Region, spans: SpanFinder,
+                trainable: bool) -> tuple[Leaf, Any]:
+    """A rank's block of an input: a leaf of its own (``name@local``) related to the single-device
+    input by the block, the way a parameter's piece is."""
+    index = tuple(slice(a, b) for a, b in block)
+    tensor = value.detach()[index].clone()
+    trainable = trainable and tensor.is_floating_point()
+    if trainable:
+        tensor.requires_grad_(True)
+    local_name = f"{name}@local"
+    recorder.names.bind(tensor, local_name)
+    dims = [d for d, (a, b) in enumerate(block) if b - a != int(value.shape[d])]
+    sentence = (f"input {name}: each rank is given its block of dim {dims[0]} (as stated by --expect), and the "
+                f"outputs and gradients are compared block by block" if dims else None)
+    if sentence and sentence not in recorder.recording.assumptions:
+        recorder.recording.assumptions.append(sentence)
+    return Leaf(name, local_name, tuple(value.shape), tuple(tensor.shape), trainable, "input", block, "user"), tensor
 
 
 def _values_as_built(tensor: Any) -> Any:
@@ -907,7 +952,7 @@ def _leaf_tensor(recorder: Recorder, leaf: Leaf, tensors, fn):
     if leaf.kind == "input":
         for tensor in tensors:
             if isinstance(tensor, torch.Tensor) and recorder.names.lookup(tensor) is not None \
-                    and recorder.names.lookup(tensor).name == leaf.name:
+                    and recorder.names.lookup(tensor).name == leaf.local:   # a rank's block: name@local
                 return tensor
         return None
     for prefix, mod in _modules_of(fn):

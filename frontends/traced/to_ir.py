@@ -106,6 +106,10 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if theirs is None:
                 return TraceFailure("unsupported", f"rank {run.rank} does not produce {value.label}", value.span.line)
             region = theirs.region
+            if region is None and value.kind == "output":   # a stated block: the output is resharded
+                region = stated_output_block(value, theirs.shape, user_layouts, run.rank, world)
+                if isinstance(region, TraceFailure):
+                    return region
             if region is None and value.kind == "output" and tuple(theirs.shape) != tuple(value.shape):
                 # a plain tensor returned by a rank is the value itself: a piece of it is not the
                 # single-device result (a DTensor output says which piece it is, through its placements)
@@ -278,6 +282,31 @@ def _failure(problem: Problem, run: RunResult) -> TraceFailure:
 
 def _safe(key: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in key)
+
+
+def stated_output_block(value, local_shape, statements: dict[str, str], rank: int, world: int):
+    """The block of an output a rank returns when ``--expect out=Shard(d)`` states one (``out`` or
+    ``out0`` is output 0, ``out1`` output 1): gathering the rank blocks along d gives the
+    single-device output, so a reshard (sequence-sharded in, head-sharded out) is checked as one.
+    None: no statement (the whole value is expected, or its DTensor placements say which piece)."""
+    from .correspondence import _LAYOUT
+
+    index = value.key.split()[1].split("[")[0] if value.key.startswith("output ") else None
+    names = [f"out{index}", f"output {index}"] + (["out", "output"] if index == "0" else [])
+    stated = next((statements[n] for n in names if n in statements), None)
+    match = _LAYOUT.match(stated) if stated else None
+    if match is None or match.group(2) or not value.shape:
+        return None
+    dim = int(match.group(1)) % len(value.shape)
+    size = int(value.shape[dim])
+    expected = tuple(size // world if d == dim else int(n) for d, n in enumerate(value.shape))
+    if size % world or tuple(int(n) for n in local_shape) != expected:
+        return TraceFailure("violation", f"{value.label} has shape {tuple(local_shape)} on rank {rank}, but "
+                                         f"--expect {names[0] if index != '0' else 'out'}={stated} says each rank "
+                                         f"returns its block of dim {dim} of the single-device shape "
+                                         f"{tuple(value.shape)}, shape {expected}", value.span.line)
+    return tuple((rank * expected[d], (rank + 1) * expected[d]) if d == dim else (0, int(n))
+                 for d, n in enumerate(value.shape))
 
 
 def _cannot_be_a_piece(global_shape, local_shape) -> bool:
