@@ -25,11 +25,13 @@ def consult(source: str, path: str, entry: Optional[str], failed: TracedResult, 
     endpoint failed; ``failed`` itself when no harness ran) and the keys the input-error document carries."""
     from agent import LLMSettings
     from agent.client import LLMUnavailable
-    from agent.harness_writer import ACCEPTED, HarnessRun, has_recorded_harness, write_harness
+    from agent.harness_writer import ACCEPTED, HarnessRun, entry_facts, has_recorded_harness, write_harness
 
     settings = LLMSettings.from_options(base_url=base_url, model=model, max_rounds=max_rounds, no_cache=no_cache,
                                         llm_deadline=llm_deadline)
-    if not settings.has_endpoint and not has_recorded_harness(source, path, entry or "", settings.cache_dir):
+    failure = (failed.usage_error or "").strip()
+    named = entry_facts(source, entry, failure)[0]   # the name answers are cached under
+    if not settings.has_endpoint and not has_recorded_harness(source, path, named, settings.cache_dir):
         return failed, {LLM_STATUS: not_consulted(f"{NO_ENDPOINT}; with one, a model would be asked to write a "
                                                   f"harness building the entry")}
 
@@ -44,7 +46,6 @@ def consult(source: str, path: str, entry: Optional[str], failed: TracedResult, 
         message = result.usage_error or result.not_traced or "the run gave no result"
         return HarnessRun("raised", message.removeprefix(f"{path}: "), result)
 
-    failure = (failed.usage_error or "").strip()
     try:
         outcome = write_harness(source, path, entry, failure, settings, run, progress)
     except LLMUnavailable as error:   # the endpoint failed or answered nonsense: nothing was decided (exit 3)
