@@ -205,6 +205,19 @@ class Recorder(TorchDispatchMode):
 
     # --- the mode --------------------------------------------------------------------------
 
+    def __enter__(self):
+        from .dirty import following_dirty_inputs
+
+        self._dirty = following_dirty_inputs(self)
+        self._dirty.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._dirty.__exit__(*exc)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if any(t is not torch.Tensor and not issubclass(t, FakeTensor) and is_traceable_wrapper_subclass_type(t)

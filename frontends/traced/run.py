@@ -249,12 +249,27 @@ def teardown() -> None:
         if callable(destroy):
             with contextlib.suppress(Exception):
                 destroy()
-    megatron_state = sys.modules.get("megatron.core.parallel_state")
-    if megatron_state is not None:
+    for state in _loaded_parallel_states():
         with contextlib.suppress(Exception):
-            megatron_state.destroy_model_parallel()
+            state.destroy_model_parallel()
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
+
+
+def _loaded_parallel_states() -> list:
+    """Every loaded module that keeps model-parallel groups of its own (megatron-core's
+    ``parallel_state``, fairscale's ``model_parallel.initialize``, a package's ``mpu``): the user's
+    code may have called its ``initialize_model_parallel`` itself, and the next simulated world
+    must not find the last one's groups ("already initialized")."""
+    found = []
+    for name, loaded in list(sys.modules.items()):
+        if loaded is None or name.split(".")[0] in _OWN_PACKAGES:
+            continue
+        destroy = getattr(loaded, "destroy_model_parallel", None)
+        initialize = getattr(loaded, "initialize_model_parallel", None)
+        if callable(destroy) and callable(initialize) and getattr(destroy, "__module__", None) == name:
+            found.append(loaded)
+    return found
 
 
 def import_fresh(path: str, paths: tuple[str, ...] = ()):
