@@ -4,14 +4,21 @@
                                 [--jobs 2] [--json out.json]
 
 Every mutation operator (benchmarks/mutants/operators.py) is applied at every site of every
-gallery file (examples/models/) and real-world driver (examples/realworld/); identical
-mutants are merged.  Each mutant is a copy in a temporary folder (originals are never
+gallery file (examples/models/), real-world driver (examples/realworld/) and driver around an
+installed library (examples/realcode_drivers/: megatron-core, fairscale, yunchang, litgpt,
+torchtitan); identical mutants are merged.  With ``--library``, the installed libraries' own
+mapping and layer source is mutated too (benchmarks/mutants/library.py: a temporary copy of the
+package first on the path, run through the drivers that call it; site-packages is never edited).  Each mutant is a copy in a temporary folder (originals are never
 touched).  For each one:
 
 * ground truth: real torch.distributed (gloo, CPU) runs, 1 rank against 2 and 4 ranks,
   outputs and gradients (gradients for autograd-aware gallery files and every real-world
   driver), see benchmarks/mutants/groundtruth.py; results are cached by content hash;
 * the tool: ``verify-agent translate MUTANT --format json`` in a subprocess (``--jobs`` at once).
+
+For every mutant found (ground truth differs, tool says violations) of a file the tool reads, the
+report counts whether the tool's first error names the mutated line (primary line) and whether
+any error's repair line (``repair_line``) does.
 
 Prints the confusion matrix ground truth {agree, differ} x tool {verified, violations,
 unsupported, input-error, error}, the mutants left out (invalid: raises the same way on
@@ -34,11 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutants import groundtruth as gt  # noqa: E402
 from mutants import tool  # noqa: E402
+from mutants.library import LibraryMutant, library_mutants, write_library_mutant  # noqa: E402
 from mutants.operators import OPERATORS, Mutant, mutants_of, stratified_sample  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GALLERY = ROOT / "examples" / "models"
 REALWORLD = ROOT / "examples" / "realworld"
+REALCODE = ROOT / "examples" / "realcode_drivers"
 DEFAULT_CACHE = Path(__file__).resolve().parent / "mutants" / "cache"
 
 
@@ -76,24 +85,32 @@ def _expected(folder: Path) -> dict:
 
 def originals(files: list[str] | None) -> list[Original]:
     paths = [Path(f).resolve() for f in files] if files else \
-        sorted(GALLERY.glob("*.py")) + (sorted(REALWORLD.glob("*.py")) if REALWORLD.is_dir() else [])
+        sorted(GALLERY.glob("*.py")) + sorted(REALWORLD.glob("*.py")) + sorted(REALCODE.glob("*.py"))
     found = []
     for p in paths:
         if not p.is_file():
             raise SystemExit(f"mutate.py: {p}: no such file")
         info = _expected(p.parent).get(p.name, {})
-        kind = gt.REALWORLD if p.parent.name == "realworld" else gt.GALLERY
+        kind = gt.REALWORLD if p.parent.name in ("realworld", "realcode_drivers") else gt.GALLERY
         grad = True   # every floating input of an entry is differentiable (the tool compares its gradient)
         verdict = info.get("verdict") if isinstance(info, dict) else None
         found.append(Original(p, kind, grad, verdict))
     return found
 
 
-def write_mutant(folder: Path, original: Original, mutant: Mutant) -> Path:
+def write_mutant(folder: Path, original: Original | None, mutant: Mutant | LibraryMutant) -> tuple[Path, str | None]:
+    """The mutant's file, and the import root of a mutated library copy (None for a driver mutant)."""
+    if isinstance(mutant, LibraryMutant):
+        driver, lib = write_library_mutant(folder, mutant)
+        return driver, str(lib)
     target = folder / mutant.digest / original.path.name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(mutant.source)
-    return target
+    return target, None
+
+
+def is_realcode(mutant) -> bool:
+    return isinstance(mutant, LibraryMutant) or "realcode_drivers" in mutant.origin
 
 
 def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_timeout: float, gt_parallel: int,
@@ -102,9 +119,13 @@ def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_
     by_label = {o.label: o for o in origs}
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         folder = Path(tmp)
-        paths = [write_mutant(folder, by_label[m.origin], m) for m in mutants]
-        requests = [gt.Request(str(p), by_label[m.origin].kind, by_label[m.origin].grad, m.digest,
-                               race_possible=m.operator == "remove_wait") for p, m in zip(paths, mutants)]
+        written = [write_mutant(folder, by_label.get(m.origin), m) for m in mutants]
+        paths = [p for p, _ in written]
+        libs = [lib for _, lib in written]
+        requests = [gt.Request(str(p), gt.REALWORLD if lib else by_label[m.origin].kind,
+                               True if lib else by_label[m.origin].grad, m.digest,
+                               race_possible=m.operator == "remove_wait", lib_path=lib)
+                    for p, lib, m in zip(paths, libs, mutants)]
         started = time.monotonic()
         stop_at = None if max_seconds is None else started + max_seconds
         verdicts: list[tool.ToolVerdict | None] = [None] * len(mutants)
@@ -125,7 +146,7 @@ def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_
                 waiting.clear()
             while waiting and len(running) < max(1, jobs):
                 i = waiting.pop(0)
-                running[i] = tool.PendingTool(str(paths[i]), timeout=tool_timeout)
+                running[i] = tool.PendingTool(str(paths[i]), timeout=tool_timeout, lib_path=libs[i])
 
         truths = gt.ground_truth(requests, worlds=worlds, timeout=gt_timeout, cache=cache,
                                  parallel=gt_parallel, progress=log, tick=pump_tools, stop_at=stop_at)
@@ -149,7 +170,41 @@ def confusion(outcomes: list[Outcome]) -> dict:
     return {"matrix": matrix, "left_out": left_out}
 
 
+def line_hits(outcomes: list[Outcome]) -> dict:
+    """Found bugs (differ + violations) of driver/gallery mutants: how many name the mutated line as
+    the primary (first error) line, and how many as a repair line.  Library mutants are counted apart:
+    their mutated line is in the library, which the tool's lines (the driver's) do not point into."""
+    found = [o for o in outcomes if o.truth.status == gt.DIFFER and o.verdict.verdict == tool.VIOLATIONS
+             and not isinstance(o.mutant, LibraryMutant)]
+    primary = sum(1 for o in found if o.verdict.lines and o.verdict.lines[0] == o.mutant.line)
+    anywhere = sum(1 for o in found if o.mutant.line in o.verdict.lines)
+    repair = sum(1 for o in found if o.mutant.line in o.verdict.repair_lines)
+    either = sum(1 for o in found if (o.verdict.lines and o.verdict.lines[0] == o.mutant.line)
+                 or o.mutant.line in o.verdict.repair_lines)
+    return {"found": len(found), "primary": primary, "any_error_line": anywhere, "repair": repair, "either": either}
+
+
+def _hits_text(h: dict) -> str:
+    if not h["found"]:
+        return "found bugs naming the mutated line: none found"
+    pct = lambda n: f"{n} ({100 * n / h['found']:.0f}%)"  # noqa: E731
+    return (f"found bugs naming the mutated line ({h['found']} found, library mutants apart): primary line {pct(h['primary'])}, "
+            f"repair line {pct(h['repair'])}, either {pct(h['either'])}, any error line {pct(h['any_error_line'])}")
+
+
 def render(outcomes: list[Outcome], summary: dict) -> str:
+    text = _render_matrix(outcomes, summary)
+    real = [o for o in outcomes if is_realcode(o.mutant)]
+    if real and len(real) < len(outcomes):
+        text += "\n\nof which around installed libraries (examples/realcode_drivers/ and library source mutants):\n"
+        text += _render_matrix(real, confusion(real), wrong_list=False)
+    text += "\n" + _hits_text(line_hits(outcomes))
+    if real:
+        text += "\nrealcode drivers only: " + _hits_text(line_hits(real))
+    return text
+
+
+def _render_matrix(outcomes: list[Outcome], summary: dict, wrong_list: bool = True) -> str:
     m = summary["matrix"]
     width = max(len(v) for v in tool.VERDICTS) + 2
     lines = ["ground truth \\ tool".ljust(20) + "".join(v.rjust(width) for v in tool.VERDICTS) + "total".rjust(8)]
@@ -165,7 +220,7 @@ def render(outcomes: list[Outcome], summary: dict) -> str:
         lines.append(f"wrong definite verdicts: {len(wrong)} (verified where numbers differ: {m[gt.DIFFER][tool.VERIFIED]}, "
                      f"violations where they agree: {m[gt.AGREE][tool.VIOLATIONS]}); "
                      f"unsupported: {100 * unsupported / counted:.1f}%")
-    if wrong:
+    if wrong and wrong_list:
         lines.append("")
         lines.append("wrong definite verdicts (file:line operator -- change -- tool verdict / ground truth):")
         for o in sorted(wrong, key=lambda o: (o.mutant.origin, o.mutant.line, o.mutant.operator)):
@@ -196,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=float,
                     help="start no new mutant after this long; the matrix covers the mutants finished")
     ap.add_argument("--list", action="store_true", help="only list the mutants")
+    ap.add_argument("--library", action="store_true",
+                    help="also mutate the installed libraries' own source (benchmarks/mutants/library.py)")
+    ap.add_argument("--realcode-limit", type=int,
+                    help="with --limit: at least this many of the sample around installed libraries")
     args = ap.parse_args(argv)
 
     operators = [o.strip() for o in args.operators.split(",")] if args.operators else None
@@ -211,9 +270,21 @@ def main(argv: list[str] | None = None) -> int:
             if m.digest not in seen:
                 seen.add(m.digest)
                 mutants.append(m)
+    if args.library:
+        for m in library_mutants(operators):
+            if m.digest not in seen:
+                seen.add(m.digest)
+                mutants.append(m)
     total = len(mutants)
     if args.limit is not None:
-        mutants = stratified_sample(mutants, args.limit, args.seed)
+        if args.realcode_limit:
+            real = [m for m in mutants if is_realcode(m)]
+            other = [m for m in mutants if not is_realcode(m)]
+            take_real = min(len(real), max(args.realcode_limit, args.limit - len(other)))
+            mutants = stratified_sample(real, take_real, args.seed) + \
+                stratified_sample(other, max(0, args.limit - take_real), args.seed)
+        else:
+            mutants = stratified_sample(mutants, args.limit, args.seed)
     print(f"{len(origs)} files, {total} distinct mutants, running {len(mutants)}", flush=True)
     if args.list:
         for m in mutants:
@@ -236,15 +307,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.monotonic() - started:.0f}s)")
     if args.json:
         sources = {o.label: o.path.read_text() for o in origs}
+        for o in outcomes:
+            if isinstance(o.mutant, LibraryMutant):
+                sources[o.mutant.origin] = o.mutant.original
         records = [{
             "file": o.mutant.origin, "operator": o.mutant.operator, "line": o.mutant.line,
             "change": o.mutant.description, "digest": o.mutant.digest,
             "ground_truth": o.truth.status, "ground_truth_reason": o.truth.reason,
             "tool": o.verdict.verdict, "tool_exit": o.verdict.exit_code, "tool_detail": o.verdict.detail,
-            "tool_seconds": round(o.verdict.seconds, 2), "wrong": o.wrong,
+            "tool_seconds": round(o.verdict.seconds, 2), "wrong": o.wrong, "realcode": is_realcode(o.mutant),
+            "tool_lines": list(o.verdict.lines), "tool_repair_lines": list(o.verdict.repair_lines),
             "diff": _diff(sources[o.mutant.origin], o.mutant.source),
         } for o in outcomes]
-        Path(args.json).write_text(json.dumps({**summary, "mutants": records}, indent=1))
+        Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes), "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
 
 

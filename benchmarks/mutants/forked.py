@@ -30,7 +30,8 @@ _POLL = 0.01
 class Run:
     """One program on ``world`` forked ranks; ``poll()`` until it returns True, then ``outcome``."""
 
-    def __init__(self, kind: str, spec, world: int, timeout: float, ref_params: dict | None = None):
+    def __init__(self, kind: str, spec, world: int, timeout: float, ref_params: dict | None = None,
+                 lib_path: str | None = None):
         from groundtruth import runner as base
 
         self.world, self.timeout = world, timeout
@@ -44,7 +45,7 @@ class Run:
         for rank in range(world):
             pid = os.fork()
             if pid == 0:  # child
-                _child(kind, spec, rank, world, store, self.files[rank], ref_params or {})
+                _child(kind, spec, rank, world, store, self.files[rank], ref_params or {}, lib_path)
                 os._exit(0)  # not reached
             self.alive[rank] = pid
         self.started = time.monotonic()
@@ -108,9 +109,22 @@ def _collect(path: Path, rank: int, outcome) -> None:
         outcome.errors[rank] = value
 
 
-def _child(kind: str, spec, rank: int, world: int, store_path: str, out: Path, ref_params: dict) -> None:
+def _use_library_copy(lib_path: str) -> None:
+    """Import the packages under ``lib_path`` (a mutated copy of an installed library) instead of the
+    installed ones the parent may already have imported."""
+    tops = {p.name for p in Path(lib_path).iterdir() if p.is_dir()}
+    for name in list(sys.modules):
+        if name.split(".")[0] in tops:
+            del sys.modules[name]
+    sys.path.insert(0, lib_path)
+
+
+def _child(kind: str, spec, rank: int, world: int, store_path: str, out: Path, ref_params: dict,
+           lib_path: str | None = None) -> None:
     result = ("error", "worker process died")
     try:
+        if lib_path:
+            _use_library_copy(lib_path)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)

@@ -48,6 +48,7 @@ class Request:
     grad: bool  # gallery only: also compare gradients (realworld always does when outputs need grad)
     source_digest: str
     race_possible: bool = False  # a wait() was removed
+    lib_path: str | None = None  # an import root put first on the path (a mutated copy of a library)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def _runner_digest(kind: str) -> str:
 
 def cache_key(req: Request, worlds: tuple[int, ...], timeout: float) -> str:
     text = json.dumps([req.source_digest, req.kind, req.grad, req.race_possible, list(worlds), timeout,
-                       _runner_digest(req.kind)])
+                       _runner_digest(req.kind)] + ([req.lib_path is not None] if req.lib_path else []))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -178,12 +179,12 @@ def _finish(req: Request, truth: Truth) -> Truth:
     return truth
 
 
-def _confirmed(kind: str, spec, world: int, timeout: float, ref_params=None):
+def _confirmed(kind: str, spec, world: int, timeout: float, ref_params=None, lib_path=None):
     """A run; a hang is confirmed by a second run with three times the timeout (a loaded
     machine must not turn a slow run into a "hang")."""
-    outcome = yield (kind, spec, world, timeout, ref_params)
+    outcome = yield (kind, spec, world, timeout, ref_params, lib_path)
     if outcome.timed_out:
-        outcome = yield (kind, spec, world, 3 * timeout, ref_params)
+        outcome = yield (kind, spec, world, 3 * timeout, ref_params, lib_path)
     return outcome
 
 
@@ -206,10 +207,10 @@ def _steps(r: Request, worlds, timeout):
         from groundtruth import realworld_runner as rw
 
         spec = rw.Spec(r.path, timeout=timeout)
-        ref = yield from _confirmed(REALWORLD, spec, 1, timeout)
+        ref = yield from _confirmed(REALWORLD, spec, 1, timeout, None, r.lib_path)
         ref_params = ref.payloads[0].get("param_values", {}) if 0 in ref.payloads else {}
         for w in worlds:
-            par = yield from _confirmed(REALWORLD, spec, w, timeout, ref_params)
+            par = yield from _confirmed(REALWORLD, spec, w, timeout, ref_params, r.lib_path)
             verdicts.append(_classify("grad", w, ref, par, rw._compare(rw.Job(spec, w), ref, par)))
             if verdicts[-1].status == DIFFER:
                 return verdicts[-1]

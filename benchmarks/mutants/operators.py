@@ -23,6 +23,17 @@ Operators (name: what one mutant does at one site)
   drop_transpose        ``x.transpose(a, b)`` / ``x.t()`` -> ``x``
   drop_world_scaling    ``y / world`` -> ``y``; ``y /= world`` and ``y.div_(world)`` removed
   add_world_scaling     a reduced value divided by the world size once more
+  partition_stride      ``stride=`` of a parallel layer (Megatron ``partition_stride``) 1 <-> 2
+  strided_shard         ``chunk(world, dim=d)[rank]`` -> the strided slice ``[..., rank::world]``
+                        and back (contiguous vs strided shard)
+  fused_order           ``a, b = x.chunk(2, ...)`` -> ``b, a = ...`` (fused gate/up order)
+  parallel_flag         a layout flag of a parallel layer or mapping flipped (``gather_output``,
+                        ``input_is_parallel``, ``tensor_parallel_output_grad``, ...)
+  plan_style            a DTensor plan entry ``ColwiseParallel()`` <-> ``RowwiseParallel()``
+  swap_int_args         two adjacent integer arguments of a collective call swapped (an all-to-all's
+                        scatter and gather dims)
+  backward_identity     a custom autograd Function's ``backward`` returns its gradient unchanged
+                        instead of the communicated one
 """
 from __future__ import annotations
 
@@ -52,6 +63,11 @@ MEGATRON_MAPPINGS = frozenset({
     "reduce_scatter_to_sequence_parallel_region", "all_to_all",
     "all_gather_last_dim_from_tensor_parallel_region", "reduce_scatter_last_dim_to_tensor_parallel_region",
 })
+FAIRSCALE_MAPPINGS = frozenset({
+    "copy_to_model_parallel_region", "reduce_from_model_parallel_region", "scatter_to_model_parallel_region",
+    "gather_from_model_parallel_region",
+})
+LIBRARY_AUTOGRAD_COLLECTIVES = frozenset({"SeqAllToAll4D", "SeqAllToAll5D", "_SeqAllToAll", "_AllToAll"})
 REDUCE_OPS = ("SUM", "AVG", "MAX")
 FUNCOL_OPS = ("sum", "avg", "max")
 
@@ -145,6 +161,11 @@ class _Context:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                q = self.qualname(node.value) if isinstance(node.value, (ast.Attribute, ast.Name)) else ""
+                if q.startswith("torch.distributed.") and q.rsplit(".", 1)[1] in C10D_COLLECTIVES:
+                    self.aliases[node.targets[0].id] = q
         self.autograd_collectives = {
             cls.name for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
             and any(isinstance(n, ast.Call) and self.is_c10d(n) for n in ast.walk(cls))
@@ -183,6 +204,11 @@ class _Context:
         q = self.qualname(call.func)
         last = q.rsplit(".", 1)[-1] if q else ""
         if last in MEGATRON_MAPPINGS and "megatron" in q:
+            return True
+        if last in FAIRSCALE_MAPPINGS and "fairscale" in q:
+            return True
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "apply" \
+                and self.qualname(call.func.value).rsplit(".", 1)[-1] in LIBRARY_AUTOGRAD_COLLECTIVES:
             return True
         if isinstance(call.func, ast.Attribute) and call.func.attr == "apply" \
                 and isinstance(call.func.value, ast.Name) and call.func.value.id in self.autograd_collectives:
@@ -269,8 +295,12 @@ def drop_collective(ctx: _Context) -> Iterator[Site]:
 def _receiver_or_first_arg(ctx: _Context, call: ast.Call) -> str | None:
     if isinstance(call.func, ast.Attribute) and call.func.attr in ("redistribute", "full_tensor"):
         return f"({ctx.text.text(call.func.value)})"
-    if call.args and not isinstance(call.args[0], ast.Starred):
-        return f"({ctx.text.text(call.args[0])})"
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            return None
+        if isinstance(arg, ast.Constant) or "group" in ctx.text.text(arg).lower():
+            continue
+        return f"({ctx.text.text(arg)})"
     return None
 
 
@@ -576,10 +606,156 @@ def add_world_scaling(ctx: _Context) -> Iterator[Site]:
                    [Edit(start, end, f"({t.text(call)} / {ctx.world})")])
 
 
+def partition_stride(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    for call in ast.walk(ctx.tree):
+        if not isinstance(call, ast.Call):
+            continue
+        for kw in call.keywords:
+            if kw.arg in ("stride", "partition_stride") and _const_int(kw.value) in (1, 2):
+                start, end = t.span(kw.value)
+                new = 2 if _const_int(kw.value) == 1 else 1
+                yield "partition_stride", call.lineno, f"{kw.arg}={_const_int(kw.value)} -> {new}", [Edit(start, end, str(new))]
+
+
+def _chunk_dim(ctx: _Context, call: ast.Call) -> tuple[str, str, int] | None:
+    """``torch.chunk(x, n, dim)`` / ``x.chunk(n, dim=d)``: (x, n, d) as source text and int."""
+    t = ctx.text
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "chunk"):
+        return None
+    args = list(call.args)
+    if ctx.qualname(call.func) == "torch.chunk":
+        if not args:
+            return None
+        tensor, args = t.text(args[0]), args[1:]
+    else:
+        tensor = t.text(call.func.value)
+    if not args:
+        return None
+    count = t.text(args[0])
+    kw = _keyword(call, "dim")
+    dim_node = kw.value if kw is not None else (args[1] if len(args) > 1 else None)
+    d = 0 if dim_node is None else _const_int(dim_node)
+    if d is None or d < 0 or d > 3:
+        return None
+    return tensor, count, d
+
+
+def strided_shard(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, ast.Subscript):
+            continue
+        if isinstance(node.value, ast.Call) and isinstance(node.slice, ast.Name) and "rank" in node.slice.id.lower():
+            found = _chunk_dim(ctx, node.value)
+            if found is None:
+                continue
+            tensor, count, d = found
+            start, end = t.span(node)
+            index = ", ".join([":"] * d + [f"{node.slice.id}::{count}"])
+            yield ("strided_shard", node.lineno, f"contiguous chunk -> strided slice [{index}]",
+                   [Edit(start, end, f"({tensor})[{index}]")])
+        elif isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            last = parts[-1]
+            if not (isinstance(last, ast.Slice) and last.step is not None and last.upper is None
+                    and last.lower is not None and "rank" in t.text(last.lower).lower()):
+                continue
+            if not all(isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None
+                       for p in parts[:-1]):
+                continue
+            start, end = t.span(node)
+            yield ("strided_shard", node.lineno, "strided slice -> contiguous chunk",
+                   [Edit(start, end, f"torch.chunk({t.text(node.value)}, {t.text(last.step)}, dim={len(parts) - 1})"
+                                     f"[{t.text(last.lower)}]")])
+
+
+def fused_order(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    for node in ast.walk(ctx.tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+            continue
+        elts = node.targets[0].elts
+        value = node.value
+        splits = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in ("chunk", "split", "tensor_split", "unbind")
+        if len(elts) == 2 and splits and all(isinstance(e, ast.Name) for e in elts):
+            (sa, ea), (sb, eb) = t.span(elts[0]), t.span(elts[1])
+            yield ("fused_order", node.lineno, f"fused halves {elts[0].id}, {elts[1].id} swapped",
+                   [Edit(sa, ea, elts[1].id), Edit(sb, eb, elts[0].id)])
+
+
+_LAYOUT_FLAGS = ("gather_output", "input_is_parallel", "tensor_parallel_output_grad", "sequence_parallel",
+                 "skip_bias_add", "use_local_output", "async_op")
+
+
+def parallel_flag(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    for call in ast.walk(ctx.tree):
+        if not isinstance(call, ast.Call):
+            continue
+        for kw in call.keywords:
+            if kw.arg in _LAYOUT_FLAGS and kw.arg != "async_op" and isinstance(kw.value, ast.Constant) \
+                    and isinstance(kw.value.value, bool):
+                start, end = t.span(kw.value)
+                yield ("parallel_flag", call.lineno, f"{kw.arg}={kw.value.value} -> {not kw.value.value}",
+                       [Edit(start, end, str(not kw.value.value))])
+
+
+def plan_style(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    swap = {"ColwiseParallel": "RowwiseParallel", "RowwiseParallel": "ColwiseParallel"}
+    for call in ast.walk(ctx.tree):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in swap:
+            start, end = t.span(call.func)
+            yield ("plan_style", call.lineno, f"{call.func.id} -> {swap[call.func.id]}",
+                   [Edit(start, end, swap[call.func.id])])
+
+
+def swap_int_args(ctx: _Context) -> Iterator[Site]:
+    t = ctx.text
+    for call in ast.walk(ctx.tree):
+        if not (isinstance(call, ast.Call) and (ctx.is_value_collective(call) or ctx.is_c10d(call))):
+            continue
+        args = call.args
+        for a, b in zip(args, args[1:]):
+            if _const_int(a) is not None and _const_int(b) is not None and _const_int(a) != _const_int(b):
+                (sa, ea), (sb, eb) = t.span(a), t.span(b)
+                yield ("swap_int_args", call.lineno, f"arguments {t.text(a)} and {t.text(b)} swapped",
+                       [Edit(sa, ea, t.text(b)), Edit(sb, eb, t.text(a))])
+
+
+def backward_identity(ctx: _Context) -> Iterator[Site]:
+    """In ``def backward(ctx, grad...)`` of an autograd Function: a returned call (the communication
+    or re-layout of the gradient) becomes the incoming gradient itself."""
+    t = ctx.text
+    for cls in ast.walk(ctx.tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if not (isinstance(fn, ast.FunctionDef) and fn.name == "backward" and len(fn.args.args) >= 2):
+                continue
+            grad = fn.args.args[1].arg if fn.args.args[0].arg == "ctx" else None
+            if grad is None and fn.args.vararg is not None:
+                grad = f"{fn.args.vararg.arg}[0]"
+            if grad is None:
+                continue
+            for ret in ast.walk(fn):
+                if not isinstance(ret, ast.Return) or ret.value is None:
+                    continue
+                values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+                for v in values:
+                    if isinstance(v, ast.Call):
+                        start, end = t.span(v)
+                        yield ("backward_identity", v.lineno, f"{cls.name}.backward returns {grad} unchanged",
+                               [Edit(start, end, grad)])
+
+
 OPERATORS: dict[str, Operator] = {op.__name__: op for op in (
     drop_collective, duplicate_collective, move_collective, swap_send_recv, reduce_op, dim, src_dst, tag,
     chunk_index, slice_bounds, remove_wait, remove_clone, swap_permute, drop_transpose,
-    drop_world_scaling, add_world_scaling,
+    drop_world_scaling, add_world_scaling, partition_stride, strided_shard, fused_order, parallel_flag, plan_style,
+    swap_int_args, backward_identity,
 )}
 
 

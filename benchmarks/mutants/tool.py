@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,8 @@ class ToolVerdict:
     exit_code: int | None
     seconds: float
     detail: str  # first diagnostic / error line, for the report
+    lines: tuple[int, ...] = ()         # lines of the error diagnostics, the first (primary) one first
+    repair_lines: tuple[int, ...] = ()  # lines where the diagnostics say the repair goes ("repair_line")
 
 
 def _command() -> list[str]:
@@ -52,13 +55,17 @@ class PendingTool:
     """A tool run in the background (no threads: the caller polls), so that it can overlap
     with ground-truth runs forked from the same process."""
 
-    def __init__(self, path: str, *, timeout: float = 60.0, llm: str = "off"):
+    def __init__(self, path: str, *, timeout: float = 60.0, llm: str = "off", lib_path: str | None = None):
         self.limit = timeout + 60
         self._out = tempfile.TemporaryFile(mode="w+")
         self._err = tempfile.TemporaryFile(mode="w+")
         self.started = time.monotonic()
+        env = None
+        if lib_path:   # a mutated copy of a library, imported before the installed one
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (lib_path, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(_tool_command(path, timeout, llm), stdout=self._out, stderr=self._err,
-                                     stdin=subprocess.DEVNULL, text=True)
+                                     stdin=subprocess.DEVNULL, text=True, env=env)
         self.result: ToolVerdict | None = None
 
     def poll(self) -> ToolVerdict | None:
@@ -90,11 +97,16 @@ def run_tool(path: str, *, timeout: float = 60.0, llm: str = "off") -> ToolVerdi
 def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolVerdict:
     verdict = _BY_EXIT.get(returncode, ERROR)
     detail = ""
+    lines: tuple[int, ...] = ()
+    repair_lines: tuple[int, ...] = ()
     try:
         report = json.loads(stdout)
         said = report.get("verdict")
         diags = report.get("diagnostics") or []
         diags = [d for d in diags if isinstance(d, dict)]
+        errors = [d for d in diags if d.get("severity") in ("error", "violation")]
+        lines = tuple(d["line"] for d in errors if isinstance(d.get("line"), int))
+        repair_lines = tuple(d["repair_line"] for d in errors if isinstance(d.get("repair_line"), int))
         if diags:  # the first error-level diagnostic says most; else the first note
             d = next((d for d in diags if d.get("severity") in ("error", "violation")), diags[0])
             detail = f"line {d.get('line')}: {d.get('message', '')}"[:200]
@@ -104,7 +116,7 @@ def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolV
     except (json.JSONDecodeError, AttributeError):
         tail = (stderr or stdout).strip().splitlines()
         detail = tail[-1][:200] if tail else ""
-    return ToolVerdict(verdict, returncode, seconds, detail)
+    return ToolVerdict(verdict, returncode, seconds, detail, lines, repair_lines)
 
 
 def _consistent(said: str, by_exit: str) -> bool:
