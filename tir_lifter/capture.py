@@ -354,6 +354,7 @@ def run_file(path: str, budget: float) -> Capture:
         pass
     for name in ("synchronize", "empty_cache", "manual_seed", "manual_seed_all", "set_device", "init"):
         patches.append((torch.cuda, name, lambda *a, **k: None))
+    patches.append((torch, "Generator", _cpu_generator_class(torch)))
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name, None))) for owner, name, _ in patches]
     # TileLang and the examples ask the (absent) GPU for its properties while building; these
     # stay for the rest of the child (TileLang asks again when it elaborates at reduced sizes)
@@ -534,11 +535,28 @@ def _returned(named: tuple[tuple[str, Any], ...]) -> Any:
     return None if not tensors else tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
+def _cpu_generator_class(torch: Any) -> type:
+    """``torch.Generator`` whose ``cuda`` generators are CPU ones (a subclass, so ``isinstance``
+    holds): ``torch.Generator(device="cuda").manual_seed(42)`` seeds the file's draws, which
+    the stand-in makes on the CPU (small tensors) or on ``meta`` (where a generator is ignored)."""
+    real = torch.Generator
+
+    class CpuGenerator(real):
+        def __new__(cls, device: Any = "cpu") -> Any:
+            text = str(device)
+            return real.__new__(cls, device="cpu" if text.startswith("cuda") or text.isdigit() else device)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass  # made in __new__
+    return CpuGenerator
+
+
 class _MetaDevice:
     """A torch function mode for tensors asked for on ``cuda``: large ones are made on ``meta``
     (shapes, no data: the file's big reference computations cost nothing), small ones
     (at most ``SMALL`` elements: sequence offsets, indices, scales) on the CPU with real
-    values, so ``.item()`` and data-dependent sizes work.  An op mixing the two runs on meta."""
+    values, so ``.item()`` and data-dependent sizes work.  An op mixing the two runs on meta;
+    ``torch.equal`` of a meta tensor (a check of values the stand-in does not have) is True."""
 
     SMALL = 1 << 16
     DERIVATIONS = 200_000  # tensors whose making is remembered (for the file's inline expected values)
@@ -623,6 +641,8 @@ class _MetaDevice:
                         return func(*args, **kwargs)
                     return out
                 tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                if name == "equal" and any(t.device.type == "meta" for t in tensors):
+                    return True  # a check on values the stand-in does not have (an inf-mask test): the run goes on
                 if any(t.device.type == "meta" for t in tensors) and \
                         any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
                     args, kwargs = tree_map(to_meta, (args, kwargs))
