@@ -294,8 +294,8 @@ def translate(
                                     no_grad=tuple(no_grad), paths=paths, args=tuple(arg), harness=harness_file)
 
         if entry is None and harness is None and not input:   # a library file: every distributed entry
-            _every_entry(source, file, format, mesh=mesh, layouts=[*param_layout, *expect], timeout=timeout,
-                         no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
+            entry = _every_entry(source, file, format, mesh=mesh, layouts=[*param_layout, *expect],
+                                 timeout=timeout, no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
         traced = run_traced(str(harness) if harness is not None else None)
         if traced is not None and traced.not_traced is not None:
             refused, traced = traced, None
@@ -347,14 +347,15 @@ def translate(
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
 
 
-def _every_entry(source: str, file: Path, format: Format, **settings) -> None:
-    """Check every distributed entry of the file and exit with the worst verdict; returns when the file
-    is not a library file (a driver, a launch script, no distributed entry: the single-entry rules)."""
+def _every_entry(source: str, file: Path, format: Format, **settings) -> Optional[str]:
+    """Check every distributed entry of a library file and exit with the worst verdict.  Returns the
+    entry to check alone when the file has one distributed entry, None when the single-entry rules
+    apply (a driver, a launch script, no distributed entry)."""
     from .every_entry import check_every_entry, entries_to_check, render_table
 
     candidates = entries_to_check(source, str(file), settings["paths"], settings["timeout"])
-    if candidates is None:
-        return
+    if not isinstance(candidates, list):
+        return candidates
     report = check_every_entry(source, str(file), candidates, progress=_stage_progress(format),
                                remaining=deadlines.current().remaining, **settings)
     if format == Format.text:

@@ -40,9 +40,10 @@ class EntryRow:
 
 
 def entries_to_check(source: str, path: str, paths: tuple[str, ...], timeout: float):
-    """The candidates when every entry of the file is to be checked, else None (the file is a driver
-    written for this tool, a launch script, has no distributed entry, or cannot be imported: the
-    single-entry rules apply and say why)."""
+    """What to check in a file given without ``--entry``: a list of candidates (several distributed
+    entries: the table), one entry's name (the single-entry path with that entry), or None (the
+    single-entry rules as before: a driver written for this tool, a launch script, a file whose one
+    distributed entry they pick anyway, no distributed entry, or a file that cannot be imported)."""
     from frontends.traced.found import Discovery
     from frontends.traced.runner import TraceOptions, discover_file
 
@@ -53,6 +54,8 @@ def entries_to_check(source: str, path: str, paths: tuple[str, ...], timeout: fl
     found = discover_file(path, TraceOptions(paths=tuple(paths), timeout=max(10.0, min(timeout, 120.0))))
     if not isinstance(found, Discovery) or found.conventions or not found.entries:
         return None
+    if len(found.entries) == 1:
+        return None if found.entries[0].name == found.default else found.entries[0].name
     return list(found.entries)
 
 

@@ -179,6 +179,7 @@ def trace(request: dict):
 def discover_entries(request: dict):
     """The file's distributed entries (``discover.py``), found by importing it as a run would."""
     from .discover import discover, follows_conventions
+    from .entries import EntryError, find_entry
     from .found import Discovery
     from .run import ModuleLevelError, import_fresh, init_group, is_launch_script, teardown
     from .to_ir import TraceFailure
@@ -194,7 +195,11 @@ def discover_entries(request: dict):
             raise
         except Exception as error:
             raise ModuleLevelError(f"{type(error).__name__}: {error}") from error
-        return Discovery(tuple(discover(module)), follows_conventions(module))
+        try:
+            default = find_entry(module, None).name
+        except EntryError:
+            default = None
+        return Discovery(tuple(discover(module)), follows_conventions(module), default)
     except ModuleLevelError as error:
         return TraceFailure("cannot-run", f"its module-level code raised when imported on CPU ({error})",
                             _user_line(error.__cause__ or error, path))

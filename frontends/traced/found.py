@@ -18,7 +18,8 @@ class Candidate:
 class Discovery:
     """The file's distributed entries, in source order; ``conventions``: it defines the entry points
     this tool's drivers use (``forward``, ``build``, ``example_module``, ``example_inputs``), so the
-    single-entry rules apply."""
+    single-entry rules apply; ``default``: the entry those rules pick without ``--entry`` (None: none)."""
 
     entries: tuple[Candidate, ...]
     conventions: bool = False
+    default: str | None = None
