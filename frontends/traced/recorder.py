@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier.ir import Op, Span, TensorSpec
 
+from .cuda_standin import generator_bookkeeping
 from .names import NameTable
 from .spans import SpanFinder
 
@@ -230,7 +231,7 @@ class Recorder(TorchDispatchMode):
                 self.read_unreal = (f"{func} at line {self.spans.span().line} read values a simulated collective "
                                     f"computed (not real values)")
             raise
-        if self.paused or _involves_fake(args, kwargs, out):
+        if self.paused or _involves_fake(args, kwargs, out) or generator_bookkeeping(args, kwargs, out):
             return out
         span = self.spans.span()
         try:

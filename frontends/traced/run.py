@@ -24,7 +24,9 @@ import torch.distributed as dist
 
 from verifier.ir import Span
 
-from . import collectives, harness
+from . import collectives, harness, megatron_setup
+from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
+from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
 from .entries import EntryError, EntrySpec, construct_module, example_inputs, explicitly_not_trainable, find_entry
 from .location import locate
@@ -167,26 +169,6 @@ def autograd_collectives_on_the_current_world() -> None:
             function.__defaults__ = tuple(None if isinstance(d, dist.ProcessGroup) else d for d in defaults)
 
 
-def map_cuda_to_cpu() -> None:
-    """What training code asks of CUDA, answered on CPU (the child has no GPU):
-    ``init_device_mesh("cuda", ...)`` builds a CPU mesh, ``torch.cuda.set_device`` does nothing,
-    ``torch.cuda.current_device()`` is the CPU (Megatron and FSDP allocate buffers there)."""
-    import torch.distributed.device_mesh as device_mesh
-
-    real_mesh = getattr(device_mesh.init_device_mesh, "__wrapped__", device_mesh.init_device_mesh)
-
-    def init_device_mesh(device_type, *args, **kwargs):
-        return real_mesh("cpu" if str(device_type).startswith("cuda") else device_type, *args, **kwargs)
-
-    init_device_mesh.__wrapped__ = real_mesh
-    device_mesh.init_device_mesh = init_device_mesh
-    torch.cuda.set_device = lambda *args, **kwargs: None
-    torch.cuda.current_device = lambda: torch.device("cpu")
-    # ``model.to(torch.float64)`` / ``.cuda()`` make new Parameter objects over the converted values
-    # instead of swapping ``param.data`` (a swap bumps version counters without a recorded op)
-    torch.__future__.set_overwrite_module_params_on_conversion(True)
-
-
 def _subgroups_stay_simulated() -> None:
     """A simulated rank has no peers: a subgroup asking for a real backend (Megatron builds gloo groups
     beside its NCCL ones) must stay on the fake group, or torch asserts on the fake store."""
@@ -249,6 +231,7 @@ def teardown() -> None:
         if callable(destroy):
             with contextlib.suppress(Exception):
                 destroy()
+    megatron_setup.reset()
     for state in _loaded_parallel_states():
         with contextlib.suppress(Exception):
             state.destroy_model_parallel()
@@ -284,14 +267,16 @@ def import_fresh(path: str, paths: tuple[str, ...] = ()):
             sys.path.insert(0, where.root)
         if not where.installed:
             _forget_modules_under(where.root)
-        return importlib.import_module(where.module)
-    name = f"_verify_agent_traced_{next(_MODULE_SERIAL)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+        module = importlib.import_module(where.module)
+    else:
+        name = f"_verify_agent_traced_{next(_MODULE_SERIAL)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    library_rng_helpers()   # libraries the file imported reach the CUDA generator their own way
     return module
 
 
@@ -515,6 +500,7 @@ def _where_it_ran(request: RunRequest) -> list[str]:
                     f"{', '.join(f'{s.__name__}.initialize_model_parallel' for s in PARALLEL_STATES)}(world size), "
                     f"every rank in one tensor-parallel group")
     said += harness.built()
+    said += megatron_setup.SEEDED[:1]
     return [line for line in said if line]
 
 
@@ -794,7 +780,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     collectives.ACTIVE.append(recorder)
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
-        with anomaly, recorder:
+        with anomaly, recorder, FollowDataAssignment(recorder):
             passed = _as_activations(tensors)
             try:
                 out = fn(*passed)
