@@ -68,12 +68,11 @@ def truth_hash(entry: entries.Entry, extra_path: str | None = None) -> str:
     h = hashlib.sha256()
     h.update(entry.key.encode())
     h.update(repr((entry.inputs, entry.out, entry.parallel)).encode())
-    try:
-        h.update(inspect.getsource(entry.build).encode())
-    except (OSError, TypeError):
-        pass
-    for part in (Path(entries.__file__), Path(gt.__file__)):
-        h.update(part.read_bytes())
+    for part in _recipe_parts(entry.build):
+        h.update(part.encode())
+    h.update(Path(gt.__file__).read_bytes())
+    if entry.library == "hf-tp":
+        h.update((ROOT / "benchmarks" / "hf_tp_harness.py").read_bytes())
     f = _module_file(entry.module, extra_path)
     if f is not None and f.exists():
         h.update(f.read_bytes())
@@ -81,6 +80,29 @@ def truth_hash(entry: entries.Entry, extra_path: str | None = None) -> str:
 
     h.update(torch.__version__.encode())
     return h.hexdigest()[:20]
+
+
+def _recipe_parts(fn, depth: int = 0) -> list[str]:
+    """The source of a recipe and of what its closure holds (bound names, helper functions), so that
+    editing one recipe invalidates only its own cached ground truth."""
+    parts = []
+    try:
+        parts.append(inspect.getsource(fn))
+    except (OSError, TypeError):
+        parts.append(repr(fn))
+    for cell in getattr(fn, "__closure__", None) or ():
+        value = cell.cell_contents
+        if callable(value) and depth < 3:
+            parts += _recipe_parts(value, depth + 1)
+        else:
+            parts.append(repr(value))
+    code = getattr(fn, "__code__", None)
+    module = inspect.getmodule(fn)
+    for name in (code.co_names if code else ()):   # module-level helpers the recipe calls
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper) and helper.__module__ == getattr(module, "__name__", None) and depth < 3:
+            parts += _recipe_parts(helper, depth + 1)
+    return parts
 
 
 def ground_truths(selected: list[entries.Entry], timeout: float, extra_path: str | None = None,

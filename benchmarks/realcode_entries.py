@@ -42,6 +42,7 @@ class Entry:
     parallel: str | None = None      # "megatron" | "fairscale": the package's parallel state
     tool: tuple[str, ...] = ()       # further arguments a user gives the tool (--arg, --entry "Cls(...)")
     variant: str = ""
+    copy_params: bool = True         # False: every rank built the same full values and cut its own piece
 
     @property
     def key(self) -> str:
@@ -577,5 +578,22 @@ ACCELERATE = [
     Entry("accelerate", AC_OPS, "broadcast", _ac("broadcast"), (In("tensor", (4, 8)),)),
     Entry("accelerate", AC_OPS, "pad_across_processes", _ac("pad_across_processes"), (In("tensor", (4, 8)),)),
 ]
+
+def hf_entry(model_type: str, config: str) -> Entry:
+    """A transformers architecture with its tensor-parallel plan applied (benchmarks/hf_tp_plans.py)."""
+    def build(world):
+        import hf_tp_harness
+
+        model, _ = hf_tp_harness.build(model_type, config, world)
+        return hf_tp_harness.logits_of(model), list(model.named_parameters())
+    return Entry("hf-tp", model_type, config, build, (In("input_ids", (1, 8), high=64),), copy_params=False)
+
+
+def by_key(key: str) -> Entry:
+    if key.startswith("hf-tp:"):
+        model_type, _, config = key[len("hf-tp:"):].partition(".")
+        return hf_entry(model_type, config)
+    return next(e for e in ENTRIES if e.key == key)
+
 
 ENTRIES: list[Entry] = MEGATRON + FAIRSCALE + LITGPT + YUNCHANG + DEEPSPEED + TORCHTITAN + TRANSFORMERS + ACCELERATE

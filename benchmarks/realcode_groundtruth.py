@@ -168,13 +168,12 @@ def _worker(world: int, rank: int, port: int, outdir: Path, keys: list[str]) -> 
                                                               timeout=timedelta(seconds=300))
     import realcode_entries as entries
 
-    by_key = {e.key: e for e in entries.ENTRIES}
     for i, key in enumerate(keys):
         path = outdir / f"{_safe(key)}_w{world}_r{rank}.json"
         try:
             dist.init_process_group("gloo", store=dist.PrefixStore(f"e{i}", store), rank=rank, world_size=world,
                                     timeout=timedelta(seconds=60))
-            result = _run_entry(by_key[key], world, rank, outdir)
+            result = _run_entry(entries.by_key(key), world, rank, outdir)
         except BaseException:
             result = {"error": traceback.format_exc()[-3000:]}
         finally:
@@ -207,7 +206,7 @@ def _run_entry(entry, world: int, rank: int, outdir: Path) -> dict:
     ref_path = outdir / f"{_safe(entry.key)}_params.npz"
     if world == 1:
         np.savez(ref_path, **{n: rw._to_numpy(p) for n, p in params})
-    else:
+    elif entry.copy_params:
         with np.load(ref_path) as saved:
             rw._copy_reference_values(params, {n: saved[n] for n in saved.files}, rank, world)
     torch.manual_seed(99)

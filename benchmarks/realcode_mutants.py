@@ -1,0 +1,186 @@
+"""Mutated twins of realcode entries (``python benchmarks/realcode.py --mutants``).
+
+Each mutant changes one line of an installed library file: a collective dropped, a backward reduction
+missing, a split or gather dim swapped.  The library's top-level package is copied into a temporary
+directory (a tree of links to the installed files, with the one mutated file a real copy: the
+installed files are never written) and put first on the import path; the ground truth runs there,
+and the tool is pointed at the entry's file in the copy (``--path`` the copy).  A mutant counts as
+found when the tool reports a violation whose line is the mutated line.
+
+Lines are pinned to the versions of the ``realcode`` extra; a mutant whose line no longer holds its
+text is reported as stale, not run.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Mutant:
+    entry: str          # key of the realcode entry
+    file: str           # path inside site-packages
+    line: int
+    old: str            # text on that line, replaced by ``new``
+    new: str
+    kind: str           # "drop collective" | "missing backward reduction" | "wrong dim" | "swap collective"
+
+    @property
+    def key(self) -> str:
+        return f"{self.entry} @ {self.file}:{self.line} ({self.kind})"
+
+
+MG_MAP = "megatron/core/tensor_parallel/mappings.py"
+MG_LAYERS = "megatron/core/tensor_parallel/layers.py"
+MG_CE = "megatron/core/tensor_parallel/cross_entropy.py"
+FS_MAP = "fairscale/nn/model_parallel/mappings.py"
+FS_LAYERS = "fairscale/nn/model_parallel/layers.py"
+FS_CE = "fairscale/nn/model_parallel/cross_entropy.py"
+HF_TP = "transformers/integrations/tensor_parallel.py"
+MG = "megatron-core:megatron.core."
+FS = "fairscale:fairscale.nn.model_parallel."
+
+MUTANTS = [
+    Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[gather_output]", MG_MAP, 94,
+           "torch.cat(tensor_list, dim=-1)", "torch.cat(tensor_list, dim=0)", "wrong dim"),
+    Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[sharded_output]", MG_LAYERS, 1001,
+           "input_parallel = copy_to_tensor_model_parallel_region(input_, group=self.tp_group)",
+           "input_parallel = input_", "missing backward reduction"),
+    Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[gather_output]", MG_LAYERS, 1047,
+           "output = gather_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "output = output_parallel", "drop collective"),
+    Mutant(MG + "tensor_parallel.layers.RowParallelLinear[split_input]", MG_LAYERS, 1294,
+           "output_ = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "output_ = output_parallel", "drop collective"),
+    Mutant(MG + "tensor_parallel.layers.RowParallelLinear[parallel_input]", MG_LAYERS, 1294,
+           "output_ = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "output_ = copy_to_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "swap collective"),
+    Mutant(MG + "transformer.mlp.MLP", MG_LAYERS, 1294,
+           "output_ = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "output_ = output_parallel", "drop collective"),
+    Mutant(MG + "tensor_parallel.layers.VocabParallelEmbedding", MG_LAYERS, 300,
+           "output = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
+           "output = output_parallel", "drop collective"),
+    Mutant(MG + "tensor_parallel.cross_entropy.vocab_parallel_cross_entropy", MG_CE, 154,
+           "torch.distributed.all_reduce(", "(lambda *a, **k: None)(", "drop collective"),
+    Mutant(MG + "tensor_parallel.mappings.scatter_to_tensor_model_parallel_region", MG_MAP, 253,
+           "return _gather_along_last_dim(grad_output, ctx.group), None",
+           "return _split_along_last_dim(grad_output, ctx.group), None", "swap collective"),
+    Mutant(MG + "tensor_parallel.mappings.scatter_to_sequence_parallel_region", MG_MAP, 282,
+           "return _split_along_first_dim(input_, group)", "return _split_along_last_dim(input_, group)",
+           "wrong dim"),
+    Mutant(MG + "tensor_parallel.mappings.all_to_all_sp2hp", MG_MAP, 566,
+           "output = all_to_all(group, concat_tensor)", "output = concat_tensor", "drop collective"),
+    Mutant(MG + "tensor_parallel.mappings.all_to_all_hp2sp", MG_MAP, 590,
+           "input_exchanged = all_to_all(group, input_)", "input_exchanged = input_", "drop collective"),
+    Mutant(FS + "layers.ColumnParallelLinear[gather_output]", FS_LAYERS, 293,
+           "output = gather_from_model_parallel_region(output_parallel)", "output = output_parallel",
+           "drop collective"),
+    Mutant(FS + "layers.ColumnParallelLinear[sharded_output]", FS_LAYERS, 288,
+           "input_parallel = copy_to_model_parallel_region(input_)", "input_parallel = input_",
+           "missing backward reduction"),
+    Mutant(FS + "layers.RowParallelLinear[split_input]", FS_LAYERS, 382,
+           "output_ = reduce_from_model_parallel_region(output_parallel)", "output_ = output_parallel",
+           "drop collective"),
+    Mutant(FS + "layers.RowParallelLinear[parallel_input]", FS_LAYERS, 382,
+           "output_ = reduce_from_model_parallel_region(output_parallel)",
+           "output_ = copy_to_model_parallel_region(output_parallel)", "swap collective"),
+    Mutant(FS + "layers.VocabParallelEmbedding", FS_LAYERS, 148,
+           "output = reduce_from_model_parallel_region(output_parallel)", "output = output_parallel",
+           "drop collective"),
+    Mutant(FS + "layers.ParallelEmbedding", FS_LAYERS, 204,
+           "input_parallel = copy_to_model_parallel_region(input_)", "input_parallel = input_",
+           "missing backward reduction"),
+    Mutant(FS + "mappings.scatter_to_model_parallel_region", FS_MAP, 123,
+           "return _gather(grad_output)", "return _split(grad_output)", "swap collective"),
+    Mutant(FS + "cross_entropy.vocab_parallel_cross_entropy", FS_CE, 69,
+           "torch.distributed.all_reduce(", "(lambda *a, **k: None)(", "drop collective"),
+    Mutant("transformers:transformers.integrations.tensor_parallel.ColwiseParallel[sharded_output]", HF_TP, 697,
+           "return all_reduce_backward(input_tensor, device_mesh)", "return input_tensor",
+           "missing backward reduction"),
+    Mutant("transformers:transformers.integrations.tensor_parallel.RowwiseParallel", HF_TP, 836,
+           "outputs = all_reduce_forward(outputs, device_mesh)", "outputs = outputs", "drop collective"),
+]
+
+
+def site_packages_of(relative: str) -> Path:
+    top = relative.split("/")[0]
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise LookupError(f"package {top} is not installed")
+    return Path(locations[0]).parent
+
+
+def materialize(m: Mutant, into: Path) -> Path:
+    """``into``/<package>: links to the installed package's files, the mutated file a real copy."""
+    site = site_packages_of(m.file)
+    top = m.file.split("/")[0]
+    source_root = site / top
+    for dirpath, dirnames, filenames in os.walk(source_root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        rel = Path(dirpath).relative_to(site)
+        (into / rel).mkdir(parents=True, exist_ok=True)
+        for f in filenames:
+            if f.endswith((".pyc",)):
+                continue
+            target = into / rel / f
+            if str(rel / f) != m.file:
+                os.symlink(Path(dirpath) / f, target)
+    lines = (site / m.file).read_text().splitlines(keepends=True)
+    if m.old not in lines[m.line - 1]:
+        raise ValueError(f"stale mutant: {m.file}:{m.line} does not hold {m.old!r}")
+    lines[m.line - 1] = lines[m.line - 1].replace(m.old, m.new, 1)
+    (into / m.file).write_text("".join(lines))
+    return into
+
+
+def main(args) -> int:
+    import realcode
+    import realcode_entries as entries
+
+    chosen = [m for m in MUTANTS if not args.entries or any(s in m.key for s in args.entries)]
+    def one(m: Mutant) -> dict:
+        entry = entries.by_key(m.entry)
+        with tempfile.TemporaryDirectory(prefix="realcode_mutant_") as tmp:
+            root = Path(tmp)
+            try:
+                materialize(m, root)
+            except (ValueError, LookupError) as error:
+                return {"mutant": m.key, "stale": str(error)}
+            salt = "_m" + hashlib.sha256(repr(m).encode()).hexdigest()[:10]
+            truth = realcode.ground_truths([entry], args.gt_timeout, extra_path=str(root), hash_salt=salt)[entry.key]
+            target = root / Path(*entry.module.split(".")).with_suffix(".py")
+            res = realcode.run_tool(entry, args.timeout, target=str(target), extra=("--path", str(root)))
+        at_line = any(line == m.line for line, _ in res["violations"])
+        realcode.log(f"  {m.key}: truth {truth.status}, tool {res['verdict']}, at the mutated line: {at_line}")
+        return {"mutant": m.key, "kind": m.kind, "truth": truth.status, "tool": res, "at_line": at_line}
+
+    with cf.ThreadPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(one, chosen))
+    print("| mutant | ground truth | tool | violation at the mutated line |")
+    print("|---|---|---|---|")
+    for r in rows:
+        if "stale" in r:
+            print(f"| {r['mutant']} | stale | - | - |")
+            continue
+        print(f"| {r['mutant']} | {r['truth']} | {r['tool']['verdict']} | {'yes' if r['at_line'] else 'no'} |")
+    run = [r for r in rows if "stale" not in r]
+    differ = [r for r in run if r["truth"] == "differ"]
+    print()
+    print(f"{len(run)} mutants run; ground truth differs for {len(differ)}; the tool reports violations for "
+          f"{sum(r['tool']['verdict'] == 'violations' for r in differ)} of those, at the mutated line for "
+          f"{sum(r['at_line'] for r in differ)}; false verified: "
+          f"{sum(r['tool']['verdict'] == 'verified' for r in differ)}")
+    print("verdicts: " + ", ".join(f"{k}: {n}" for k, n in Counter(r["tool"]["verdict"] for r in run).items()))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
