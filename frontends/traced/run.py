@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from verifier.ir import Span
 
-from . import collectives, harness, megatron_setup
+from . import collectives, harness, megatron_setup, package_state
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
 from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
@@ -223,6 +223,7 @@ def _simulated_ddp() -> None:
 
 
 def teardown() -> None:
+    package_state.reset()
     torch.nn.parallel.DistributedDataParallel.__init__ = _REAL_DDP_INIT
     SIMULATED_DDP.clear()
     dist.new_group = dist.distributed_c10d.new_group = _REAL_NEW_GROUP
@@ -499,6 +500,7 @@ def _where_it_ran(request: RunRequest) -> list[str]:
         said.append(f"parallel state set up as a launcher would: "
                     f"{', '.join(f'{s.__name__}.initialize_model_parallel' for s in PARALLEL_STATES)}(world size), "
                     f"every rank in one tensor-parallel group")
+    said += package_state.SET_UP
     said += harness.built()
     said += megatron_setup.SEEDED[:1]
     return [line for line in said if line]
@@ -632,6 +634,11 @@ def set_up_parallel_state(module, world: int) -> list[str]:
                                       f"would, raised {type(error).__name__}: {error}") from error
         PARALLEL_STATES.append(state)
         done.append(state.__name__)
+    try:   # packages whose parallel state has no initialize_model_parallel (deepspeed's groups)
+        package_state.set_up(module, world)
+    except Exception as error:
+        raise UserCodeError(None, f"setting up the package's process groups as a launcher would raised "
+                                  f"{type(error).__name__}: {error}") from error
     return done
 
 

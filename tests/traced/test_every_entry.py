@@ -140,7 +140,8 @@ def _private(x):
 def plain(x):
     return x * 2
 '''
-BUG_LINE = LAYERS.splitlines().index("        h = torch.relu(x @ self.w1.t())", 20) + 1
+# the forward that lacks the copy: its first use of x (where the missing copy_to_tp belongs)
+BUG_LINE = LAYERS.splitlines().index("class ParallelMLPNoCopy(ParallelMLP):") + 3
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +177,8 @@ def test_every_distributed_entry_of_a_package_file_gets_its_own_verdict(package)
     assert list(rows) == ["ParallelMLP", "ParallelMLPNoCopy"]
     assert rows["ParallelMLP"]["verdict"] == "verified", rows["ParallelMLP"]
     assert rows["ParallelMLPNoCopy"]["verdict"] == "violations", rows["ParallelMLPNoCopy"]
-    assert rows["ParallelMLPNoCopy"]["line"] == BUG_LINE
+    assert rows["ParallelMLPNoCopy"]["line"] == BUG_LINE, rows["ParallelMLPNoCopy"]
+    assert "reproduced by torch" in rows["ParallelMLPNoCopy"]["reason"]   # confirmed on real gloo ranks
     assert "copy_to_tp" in rows["ParallelMLP"]["found_because"] or "reduce_from_tp" in rows["ParallelMLP"][
         "found_because"]
     # the input was built from the constructor's own size (hidden=8), and said
@@ -309,3 +311,25 @@ def test_token_ids_stay_below_the_embedding_size_and_optional_tensors_are_none()
     (name, ids), (_, mask) = harness.call_arguments(forward, embedding, params, 2)
     assert ids.dtype == torch.int64 and int(ids.max()) < 24 and mask is None
     assert "input_ids=integers in [0, 24)" in harness.built()[0]
+
+
+@pytest.mark.realcode
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed needed")
+def test_deepspeed_sequence_parallel_groups_are_set_up_on_the_simulated_world_and_torn_down():
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import deepspeed.sequence.layer as layer
+    from deepspeed.utils import groups
+    from frontends.traced import package_state
+
+    dist.init_process_group("fake", rank=1, world_size=4, store=FakeStore())
+    try:
+        said = package_state.set_up(layer, 4)
+        assert (groups._get_sequence_parallel_world_size(), groups._get_sequence_parallel_rank()) == (4, 1)
+        assert said and "sequence_parallel=4" in said[0]
+        package_state.reset()
+        assert groups.mesh_device is None and package_state.SET_UP == []
+    finally:
+        package_state.reset()
+        dist.destroy_process_group()

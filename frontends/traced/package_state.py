@@ -1,0 +1,48 @@
+"""Parallel state that packages keep without an ``initialize_model_parallel`` of their own, set up on the
+simulated world as their launchers would (``run.set_up_parallel_state`` handles the packages that have one:
+megatron-core, fairscale, a package's own ``mpu``).
+
+- deepspeed: ``deepspeed.comm.init_distributed`` over the process group already set up, and the device
+  mesh its ``utils.groups`` reads the sequence-parallel group from (``mesh_device``, dims
+  ``data_parallel=1, sequence_parallel=N``), as ``deepspeed.initialize(..., mesh_param=(1, N))`` makes it.
+
+Each set-up is one sentence in the report; ``reset`` undoes it after the run.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+SET_UP: list[str] = []
+
+
+def set_up(module: Any, world: int) -> list[str]:
+    """Set up the state of the packages ``module`` uses; what was done, one sentence each."""
+    if "deepspeed.comm" in sys.modules and "deepspeed.utils.groups" in sys.modules:
+        _deepspeed(world)
+    return list(SET_UP)
+
+
+def _deepspeed(world: int) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    comm = sys.modules["deepspeed.comm"]
+    groups = sys.modules["deepspeed.utils.groups"]
+    if groups.mpu is not None or groups.mesh_device is not None:   # the code set it up itself
+        return
+    if not comm.is_initialized():
+        comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
+    groups.mesh_device = init_device_mesh("cpu", (1, world), mesh_dim_names=("data_parallel", "sequence_parallel"))
+    SET_UP.append(f"deepspeed's process groups set up as its launcher would: deepspeed.comm.init_distributed on the "
+                  f"simulated world, and deepspeed.utils.groups.mesh_device a (data_parallel=1, "
+                  f"sequence_parallel={world}) mesh")
+
+
+def reset() -> None:
+    """Forget what ``set_up`` did (the next simulated world sets up its own)."""
+    if SET_UP and "deepspeed.utils.groups" in sys.modules:
+        sys.modules["deepspeed.utils.groups"].mesh_device = None
+        comm = sys.modules.get("deepspeed.comm.comm")
+        if comm is not None:
+            comm.cdb = None
+    SET_UP.clear()
