@@ -294,8 +294,13 @@ def translate(
                                     no_grad=tuple(no_grad), paths=paths, args=tuple(arg), harness=harness_file)
 
         if entry is None and harness is None and not input:   # a library file: every distributed entry
+            writer = None if llm == LLMMode.off else _harness_writer(source, file, base_url, model, max_rounds,
+                                                                     no_cache, llm_deadline, format,
+                                                                     [*param_layout, *expect], mesh, timeout,
+                                                                     tuple(no_grad), paths, tuple(arg))
             entry = _every_entry(source, file, format, mesh=mesh, layouts=[*param_layout, *expect],
-                                 timeout=timeout, no_grad=tuple(no_grad), paths=paths, args=tuple(arg))
+                                 timeout=timeout, no_grad=tuple(no_grad), paths=paths, args=tuple(arg),
+                                 write_harness=writer)
         traced = run_traced(str(harness) if harness is not None else None)
         if traced is not None and traced.not_traced is not None:
             refused, traced = traced, None
@@ -358,10 +363,44 @@ def _every_entry(source: str, file: Path, format: Format, **settings) -> Optiona
         return candidates
     report = check_every_entry(source, str(file), candidates, progress=_stage_progress(format),
                                remaining=deadlines.current().remaining, **settings)
+    writer = settings.get("write_harness")
+    report.extra["llm_status"] = writer.status() if writer is not None else "LLM not consulted: --llm off"
     if format == Format.text:
         render_table(report, Console(highlight=False, soft_wrap=True))
         raise typer.Exit(report.exit_code)
     raise typer.Exit(emit([report], format, source.splitlines()))
+
+
+def _harness_writer(source: str, file: Path, base_url, model, max_rounds: int, no_cache: bool, llm_deadline: float,
+                    format: Format, layouts: list, mesh, timeout: float, no_grad: tuple, paths: tuple, args: tuple):
+    """For the every-entry table: an entry that could not be built is offered to an LLM's harness, as
+    ``--entry NAME`` would be (``llm_harness.consult``); ``status()`` sums up what the model did."""
+    from .llm_harness import consult
+    from .traced import trace_or_refusal
+
+    said: list[str] = []
+
+    def write(name: str, failed):
+        def run(harness_file: str):
+            return trace_or_refusal(source, str(file), entry=name, mesh=mesh, inputs={}, layouts=layouts,
+                                    timeout=timeout, progress=_stage_progress(format), no_grad=no_grad,
+                                    paths=paths, args=args, harness=harness_file)
+
+        result, extra = consult(source, str(file), name, failed, base_url=base_url, model=model,
+                                max_rounds=max_rounds, no_cache=no_cache,
+                                llm_deadline=deadlines.current().remaining(at_most=llm_deadline), trace=run,
+                                progress=_stage_progress(format))
+        status = result.report.extra.get("llm_status") if result.report is not None else extra.get("llm_status")
+        said.append(f"{name}: {status}")
+        return result
+
+    def status() -> str:
+        if not said:
+            return "LLM not consulted: every entry was built without a harness, or none could be helped by one"
+        return "; ".join(said)
+
+    write.status = status
+    return write
 
 
 def _module_or_file(file: Path, paths: tuple[str, ...]) -> Path:

@@ -62,8 +62,10 @@ def entries_to_check(source: str, path: str, paths: tuple[str, ...], timeout: fl
 def check_every_entry(source: str, path: str, candidates, *, mesh: Optional[str], layouts: list[str],
                       timeout: float, progress: Progress = None, no_grad: tuple[str, ...] = (),
                       paths: tuple[str, ...] = (), args: tuple[str, ...] = (), harness: Optional[str] = None,
-                      remaining: Callable[[], float] = lambda: float("inf")) -> Report:
-    """Trace and check each candidate entry; the file's report with one row per entry."""
+                      remaining: Callable[[], float] = lambda: float("inf"),
+                      write_harness: Optional[Callable] = None) -> Report:
+    """Trace and check each candidate entry; the file's report with one row per entry.  ``write_harness(name,
+    result)``: an entry that could not be built gets another chance (an LLM's harness, ``llm_harness.py``)."""
     from .traced import trace_or_refusal, world_of
 
     started = time.perf_counter()
@@ -80,6 +82,8 @@ def check_every_entry(source: str, path: str, candidates, *, mesh: Optional[str]
         result = trace_or_refusal(source, path, entry=candidate.name, mesh=mesh, inputs={}, layouts=layouts,
                                   timeout=share, progress=progress, no_grad=no_grad, paths=paths, args=args,
                                   harness=harness)
+        if write_harness is not None and result is not None and result.needs_harness:
+            result = write_harness(candidate.name, result)
         rows.append(_row(candidate, result, path))
     report = Report(path, {"tp": world_of(mesh)})
     report.extra[ENTRIES] = [row.to_json() for row in rows]
@@ -105,6 +109,10 @@ def _row(candidate, result, path: str) -> EntryRow:
         report = result.report
         row.report, row.verdict = report, report.verdict
         row.assumed = list(report.extra.get("assumptions", []))
+        if "llm_harness" in report.extra:   # said in the table: who built this entry
+            row.assumed.insert(0, f"harness built by an LLM ({report.extra['llm_harness']['outcome']} after "
+                                  f"{report.extra['llm_harness'].get('rounds', 0)} round(s)); the verdict is the "
+                                  f"traced run of the file's code")
         errors = [d for d in report.diagnostics if d.severity == ERROR]
         first = next((d for d in errors if d.check != "unsupported"), None) or (errors[0] if errors else None)
         if first is not None:

@@ -206,7 +206,7 @@ def _returned(statement: cst.SimpleStatementLine) -> cst.Return | None:
 
 
 def reduce_after(source: str, path: str, site: Site) -> Iterator[tuple[str, str, int]]:
-    prior = 0 if site.op in MATMUL_OPS and not site.gradient else 2
+    prior = 0 if site.op in MATMUL_OPS + ("partial",) and not site.gradient else 2
     editor, statement = _statement(source, path, site.line)
     idioms = read_idioms(editor)
     name = _assigned(statement)
@@ -474,6 +474,14 @@ def shard_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, in
             yield f"`{editor.code(this)}` on line {site.line} -> `{prefix}{option}`", editor.render(), 1
 
 
+def _more_recipes() -> tuple[Recipe, ...]:
+    from .collective_args import change_op, dim_keyword
+    from .masking import mask_bounds, mask_ids
+    from .region_functions import copy_region, reduce_region
+
+    return reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds
+
+
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
                                add_scaling, change_dim, shard_dim)
 
@@ -496,7 +504,7 @@ def candidates(source: str, path: str, sites: list[Site], limit: int = 24) -> li
     """Every recipe at every site, distinct patched texts, best prior first (at most ``limit``)."""
     found: dict[str, Candidate] = {}
     for rank, site in enumerate(sites):
-        for recipe in RECIPES:
+        for recipe in RECIPES + _more_recipes():
             try:
                 for description, patched, prior in recipe(source, path, site):
                     if patched != source and patched not in found:

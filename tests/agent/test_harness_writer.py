@@ -175,3 +175,35 @@ def test_the_answer_reader_refuses_what_goes_past_building_arguments():
     assert "reaches into __code__" in read_answer(
         "```python\ndef harness(module, world):\n    code = module.f.__code__\n```").refused
     assert read_answer("no code {").malformed.startswith("the harness does not parse")
+
+
+def test_every_entry_table_offers_each_unbuildable_entry_to_the_model(stub, model_file):
+    model_file.write_text(model_file.read_text() + SECOND_ENTRY)
+    stub.script = [completion(GOOD), completion(GOOD.replace("ParallelMLP", "HalfMLP"))]
+
+    result = CliRunner().invoke(app, ["translate", str(model_file), "--mesh", "tp=2", "--format", "json",
+                                      "--timeout", "240", *with_server(stub)])
+    document = json.loads(result.stdout)
+
+    assert result.exit_code == 0, result.output
+    assert [(row["entry"], row["verdict"]) for row in document["entries"]] == [("ParallelMLP", "verified"),
+                                                                                ("HalfMLP", "verified")]
+    for row in document["entries"]:
+        assert row["assumed"][0].startswith("harness built by an LLM (accepted after 1 round(s))")
+    assert document["llm_status"].startswith("ParallelMLP: LLM consulted (stub-model) to write a harness")
+    assert "HalfMLP: LLM consulted" in document["llm_status"]
+
+
+SECOND_ENTRY = """
+
+class HalfMLP(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        up = torch.randn(config.ffn, config.hidden)
+        self.up = torch.nn.Parameter(up.chunk(world, 0)[rank].clone())
+
+    def forward(self, x):
+        x = _CopyToParallel.apply(x)
+        return _ReduceFromParallel.apply(torch.relu(x @ self.up.t()).sum(-1, keepdim=True))
+"""

@@ -124,6 +124,7 @@ class FileResult:
     report: Report
     fixes: list[SourceFix]
     source: str
+    why: str = "changed"    # or "calls <changed file>"
 
 
 def _comment(path: str, block_start: int, block_end: int, body: str) -> dict[str, Any]:
@@ -138,6 +139,21 @@ def _diagnostic_text(report: Report, line: int | None) -> list[str]:
             if d.severity == ERROR and d.line == line]
 
 
+def confirmation_of(fix: SourceFix) -> str:
+    """How real ranks judged a fix: "confirmed", "not confirmed" (the code ran, the real-rank run did
+    not agree or did not run) or "not run" (read statically: nothing of the user's was run)."""
+    said = fix.report.extra.get("fix_confirmation") if fix.report is not None else None
+    if said is None:
+        return "not run"
+    return "confirmed" if said.startswith("confirmed") else "not confirmed"
+
+
+def suggestable(fix: SourceFix) -> bool:
+    """A suggestion block is posted for a fix real ranks confirmed, or one from the static reading
+    (``--no-exec``: no code of the user's runs, so the proof is all there is)."""
+    return confirmation_of(fix) != "not confirmed"
+
+
 def review_comments(results: list[FileResult], allowed: dict[str, set[int] | None]
                     ) -> tuple[list[dict[str, Any]], list[str]]:
     """Comments on diff lines, and the findings that must go to the review body instead."""
@@ -145,7 +161,10 @@ def review_comments(results: list[FileResult], allowed: dict[str, set[int] | Non
     for result in results:
         covered: set[int] = set()
         lines_ok = allowed.get(result.path)
-        if result.fixes:
+        if result.fixes and not suggestable(result.fixes[0]):
+            elsewhere.append(f"`{result.path}`: a fix verified but not confirmed on real ranks, not suggested: "
+                             f"{result.fixes[0].description}")
+        elif result.fixes:
             fix = result.fixes[0]
             for block in suggestion_blocks(result.source, fix.patched):
                 span = set(range(block.start, block.end + 1))
@@ -176,10 +195,13 @@ def review_comments(results: list[FileResult], allowed: dict[str, set[int] | Non
 def review_body(results: list[FileResult], skipped: list[str], elsewhere: list[str]) -> str:
     lines = [f"{MARK} checked {len(results)} changed file(s) with distributed code.", ""]
     if results:
-        lines += ["| file | verdict | violations | verified fixes |", "|---|---|---|---|"]
+        lines += ["| file | verdict | violations | verified fixes | fix on real ranks | checked because |",
+                  "|---|---|---|---|---|---|"]
         for result in results:
             errors = sum(1 for d in result.report.diagnostics if d.severity == ERROR and d.check != "unsupported")
-            lines.append(f"| `{result.path}` | {result.report.verdict} | {errors} | {len(result.fixes)} |")
+            ranks = confirmation_of(result.fixes[0]) if result.fixes else "-"
+            lines.append(f"| `{result.path}` | {result.report.verdict} | {errors} | {len(result.fixes)} | {ranks} | "
+                         f"{result.why} |")
     if elsewhere:
         lines += ["", "Findings outside the lines of this diff:", ""] + [f"- {item}" for item in elsewhere]
     if skipped:
@@ -196,11 +218,12 @@ def sarif_with_fixes(results: list[FileResult]) -> str:
     for item in sarif["runs"][0]["results"]:
         uri = item.get("locations", [{}])[0].get("physicalLocation", {}).get("artifactLocation", {}).get("uri")
         result = by_file.get(uri)
-        if result is None or not result.fixes or item.get("level") != "error":
+        if result is None or not result.fixes or item.get("level") != "error" or not suggestable(result.fixes[0]):
             continue
         fix = result.fixes[0]
         item["fixes"] = [{
-            "description": {"text": f"{fix.description} (verified; communication cost {fix.comm_cost:.3g} µs/step)"},
+            "description": {"text": f"{fix.description} (verified, {confirmation_of(fix)} on real ranks; "
+                                    f"communication cost {fix.comm_cost:.3g} µs/step)"},
             "artifactChanges": [{
                 "artifactLocation": {"uri": uri},
                 "replacements": [{"deletedRegion": {"startLine": b.start, "endLine": b.end},
@@ -233,13 +256,65 @@ def _has_distributed_code(path: Path) -> bool:
     return uses_distributed(source, source.module)
 
 
+MAX_CALLER_SCAN = 5000   # tracked Python files read to find who imports a changed module
+
+
+def _module_names(name: str) -> set[str]:
+    """Dotted names a file of the repository may be imported as (``a/b/c.py`` -> a.b.c, b.c, c)."""
+    parts = list(Path(name).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return {".".join(parts[i:]) for i in range(len(parts))} if parts else set()
+
+
+def _imports(path: Path, own: str) -> set[str]:
+    """Modules ``path`` imports, relative imports resolved against its own place ``own`` (a/b/c.py)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return set()
+    package = list(Path(own).parent.parts)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                base = ".".join([*up, *([base] if base else [])])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" if base else alias.name for alias in node.names}
+    return found
+
+
+def callers(changed: list[str], repo: Path) -> dict[str, str]:
+    """Tracked Python files, not changed themselves, that import a changed file: caller -> changed file."""
+    try:
+        tracked = [n for n in _git(repo, "ls-files", "-z", "--", "*.py").split("\0") if n]
+    except UsageError:
+        return {}
+    wanted = {module: name for name in changed for module in _module_names(name)}
+    found: dict[str, str] = {}
+    for name in tracked[:MAX_CALLER_SCAN]:
+        if name in changed:
+            continue
+        hit = next((wanted[m] for m in sorted(_imports(repo / name, name)) if m in wanted), None)
+        if hit is not None:
+            found[name] = hit
+    return found
+
+
 def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | None = None, options=None,
                top_k: int = 1, progress: Progress = None) -> tuple[dict[str, Any], str, list[FileResult]]:
     repo = Path(repo_dir)
     names = files if files is not None else changed_files(base_ref, repo)
+    calling = callers(names, repo)   # entries that call changed code are checked too
     results, skipped = [], []
     allowed: dict[str, set[int] | None] = {}
-    for name in names:
+    for name in [*names, *calling]:
         path = repo / name
         if path.suffix != ".py" or not path.is_file():
             continue
@@ -254,8 +329,10 @@ def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | 
         fixes: list[SourceFix] = fixes_for(path, source, result, options, progress, top_k=top_k)
         result.report.file = name
         result.report.fixes = [fix.as_fix() for fix in fixes]
-        results.append(FileResult(name, result.report, fixes, source))
-        allowed[name] = None if files is not None else changed_lines(base_ref, repo, name)
+        why = f"calls `{calling[name]}`" if name in calling else "changed"
+        results.append(FileResult(name, result.report, fixes, source, why))
+        allowed[name] = set() if name in calling else None if files is not None else \
+            changed_lines(base_ref, repo, name)
     comments, elsewhere = review_comments(results, allowed)
     body = {"body": review_body(results, skipped, elsewhere), "event": "COMMENT", "comments": comments}
     return body, sarif_with_fixes(results), results

@@ -56,6 +56,8 @@ def sites_of(report: Report):
             sites.append(Site(int(match.group(2)), short_op(match.group(1)), gradient))
         if diagnostic.line is not None:
             op = next((s.op for s in sites if s.line == diagnostic.line), "")
+            if not op and "partial sum" in diagnostic.message:   # a value never reduced: reduce it there
+                op = "partial"
             sites.append(Site(diagnostic.line, op, gradient))
     unique: list = []
     for site in sites:

@@ -1,0 +1,319 @@
+"""The repair campaign: real bugs, ``verify-agent fix --write``, and real gloo ranks as the judge.
+
+    python benchmarks/bench_fix.py --campaign [--mutants 100] [--seed 0] [--operators a,b]
+                                              [--timeout 240] [--jobs 2] [--only TEXT ...] [--json out.json]
+
+The bugs: the buggy files of ``examples/realworld/`` (``expected.json``) and a seeded sample of
+the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped, duplicated or
+re-opped collective, a changed ``dim=``, a ``/ world`` dropped or added) of ``examples/models``,
+``examples/realworld`` and every ``examples/realcode*`` folder of drivers around real libraries.
+A mutant counts only if real gloo ranks (1 vs 2 and 4, outputs and gradients; cached) show it
+wrong.  For each bug, on a temporary copy:
+
+1. ``verify-agent fix COPY --write --top 1 --no-backup --timeout T`` (the CLI as a user runs it);
+   the seconds until its first "patched file verifies" line are the time to the first verified fix;
+2. the written file must verify (``fix --write`` checks it again: exit 0), and
+3. match one rank on real gloo ranks (2 and 4, outputs and gradients) — the same runners as the
+   mutation campaign's ground truth.
+
+Prints one row per bug, then the share repaired (1 and 2 and 3), the number of fixes shown that
+real ranks refute (the written file differs from one rank), and the same split by where the bug
+lives (a driver around a real library, or the project's own plain torch.distributed code).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from mutants import groundtruth as gt  # noqa: E402
+from mutants.operators import mutants_of, stratified_sample  # noqa: E402
+
+COMMUNICATION = ("drop_collective", "duplicate_collective", "reduce_op", "dim", "drop_world_scaling",
+                 "add_world_scaling")
+# a file that imports one of these runs a real library's parallel layers (not the project's own code)
+LIBRARIES = re.compile(r"^\s*(?:from|import)\s+(megatron|fairscale|deepspeed|torchtitan|litgpt|transformers|yunchang"
+                       r"|torch\.distributed\.(?:tensor|fsdp|_composable)|torch\.nn\.parallel)\b", re.M)
+FIRST_FIX = "patched file verifies"
+NOT_STARTED = "not started (--max-seconds)"
+
+
+@dataclass
+class Bug:
+    label: str            # file (and mutant) as shown
+    origin: Path          # the original file the bug lives in
+    source: str           # the buggy text
+    kind: str             # ground-truth runner: gt.GALLERY or gt.REALWORLD
+    library: bool         # a driver around a real library
+    truth: str = ""       # the buggy file on real ranks
+    seconds: float | None = None     # to the first verified fix
+    total: float = 0.0               # the whole fix --write run
+    exit_code: int | None = None
+    patched: str | None = None
+    description: str = ""
+    patched_truth: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @property
+    def fixed(self) -> bool:
+        return self.patched is not None and self.exit_code == 0 and self.patched_truth == gt.AGREE
+
+    @property
+    def refuted(self) -> bool:
+        return self.patched is not None and self.patched_truth == gt.DIFFER
+
+
+def _kind(path: Path) -> str:
+    return gt.GALLERY if path.parent.name == "models" else gt.REALWORLD
+
+
+def realworld_bugs(only: list[str]) -> list[Bug]:
+    folder = ROOT / "examples" / "realworld"
+    expected = json.loads((folder / "expected.json").read_text())
+    bugs = []
+    for name in sorted(n for n, info in expected.items() if info["verdict"] == "violations"):
+        path = folder / name
+        if only and not any(o in str(path) for o in only):
+            continue
+        text = path.read_text()
+        bugs.append(Bug(f"realworld/{name}", path, text, gt.REALWORLD, bool(LIBRARIES.search(text))))
+    return bugs
+
+
+def mutant_bugs(count: int, seed: int, operators: list[str], only: list[str]) -> list[Bug]:
+    files = sorted((ROOT / "examples" / "models").glob("*.py")) + sorted((ROOT / "examples" / "realworld").glob("*.py"))
+    for folder in sorted((ROOT / "examples").glob("realcode*")):
+        files += sorted(folder.rglob("*.py"))
+    if only:
+        files = [f for f in files if any(o in str(f) for o in only)]
+    found = []
+    for path in files:
+        text = path.read_text()
+        try:
+            found += [(path, m) for m in mutants_of(str(path.relative_to(ROOT)), text, operators)]
+        except SyntaxError:
+            continue
+    by_digest = {m.digest: (path, m) for path, m in found}
+    picked = stratified_sample([m for _, m in found], min(count, len(found)), seed)
+    bugs = []
+    for m in picked:
+        path = by_digest[m.digest][0]
+        label = f"{m.origin}:{m.line} {m.operator} ({m.description})"
+        bugs.append(Bug(label, path, m.source, _kind(path), bool(LIBRARIES.search(m.source))))
+    return bugs
+
+
+def truths(items: list[tuple[Bug, str]], folder: Path, timeout: float, cache: gt.Cache, log) -> list[gt.Truth]:
+    """Real gloo runs (1 vs 2 and 4 ranks) of each (bug, text): the mutation campaign's runners."""
+    requests = []
+    for index, (bug, text) in enumerate(items):
+        target = folder / f"gt{index}" / bug.origin.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        requests.append(gt.Request(str(target), bug.kind, True, hashlib.sha256(text.encode()).hexdigest()[:16]))
+    return gt.ground_truth(requests, worlds=(2, 4), timeout=timeout, cache=cache, parallel=4, progress=log)
+
+
+def _command() -> list[str]:
+    exe = shutil.which("verify-agent")
+    return [exe] if exe else [sys.executable, "-m", "verify_agent"]
+
+
+class FixRun:
+    """``verify-agent fix --write`` on a copy of one bug, its stderr read with timestamps."""
+
+    def __init__(self, bug: Bug, folder: Path, timeout: float):
+        self.bug = bug
+        self.copy = folder / bug.origin.name
+        self.copy.parent.mkdir(parents=True, exist_ok=True)
+        self.copy.write_text(bug.source)
+        self.started = time.monotonic()
+        self.first: float | None = None
+        self.lines: list[str] = []
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+        self.process = subprocess.Popen(
+            _command() + ["fix", str(self.copy), "--write", "--top", "1", "--no-backup", "--timeout", str(timeout)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(folder))
+        self.deadline = self.started + timeout + 60
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.out = ""
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip())
+            if self.first is None and FIRST_FIX in line:
+                self.first = time.monotonic() - self.started
+
+    def poll(self) -> bool:
+        if self.process.poll() is None:
+            if time.monotonic() < self.deadline:
+                return False
+            self.process.kill()
+            self.bug.notes.append("killed after the tool's timeout")
+        self.out = self.process.stdout.read()
+        self.process.wait()
+        self.reader.join(timeout=5)
+        bug = self.bug
+        bug.total = time.monotonic() - self.started
+        bug.exit_code = self.process.returncode
+        bug.seconds = self.first
+        text = self.copy.read_text()
+        if text != bug.source:
+            bug.patched = text
+            shown = [ln for ln in self.lines if FIRST_FIX in ln]
+            bug.description = shown[0].split(":", 1)[1].strip() if shown else "?"
+        else:
+            last = [ln for ln in self.out.splitlines() if ln.startswith(("VIOLATIONS", "VERIFIED", "UNSUPPORTED"))]
+            bug.description = "no fix" + (f" ({last[-1].split()[0].lower()})" if last else
+                                          f" (exit {bug.exit_code})")
+        return True
+
+
+def interleave(bugs: list[Bug]) -> list[Bug]:
+    """Bugs in turn from the realworld files, library drivers' mutants and plain mutants, so a run cut
+    short by --max-seconds still mixes them."""
+    groups = [[b for b in bugs if b.label.startswith("realworld/")],
+              [b for b in bugs if b.library and not b.label.startswith("realworld/")],
+              [b for b in bugs if not b.library and not b.label.startswith("realworld/")]]
+    out = []
+    while any(groups):
+        for group in groups:
+            if group:
+                out.append(group.pop(0))
+    return out
+
+
+def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, stop_at: float | None = None) -> None:
+    waiting = list(enumerate(bugs))
+    running: list[FixRun] = []
+    done = 0
+    while waiting or running:
+        if stop_at is not None and time.monotonic() > stop_at and waiting:
+            log(f"time limit: {len(waiting)} bug(s) not started")
+            for _, bug in waiting:
+                bug.notes.append(NOT_STARTED)
+            waiting = []
+        while waiting and len(running) < jobs:
+            index, bug = waiting.pop(0)
+            running.append(FixRun(bug, folder / f"fix{index}", timeout))
+        for run in list(running):
+            if run.poll():
+                running.remove(run)
+                done += 1
+                bug = run.bug
+                when = f"{bug.seconds:6.1f}" if bug.seconds is not None else "     -"
+                log(f"[{done}/{len(bugs)}] {when} s  {bug.label}: {bug.description}")
+        time.sleep(0.2)
+
+
+def report(bugs: list[Bug]) -> str:
+    lines = [f"{'bug':<90} {'truth':>6} {'first fix':>9} {'written':>8} {'gloo':>7}  fix"]
+    for bug in bugs:
+        first = f"{bug.seconds:8.1f}s" if bug.seconds is not None else "        -"
+        written = "-" if bug.patched is None else ("verifies" if bug.exit_code == 0 else f"exit {bug.exit_code}")
+        lines.append(f"{bug.label[:90]:<90} {bug.truth:>6} {first} {written:>8} {bug.patched_truth or '-':>7}  "
+                     f"{bug.description[:140]}")
+    lines.append("")
+
+    def share(group: list[Bug], name: str) -> str:
+        fixed = sum(b.fixed for b in group)
+        times = [b.seconds for b in group if b.fixed and b.seconds is not None]
+        median = f"; median time to the first verified fix {statistics.median(times):.1f} s" if times else ""
+        pct = f"{100 * fixed / len(group):.0f} %" if group else "-"
+        return f"{name}: {fixed} of {len(group)} repaired ({pct}){median}"
+
+    lines.append(share(bugs, "bugs (real gloo ranks show each one wrong)"))
+    lines.append("  " + share([b for b in bugs if b.library], "in drivers around real libraries"))
+    lines.append("  " + share([b for b in bugs if not b.library], "in plain torch.distributed code"))
+    lines.append("  " + share([b for b in bugs if b.label.startswith("realworld/")], "realworld gallery's buggy files"))
+    shown = [b for b in bugs if b.patched is not None]
+    lines.append(f"fixes shown: {len(shown)}; written file does not verify again: "
+                 f"{sum(b.exit_code != 0 for b in shown)}; {sum(b.refuted for b in bugs)} fixes shown that real "
+                 f"ranks refute; not decided on real ranks: {sum(b.patched_truth not in (gt.AGREE, gt.DIFFER) for b in shown)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench_fix.py --campaign", description=__doc__.splitlines()[0])
+    ap.add_argument("--mutants", type=int, default=100, help="communication mutants sampled (before ground truth)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--operators", default=",".join(COMMUNICATION))
+    ap.add_argument("--timeout", type=float, default=240.0, help="verify-agent fix --timeout per bug")
+    ap.add_argument("--jobs", type=int, default=2, help="fix runs at once")
+    ap.add_argument("--gt-timeout", type=float, default=8.0)
+    ap.add_argument("--only", nargs="*", default=[], help="files whose path contains one of these")
+    ap.add_argument("--no-realworld", action="store_true", help="mutants only")
+    ap.add_argument("--json", help="write every bug's outcome here")
+    ap.add_argument("--max-seconds", type=float,
+                    help="start no new fix after this long; the figures cover the bugs whose fix run finished")
+    ap.add_argument("--cache-dir", default=str(HERE / "mutants" / "cache"))
+    args = ap.parse_args(argv)
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    started = time.monotonic()
+    bugs = ([] if args.no_realworld else realworld_bugs(args.only)) + \
+        mutant_bugs(args.mutants, args.seed, [o for o in args.operators.split(",") if o], args.only)
+    cache = gt.Cache(Path(args.cache_dir) if args.cache_dir else None)
+    with tempfile.TemporaryDirectory(prefix="fix-campaign-") as tmp:
+        folder = Path(tmp)
+        log(f"{len(bugs)} candidate bugs; ground truth of the buggy files ...")
+        for bug, truth in zip(bugs, truths([(b, b.source) for b in bugs], folder / "before", args.gt_timeout,
+                                           cache, log)):
+            bug.truth = truth.status
+        left_out = [b for b in bugs if b.truth != gt.DIFFER]
+        bugs = [b for b in bugs if b.truth == gt.DIFFER]
+        log(f"{len(bugs)} bugs real ranks show wrong ({len(left_out)} left out: "
+            + ", ".join(f"{s} {sum(b.truth == s for b in left_out)}" for s in sorted({b.truth for b in left_out}))
+            + f"); fix --write on each, {args.jobs} at once ...")
+        bugs = interleave(bugs)
+        run_fixes(bugs, folder / "fix", args.timeout, args.jobs, log,
+                  None if args.max_seconds is None else started + args.max_seconds)
+        skipped = [b for b in bugs if NOT_STARTED in b.notes]
+        bugs = [b for b in bugs if NOT_STARTED not in b.notes]
+        if skipped:
+            print(f"time limit: {len(skipped)} of {len(bugs) + len(skipped)} bugs not run (figures below cover the "
+                  f"{len(bugs)} run)")
+        patched = [b for b in bugs if b.patched is not None]
+        log(f"ground truth of {len(patched)} written files ...")
+        for bug, truth in zip(patched, truths([(b, b.patched) for b in patched], folder / "after", args.gt_timeout,
+                                              cache, log)):
+            bug.patched_truth = truth.status
+            if truth.status != gt.AGREE:
+                bug.notes.append(truth.reason)
+    print(report(bugs))
+    print(f"({time.monotonic() - started:.0f} s; fix --timeout {args.timeout:.0f} s, {args.jobs} at once)")
+    if args.json:
+        Path(args.json).write_text(json.dumps([{
+            "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
+            "fix_run_seconds": round(b.total, 1), "exit": b.exit_code, "fix": b.description,
+            "written_truth": b.patched_truth, "notes": b.notes,
+            "diff": None if b.patched is None else "".join(__import__("difflib").unified_diff(
+                b.source.splitlines(True), b.patched.splitlines(True), n=1)),
+        } for b in bugs], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""Candidate edits of a call's arguments at a recorded line: a collective's reduce op, a ``dim=``.
+
+* ``change_op``   a reducing collective on the line with ``op=ReduceOp.X``: another op (SUM, AVG,
+                  MAX), or the keyword dropped (c10d's default is SUM);
+* ``dim_keyword`` any call on the line with an integer ``dim=`` (``gather_dim=``,
+                  ``scatter_dimension=``, ``split_dim=``, ``concat_dim=``): the neighbouring dims,
+                  0 and -1 (``at_line.change_dim`` covers the positional dims of cat/split/chunk).
+
+Candidates are text only; each is traced, proven and run on real ranks before it is shown.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+import libcst.matchers as m
+
+from .editor import SourceEditor
+
+REDUCING = ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+            "all_reduce_coalesced")
+OPS = ("SUM", "AVG", "MAX")
+DIM_KEYWORDS = ("dim", "gather_dim", "scatter_dimension", "split_dim", "concat_dim")
+
+
+def _name(call: cst.Call) -> str | None:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def _int(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
+            isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
+
+
+def _calls(source: str, path: str, line: int) -> tuple[SourceEditor, list[cst.Call]]:
+    editor = SourceEditor(source, path)
+    return editor, list(m.findall(editor.statement_at(line), m.Call()))
+
+
+def change_op(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
+    prior = 0 if site.op.startswith(("all_reduce", "reduce")) else 2
+    _, calls = _calls(source, path, site.line)
+    for index, call in enumerate(calls):
+        if _name(call) not in REDUCING:
+            continue
+        keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == "op"), None)
+        if keyword is None or not isinstance(keyword.value, cst.Attribute):
+            continue
+        old = keyword.value.attr.value
+        for new in (*[o for o in OPS if o != old], None):
+            editor, fresh = _calls(source, path, site.line)
+            this = fresh[index]
+            arg = next(a for a in this.args if a.keyword is not None and a.keyword.value == "op")
+            if new is None:
+                if old == "SUM":
+                    continue
+                kept = [a for a in this.args if a is not arg]
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                editor.replace(this, this.with_changes(args=kept))
+                what = f"`{_name(call)}` on line {site.line}: op {old} -> the default SUM"
+            else:
+                editor.replace(arg.value, arg.value.with_changes(attr=cst.Name(new)))
+                what = f"`{_name(call)}` on line {site.line}: op {old} -> {new}"
+            yield what, editor.render(), prior
+
+
+def dim_keyword(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
+    from .at_line import LAYOUT_OPS
+
+    prior = 1 if site.op in LAYOUT_OPS or site.op.startswith(("all_", "reduce_scatter")) else 3
+    _, calls = _calls(source, path, site.line)
+    for index, call in enumerate(calls):
+        for arg_index, arg in enumerate(call.args):
+            if arg.keyword is None or arg.keyword.value not in DIM_KEYWORDS:
+                continue
+            old = _int(arg.value)
+            if old is None:
+                continue
+            for new in dict.fromkeys((old + 1, old - 1, 0, -1, 1)):
+                if new == old:
+                    continue
+                editor, fresh = _calls(source, path, site.line)
+                target = fresh[index].args[arg_index]
+                editor.replace(target.value, cst.parse_expression(str(new)))
+                yield (f"`{_name(call)}` on line {site.line}: {arg.keyword.value}={old} -> {new}", editor.render(),
+                       prior)

@@ -1,0 +1,31 @@
+"""Bug: a vocabulary-parallel embedding looks up every id on every rank (foreign ids not masked)."""
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+VOCAB, HIDDEN, TOKENS = 16, 6, 10
+
+
+class ReduceFromRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+def forward(weight, ids):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rows = VOCAB // world
+    start = rank * rows
+    local = weight.narrow(0, start, rows)
+    out = F.embedding((ids - start).clamp(0, rows - 1), local)
+    return ReduceFromRegion.apply(out)
+
+
+def example_inputs():
+    return torch.randn(VOCAB, HIDDEN), torch.randint(0, VOCAB, (TOKENS,))
