@@ -39,10 +39,13 @@ class Diagnostic:
     counterexample: Counterexample | None = None
     hint: str | None = None
     column: int | None = None  # 1-based, where the source gives one (a kernel's statement)
+    # where the repair goes (the line a verified fix changes, or after which it inserts), when one was
+    # found; ``line`` is where the first diverging value is produced
+    repair_line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "severity": self.severity, "line": self.line, "column": self.column,
-                "message": self.message, "hint": self.hint,
+                "repair_line": self.repair_line, "message": self.message, "hint": self.hint,
                 "counterexample": self.counterexample.to_json() if self.counterexample else None}
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +17,45 @@ TOOL_URI = "https://github.com/verify-agent/verify-agent"
 
 
 def render_json(report: Report) -> str:
+    attach_repair_lines(report)
     return json.dumps(report.to_json(), indent=2, default=str)
+
+
+def first_changed_line(patch: str) -> int | None:
+    """The line of the original file a unified diff changes first; for a pure insertion, the line
+    after which it inserts (0 when it inserts at the top)."""
+    old = None
+    for line in patch.splitlines():
+        if line.startswith("@@"):
+            match = re.match(r"@@ -(\d+)(?:,(\d+))? ", line)
+            if match is None:
+                return None
+            start, count = int(match.group(1)), match.group(2)
+            old = start - 1 if count == "0" else start   # ",0": nothing removed, insertion after ``start``
+            if count == "0":
+                return start
+        elif old is None or line.startswith(("---", "+++")):
+            continue
+        elif line.startswith("-"):
+            return old
+        elif line.startswith("+"):
+            return max(old - 1, 0)
+        else:
+            old += 1
+    return None
+
+
+def attach_repair_lines(report: Report) -> None:
+    """A violation found with a verified fix names the line where the repair goes (the best fix's
+    first change in this file); ``line`` stays where the first diverging value is produced."""
+    if not report.fixes:
+        return
+    repair = first_changed_line(report.fixes[0].patch)
+    if repair is None:
+        return
+    for diagnostic in report.diagnostics:
+        if diagnostic.severity == ERROR and diagnostic.check != "unsupported" and diagnostic.repair_line is None:
+            diagnostic.repair_line = repair
 
 
 def _summary(report: Report) -> Text:
@@ -67,6 +106,7 @@ def render_text(report: Report, console: Console, source_lines: list[str] | None
                 ) -> None:
     if show_ir:
         console.print(Text(show_ir.rstrip(), style="dim"))
+    attach_repair_lines(report)
     for diagnostic in report.diagnostics:
         style = _SEVERITY_STYLE.get(diagnostic.severity, "")
         location = f"{report.file or '<program>'}:{diagnostic.line}" if diagnostic.line else (report.file or "")
@@ -79,6 +119,10 @@ def render_text(report: Report, console: Console, source_lines: list[str] | None
         code = _source_line(source_lines, diagnostic.line)
         if code is not None:
             console.print(Text(f"    {diagnostic.line:>4} | {code}", style="dim"))
+        if diagnostic.repair_line is not None and diagnostic.repair_line != diagnostic.line:
+            repair_code = _source_line(source_lines, diagnostic.repair_line)
+            console.print(Text(f"    the repair goes at line {diagnostic.repair_line}"
+                               + (f": {repair_code.strip()}" if repair_code else ""), style="green"))
         if diagnostic.hint:
             console.print(Text(f"    hint: {diagnostic.hint}", style="cyan"))
         if diagnostic.counterexample is not None:
@@ -106,6 +150,7 @@ def render_sarif(reports: list[Report]) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results = []
     for report in reports:
+        attach_repair_lines(report)
         for diagnostic in report.diagnostics:
             if diagnostic.severity == NOTE:
                 continue
@@ -123,8 +168,18 @@ def render_sarif(reports: list[Report]) -> str:
                     if diagnostic.column:
                         location["region"]["startColumn"] = diagnostic.column
                 result["locations"] = [{"physicalLocation": location}]
+                if diagnostic.repair_line:
+                    result["relatedLocations"] = [{
+                        "id": 1, "message": {"text": "the repair goes here"},
+                        "physicalLocation": {"artifactLocation": {"uri": report.file},
+                                             "region": {"startLine": diagnostic.repair_line}}}]
+            properties: dict[str, Any] = {}
             if diagnostic.counterexample is not None:
-                result["properties"] = {"counterexample": diagnostic.counterexample.to_json()}
+                properties["counterexample"] = diagnostic.counterexample.to_json()
+            if diagnostic.repair_line is not None:
+                properties["repair_line"] = diagnostic.repair_line
+            if properties:
+                result["properties"] = properties
             results.append(result)
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -140,6 +195,7 @@ def render_github(reports: list[Report]) -> str:
     """GitHub Actions workflow commands: findings appear as annotations on the diff."""
     lines = []
     for report in reports:
+        attach_repair_lines(report)
         for diagnostic in report.diagnostics:
             if diagnostic.severity == NOTE:
                 continue
