@@ -13,7 +13,8 @@ def test_swapped_block_index_is_a_spec_violation_with_a_confirmed_counterexample
     [diag] = [d for d in report.diagnostics if d.check == "spec"]
     assert diag.counterexample.confirmed
     assert "kernel" in diag.counterexample.per_rank and "C" in diag.counterexample.reference
-    assert diag.line == line_of(path, "T.copy(C_local, C[")
+    # the statement that reads the wrong B tile, not the store the wrong value reaches
+    assert diag.line == line_of(path, "T.copy(B[") and f"line {diag.line} is where it goes wrong" in diag.message
 
 
 def test_missing_clear_of_the_accumulator_is_an_uninitialized_read(write_kernel):
