@@ -174,9 +174,12 @@ def run_one() -> int:
 
     paths = tuple(meta.get("paths", ()))
     sys.path[0:0] = [locate(meta["path"], paths).root, *paths]   # a package's file: from its import root
+    from frontends.traced.harness_file import HarnessError
+    from frontends.traced.harness_guard import HarnessRefused
+
     try:
         answer, values = _run(meta, arrays)
-    except _HarnessError as error:
+    except (_HarnessError, HarnessError, HarnessRefused) as error:   # not the user's code: nothing confirmed
         answer, values = {"status": "harness", "error": str(error)}, {}
     except BaseException as error:  # the user's code (or torch under it) raised: that is the answer
         answer, values = {"status": "raised", "error": f"{type(error).__name__}: {error}"[:2000],
@@ -218,11 +221,12 @@ def _run(meta: dict, arrays: dict):
         return {"status": "ok", "given": sorted(set(given + draws.given)), "own": []}, values
     module = traced.import_fresh(path, tuple(meta.get("paths", ())))
     apply_sizes(module, meta["sizes"])
+    guard = None
     if meta.get("harness"):   # built by the same harness as the recorded runs, held by the same guard
         from frontends.traced.harness_file import build
 
         traced.set_up_parallel_state(module, world)
-        _, fn, names, inputs, _ = build(module, meta["harness"], world, meta["entry"])
+        _, fn, names, inputs, guard = build(module, meta["harness"], world, meta["entry"])
         target, call_fn = fn, (fn.forward if isinstance(fn, torch.nn.Module) else fn)
     else:
         spec = find_entry(module, meta["entry"])
@@ -258,7 +262,7 @@ def _run(meta: dict, arrays: dict):
                     local.copy_(_given(arrays, key, local, given))
             parameters[full] = param
     values: dict = {}
-    with draws:
+    with draws, guard.watch() if guard is not None else contextlib.nullcontext():
         out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
