@@ -183,6 +183,11 @@ def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int) 
             out.append((param.name, None))
             _BUILT.append(f"{param.name}=None (Optional[Tensor])")
             continue
+        scalar = _scalar(param, hint)
+        if scalar is not None:
+            out.append((param.name, scalar[0]))
+            _BUILT.append(f"{param.name}={scalar[1]}")
+            continue
         tensor_like = _is_tensor_hint(hint) or (hint is inspect.Parameter.empty and _looks_like_tensor(param.name))
         if not tensor_like:
             raise Unbuildable(f"cannot build parameter {param.name} ({_hint_text(param)}): give it with "
@@ -199,7 +204,17 @@ def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int) 
     return out
 
 
-_TENSOR_WORDS = re.compile(r"^(input_?|inputs?|x|tensor|hidden(_states)?|logits|\w+_logits|q|k|v|query|key|value|"
+def _scalar(param: inspect.Parameter, hint: Any) -> tuple[Any, str] | None:
+    """A flag (``bool`` hint) is off, ``bias`` on; a size by its name (``hidden_size``) is small."""
+    bare = _bare(hint)
+    if bare is bool or bare == "bool":
+        return param.name == "bias", f"{param.name == 'bias'} (a flag without a default)"
+    if (bare is int or bare == "int") and param.name in _SIZES:
+        return _SIZES[param.name], str(_SIZES[param.name])
+    return None
+
+
+_TENSOR_WORDS = re.compile(r"^(input_?|inputs?|x|tensor|weight|hidden(_states)?|logits|\w+_logits|q|k|v|query|key|value|"
                            r"\w+_states|tokens?|input_ids|ids|idx|target|targets|labels?|inp|h|activations?)$")
 
 
@@ -217,6 +232,9 @@ def _tensor(name: str, owner: Any, float_shape: tuple | None) -> tuple[torch.Ten
         else:
             shape, high = (2, 4), 16
         return torch.randint(0, high, shape), f"integers in [0, {high}) of shape {list(shape)}"
+    if name == "weight" and float_shape is not None:   # a linear's weight: [out, in]
+        shape = (32, float_shape[-1])
+        return torch.randn(shape), f"randn{list(shape)} (out, in)"
     if _ATTENTION_NAMES.match(name):
         shape = (2, 8, 4, 8)
         return torch.randn(shape), f"randn{list(shape)} (batch, seq, heads, head_dim)"

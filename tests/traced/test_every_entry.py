@@ -333,3 +333,21 @@ def test_deepspeed_sequence_parallel_groups_are_set_up_on_the_simulated_world_an
     finally:
         package_state.reset()
         dist.destroy_process_group()
+
+
+def test_a_linear_functions_weight_flags_and_optional_bias_are_built_from_the_input():
+    import inspect
+    from typing import Optional
+
+    from frontends.traced import harness
+
+    def linear_with_allreduce(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                              allreduce_dgrad: bool, sequence_parallel: bool, group=None):
+        return input
+
+    params = [p for p in inspect.signature(linear_with_allreduce).parameters.values()
+              if p.default is inspect.Parameter.empty]
+    harness.reset()
+    built = dict(harness.call_arguments(linear_with_allreduce, None, params, 2))
+    assert tuple(built["input"].shape) == (4, 2, 16) and tuple(built["weight"].shape) == (32, 16)
+    assert built["bias"] is None and built["allreduce_dgrad"] is False and built["sequence_parallel"] is False
