@@ -51,7 +51,8 @@ def entries_to_check(source: str, path: str, paths: tuple[str, ...], timeout: fl
 
     if not wants_tracing(source):
         return None
-    found = discover_file(path, TraceOptions(paths=tuple(paths), timeout=max(10.0, min(timeout, 120.0))))
+    # importing the file is a share of --timeout: a file that takes longer gets the single-entry path's message
+    found = discover_file(path, TraceOptions(paths=tuple(paths), timeout=max(5.0, min(timeout * 0.4, 120.0))))
     if not isinstance(found, Discovery) or found.conventions or not found.entries:
         return None
     if len(found.entries) == 1:
@@ -158,19 +159,21 @@ def _one_line(text: str) -> str:
 
 def render_table(report: Report, console) -> None:
     """The entries as a table, then the file's verdict."""
+    from rich.markup import escape
     from rich.table import Table
 
     from .render import _VERDICT_STYLE, _summary
 
-    table = Table(title=f"{report.file}: {len(report.extra.get(ENTRIES, []))} distributed entries",
+    table = Table(title=escape(f"{report.file}: {len(report.extra.get(ENTRIES, []))} distributed entries"),
                   show_lines=False)
     for column in ("entry", "verdict", "line", "assumed / built, or why"):
         table.add_column(column, overflow="fold")
     for row in report.extra.get(ENTRIES, []):
         built = [a for a in row["assumed"] if a.startswith("harness built")]
         said = row["reason"] or "; ".join(built) or "as the file builds it"
-        table.add_row(row["entry"], f"[{_VERDICT_STYLE[row['verdict']]}]{row['verdict']}[/]",
-                      str(row["line"] or ""), said)
+        # names and reasons come from the child that ran the user's code: never read as markup
+        table.add_row(escape(str(row["entry"])), f"[{_VERDICT_STYLE[row['verdict']]}]{row['verdict']}[/]",
+                      str(row["line"] or ""), escape(said))
     console.width = max(console.width, 150)
     console.print(table)
     console.print(_summary(report))
