@@ -21,7 +21,7 @@ the buggy realworld files and the mutation campaign's communication mutants that
 show wrong, each repaired by ``verify-agent fix --write`` on a temporary copy, the written file
 checked again and run on real gloo ranks (1 vs 2 and 4, outputs and gradients).
 
-    python benchmarks/bench_fix.py --campaign [--mutants 100] [--seed 0] [--timeout 240] [--jobs 2]
+    python benchmarks/bench_fix.py --campaign [--mutants 60] [--library-mutants 60] [--seed 0] [--timeout 240]
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The repair campaign: real bugs, ``verify-agent fix --write``, and real gloo ranks as the judge.
 
-    python benchmarks/bench_fix.py --campaign [--mutants 100] [--seed 0] [--operators a,b]
+    python benchmarks/bench_fix.py --campaign [--mutants 60] [--library-mutants 60] [--seed 0] [--operators a,b]
                                               [--timeout 240] [--jobs 2] [--only TEXT ...] [--json out.json]
+                                              [--max-seconds T]
 
 The bugs: the buggy files of ``examples/realworld/`` (``expected.json``) and a seeded sample of
 the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped, duplicated or
@@ -95,11 +96,17 @@ def realworld_bugs(only: list[str]) -> list[Bug]:
         if only and not any(o in str(path) for o in only):
             continue
         text = path.read_text()
-        bugs.append(Bug(f"realworld/{name}", path, text, gt.REALWORLD, bool(LIBRARIES.search(text))))
+        bugs.append(Bug(f"realworld/{name}", path, text, gt.REALWORLD, _library(path, text)))
     return bugs
 
 
-def mutant_bugs(count: int, seed: int, operators: list[str], only: list[str]) -> list[Bug]:
+def _library(path: Path, text: str) -> bool:
+    """Runs a real library's parallel layers (examples/models/ imports a test shim of Megatron instead)."""
+    return path.parent.name != "models" and bool(LIBRARIES.search(text))
+
+
+def mutant_bugs(count: int, library_count: int, seed: int, operators: list[str], only: list[str]) -> list[Bug]:
+    """``library_count`` mutants of drivers around real libraries and ``count`` of the other files."""
     files = sorted((ROOT / "examples" / "models").glob("*.py")) + sorted((ROOT / "examples" / "realworld").glob("*.py"))
     for folder in sorted((ROOT / "examples").glob("realcode*")):
         files += sorted(folder.rglob("*.py"))
@@ -113,12 +120,15 @@ def mutant_bugs(count: int, seed: int, operators: list[str], only: list[str]) ->
         except SyntaxError:
             continue
     by_digest = {m.digest: (path, m) for path, m in found}
-    picked = stratified_sample([m for _, m in found], min(count, len(found)), seed)
+    library = [m for path, m in found if _library(path, m.source)]
+    plain = [m for path, m in found if not _library(path, m.source)]
+    picked = stratified_sample(library, min(library_count, len(library)), seed) + \
+        stratified_sample(plain, min(count, len(plain)), seed)
     bugs = []
     for m in picked:
         path = by_digest[m.digest][0]
         label = f"{m.origin}:{m.line} {m.operator} ({m.description})"
-        bugs.append(Bug(label, path, m.source, _kind(path), bool(LIBRARIES.search(m.source))))
+        bugs.append(Bug(label, path, m.source, _kind(path), _library(path, m.source)))
     return bugs
 
 
@@ -255,7 +265,10 @@ def report(bugs: list[Bug]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_fix.py --campaign", description=__doc__.splitlines()[0])
-    ap.add_argument("--mutants", type=int, default=100, help="communication mutants sampled (before ground truth)")
+    ap.add_argument("--mutants", type=int, default=60,
+                    help="communication mutants of the project's own files sampled (before ground truth)")
+    ap.add_argument("--library-mutants", type=int, default=60,
+                    help="communication mutants of drivers around real libraries sampled (before ground truth)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--operators", default=",".join(COMMUNICATION))
     ap.add_argument("--timeout", type=float, default=240.0, help="verify-agent fix --timeout per bug")
@@ -274,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     bugs = ([] if args.no_realworld else realworld_bugs(args.only)) + \
-        mutant_bugs(args.mutants, args.seed, [o for o in args.operators.split(",") if o], args.only)
+        mutant_bugs(args.mutants, args.library_mutants, args.seed, [o for o in args.operators.split(",") if o],
+                    args.only)
     cache = gt.Cache(Path(args.cache_dir) if args.cache_dir else None)
     with tempfile.TemporaryDirectory(prefix="fix-campaign-") as tmp:
         folder = Path(tmp)

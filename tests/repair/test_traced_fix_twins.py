@@ -4,7 +4,9 @@ For each class the buggy file gets a fix whose patched file the traced check ver
 gloo ranks confirm, the fix is the twin's change, the fixed twin verifies as it is, and the
 patched file matches one device on real gloo ranks (the test-only ground-truth runner, outputs
 and gradients).  The classes: a custom backward that forgets its all-reduce, a forward that
-forgets it, a loss averaged twice (scaling), a gather concatenated on the wrong dim.
+forgets it, a loss averaged twice (scaling), a gather concatenated on the wrong dim, a plain
+torch.distributed MLP without its reduction (forward and input gradient), a vocabulary-parallel
+lookup whose foreign ids are not masked, a DTensor plan whose row-parallel output stays sharded.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from verify_agent.repair.commands import check_file, find_fixes
 pytest.importorskip("torch")
 
 try:
+    from groundtruth.realworld_runner import run_file as run_realworld
     from groundtruth.runner import run_file
 except ImportError:  # imported under another rootdir/import mode
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from groundtruth.realworld_runner import run_file as run_realworld
     from groundtruth.runner import run_file
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -36,6 +40,13 @@ TWINS = {
                                    ("dist.all_reduce(x)", "dist.all_reduce(y)")),
     "loss averaged twice": ("dp_loss_averaged_twice.py", "dp_loss_fixed.py", "total = ReduceFromRegion.apply(partial)\n"),
     "gather on the wrong dim": ("tp_gather_wrong_dim.py", "tp_gather_fixed.py", "torch.cat(pieces, dim=-1)"),
+    # dist.all_reduce(y) alone leaves the input gradient a partial sum: the region pair is written in
+    "plain reduction missing (forward and input gradient)": (
+        "tp_mlp_plain_missing_allreduce.py", "tp_mlp_plain_fixed.py", "_CopyToRanks.apply(x) @"),
+    "foreign ids not masked": ("vocab_embedding_unmasked.py", "vocab_embedding_masked.py",
+                               "out = out.masked_fill(foreign.unsqueeze(-1), 0.0)"),
+    "DTensor plan output left sharded": ("dtensor_mlp_output_sharded.py", "dtensor_mlp_plan_fixed.py",
+                                         "RowwiseParallel(output_layouts=Replicate())"),
 }
 
 
@@ -67,6 +78,11 @@ def test_buggy_file_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
     assert path.read_text() == before          # fix without --write leaves the file alone
     patched = tmp_path / f"patched_{buggy}"
     patched.write_text(fix.patched)
-    for mode in ("forward", "grad"):
-        truth = run_file(patched, world=2, mode=mode, dtype="float64")
-        assert truth.matches, truth.summary()
+    for world in (2, 4):
+        if "def build(" in fix.patched:   # a DTensor plan: the real-world runner builds it on a gloo mesh
+            truth = run_realworld(patched, world=world)
+            assert truth.matches, truth.summary()
+            continue
+        for mode in ("forward", "grad"):
+            truth = run_file(patched, world=world, mode=mode, dtype="float64")
+            assert truth.matches, truth.summary()

@@ -1,0 +1,27 @@
+"""A DTensor tensor-parallel MLP plan whose row-parallel output is replicated (the correct version)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+TOKENS, DIM, HIDDEN = 6, 8, 16
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(DIM, HIDDEN, bias=False)
+        self.down = nn.Linear(HIDDEN, DIM, bias=False)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+def build(mesh):
+    plan = {"up": ColwiseParallel(), "down": RowwiseParallel(output_layouts=Replicate())}
+    return parallelize_module(MLP(), mesh, plan)
+
+
+def example_inputs():
+    return (torch.randn(TOKENS, DIM, requires_grad=True),)
