@@ -66,6 +66,58 @@ def sites_of(report: Report):
     return unique
 
 
+MAX_LINKED_ENTRIES = 500   # entries of a directory mirrored by links in a candidate's overlay
+
+
+def _mirror(source: Path, target: Path, file: Path, patched: str) -> None:
+    """``target`` made to look like ``source``: every entry a link to the original, except the
+    directory on the way to ``file`` (mirrored the same way) and ``file`` itself (the candidate)."""
+    target.mkdir(parents=True, exist_ok=True)
+    entries = sorted(source.iterdir())
+    if len(entries) > MAX_LINKED_ENTRIES:   # a huge directory: only the way to the file
+        entries = [e for e in entries if e == file or file.is_relative_to(e)]
+    for entry in entries:
+        if entry == file:
+            (target / entry.name).write_text(patched, encoding="utf-8")
+        elif entry.is_dir() and not entry.is_symlink() and file.is_relative_to(entry):
+            _mirror(entry, target / entry.name, file, patched)
+        elif entry.name != "__pycache__":
+            (target / entry.name).symlink_to(entry)
+
+
+def write_candidate(patched: str, path: str) -> Path:
+    """A temporary copy of ``path`` holding ``patched``, placed so that it imports as the original does.
+
+    A script is copied alone.  A file inside a package is traced as its module (``locate``: the import
+    root and the dotted name), so the copy sits in an overlay of that package: the same directories
+    from the import root down, every other file a link to the original, so ``from . import x`` and the
+    package's own helpers resolve as they do for the file itself.  The caller removes
+    ``overlay_root(copy)`` (links are removed, never followed)."""
+    from frontends.traced.location import locate
+
+    folder = Path(tempfile.mkdtemp(prefix="verify-agent-fix-"))
+    original = Path(path).resolve()
+    try:
+        place = locate(original)
+    except (OSError, ValueError):
+        place = None
+    if place is None or place.module is None or place.installed or not original.is_file():
+        copy = folder / original.name
+        copy.write_text(patched, encoding="utf-8")
+        return copy
+    root = Path(place.root).resolve()
+    _mirror(root, folder / "overlay", original, patched)
+    return folder / "overlay" / original.relative_to(root)
+
+
+def overlay_root(copy: Path) -> Path:
+    """The temporary folder ``write_candidate`` made for ``copy``."""
+    for parent in copy.parents:
+        if parent.name.startswith("verify-agent-fix-"):
+            return parent
+    return copy.parent
+
+
 @dataclass
 class Checked:
     report: Optional[Report]
@@ -80,9 +132,7 @@ def check_candidate(patched: str, path: str, settings: TracedSettings, timeout: 
     verifies matters)."""
     from ..traced import trace_and_verify
 
-    folder = Path(tempfile.mkdtemp(prefix="verify-agent-fix-"))
-    copy = folder / Path(path).name
-    copy.write_text(patched, encoding="utf-8")
+    copy = write_candidate(patched, path)
     traced = trace_and_verify(patched, str(copy), entry=settings.entry, mesh=settings.mesh,
                               inputs=dict(settings.inputs or {}), layouts=list(settings.layouts), timeout=timeout,
                               confirm_findings=False)
@@ -200,5 +250,5 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
             if progress:
                 progress(f"  patched file verifies ({confirmed}): {prefix}{candidate.description}")
         finally:
-            shutil.rmtree(copy.parent, ignore_errors=True)
+            shutil.rmtree(overlay_root(copy), ignore_errors=True)
     return partial
