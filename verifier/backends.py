@@ -36,6 +36,8 @@ _NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp,
     "log": np.log,
     "tanh": np.tanh,
+    "cos": np.cos,   # rotary position embeddings
+    "sin": np.sin,
     "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),

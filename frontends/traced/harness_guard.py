@@ -34,6 +34,11 @@ _TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.distributed", "torch
                      "torch.distributed.nn.functional", "torch.autograd")
 
 
+# instance attributes that shadow a method without changing what the module computes (transformers'
+# tensor-parallel hooks set ``module.__repr__`` to print the plan)
+_PRESENTATION = frozenset({"__repr__", "__str__", "extra_repr"})
+
+
 class HarnessRefused(Exception):
     """The harness did more than build arguments; the message says what (one sentence)."""
 
@@ -146,6 +151,8 @@ class HarnessGuard:
         for path, module in entry.named_modules():
             cls = type(module)
             for attribute, value in vars(module).items():
+                if attribute in _PRESENTATION:   # how the module prints: never part of what it computes
+                    continue
                 declared = inspect.getattr_static(cls, attribute, None)
                 if inspect.isfunction(declared) and value is not declared:
                     where = f"{path}." if path else ""

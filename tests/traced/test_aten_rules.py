@@ -161,6 +161,8 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.sqrt.default", [POSITIVE], {}),
     ("aten.rsqrt.default", [POSITIVE], {}),
     ("aten.tanh.default", [f23], {}),
+    ("aten.cos.default", [f23], {}),
+    ("aten.sin.default", [f23], {}),
     ("aten.sigmoid.default", [f23], {}),
     ("aten.silu.default", [f23], {}),
     ("aten.relu.default", [f23], {}),
@@ -455,7 +457,7 @@ def test_numpy_semantics_equal_torch(case):
 def _interpreted(kind: str) -> bool:
     """Ops whose Z3 encoding has no uninterpreted function: Z3 must compute the exact numbers."""
     nonlinear = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "softmax", "layer_norm",
-                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar")
+                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar", "cos.", "sin.")
     return not any(word in kind for word in nonlinear)
 
 

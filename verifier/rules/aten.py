@@ -199,7 +199,7 @@ def _unary(rule: str) -> Evaluate:
                                                          else args[0]])]
 
 
-for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "neg", "abs"):
+for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "neg", "abs", "cos", "sin"):
     aten(f"aten.{_name}.default", _unary(_name))
 aten("aten.relu.default", lambda xp, args, attrs, ctx: [call("relu", xp, args)])
 
