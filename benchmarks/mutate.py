@@ -109,8 +109,35 @@ def write_mutant(folder: Path, original: Original | None, mutant: Mutant | Libra
     return target, None
 
 
+def is_library(mutant) -> bool:
+    return isinstance(mutant, LibraryMutant) or getattr(mutant, "library", False)
+
+
 def is_realcode(mutant) -> bool:
-    return isinstance(mutant, LibraryMutant) or "realcode_drivers" in mutant.origin
+    return is_library(mutant) or "realcode_drivers" in mutant.origin
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A mutant's outcome from an earlier run's --json (``--resume``): not run again."""
+    origin: str
+    operator: str
+    line: int
+    description: str
+    digest: str
+    library: bool
+    diff: str
+
+
+def recorded_outcomes(path: str) -> list[Outcome]:
+    out = []
+    for r in json.loads(Path(path).read_text())["mutants"]:
+        mutant = Recorded(r["file"], r["operator"], r["line"], r["change"], r["digest"], r.get("library", False),
+                          r.get("diff", ""))
+        verdict = tool.ToolVerdict(r["tool"], r["tool_exit"], r["tool_seconds"], r["tool_detail"],
+                                   tuple(r.get("tool_lines", ())), tuple(r.get("tool_repair_lines", ())))
+        out.append(Outcome(mutant, gt.Truth(r["ground_truth"], r["ground_truth_reason"]), verdict))
+    return out
 
 
 def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_timeout: float, gt_parallel: int,
@@ -175,7 +202,7 @@ def line_hits(outcomes: list[Outcome]) -> dict:
     the primary (first error) line, and how many as a repair line.  Library mutants are counted apart:
     their mutated line is in the library, which the tool's lines (the driver's) do not point into."""
     found = [o for o in outcomes if o.truth.status == gt.DIFFER and o.verdict.verdict == tool.VIOLATIONS
-             and not isinstance(o.mutant, LibraryMutant)]
+             and not is_library(o.mutant)]
     primary = sum(1 for o in found if o.verdict.lines and o.verdict.lines[0] == o.mutant.line)
     anywhere = sum(1 for o in found if o.mutant.line in o.verdict.lines)
     repair = sum(1 for o in found if o.mutant.line in o.verdict.repair_lines)
@@ -253,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--library", action="store_true",
                     help="also mutate the installed libraries' own source (benchmarks/mutants/library.py)")
+    ap.add_argument("--resume", help="an earlier run's --json: its mutants are not run again, their outcomes count")
     ap.add_argument("--realcode-limit", type=int,
                     help="with --limit: at least this many of the sample around installed libraries")
     args = ap.parse_args(argv)
@@ -285,7 +313,11 @@ def main(argv: list[str] | None = None) -> int:
                 stratified_sample(other, max(0, args.limit - take_real), args.seed)
         else:
             mutants = stratified_sample(mutants, args.limit, args.seed)
-    print(f"{len(origs)} files, {total} distinct mutants, running {len(mutants)}", flush=True)
+    earlier = recorded_outcomes(args.resume) if args.resume else []
+    done = {o.mutant.digest for o in earlier}
+    mutants = [m for m in mutants if m.digest not in done]
+    print(f"{len(origs)} files, {total} distinct mutants, running {len(mutants)}"
+          + (f" ({len(earlier)} outcomes taken from {args.resume})" if earlier else ""), flush=True)
     if args.list:
         for m in mutants:
             print(f"{m.origin}:{m.line} {m.operator} -- {m.description}")
@@ -300,9 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_campaign(origs, mutants, jobs=args.jobs, gt_timeout=args.gt_timeout, gt_parallel=args.gt_parallel,
                             tool_timeout=args.tool_timeout, worlds=worlds, cache=cache, log=log,
                             max_seconds=args.max_seconds)
+    ran = len(outcomes)
+    outcomes = earlier + outcomes
     summary = confusion(outcomes)
-    if len(outcomes) < len(mutants):
-        print(f"time limit: {len(outcomes)} of {len(mutants)} mutants finished (both ground truth and tool)")
+    if ran < len(mutants):
+        print(f"time limit: {ran} of {len(mutants)} mutants finished (both ground truth and tool)")
     print(render(outcomes, summary))
     print(f"({time.monotonic() - started:.0f}s)")
     if args.json:
@@ -310,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         for o in outcomes:
             if isinstance(o.mutant, LibraryMutant):
                 sources[o.mutant.origin] = o.mutant.original
+
+        def diff(m) -> str:
+            return m.diff if isinstance(m, Recorded) else _diff(sources[m.origin], m.source)
+
         records = [{
             "file": o.mutant.origin, "operator": o.mutant.operator, "line": o.mutant.line,
             "change": o.mutant.description, "digest": o.mutant.digest,
@@ -317,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             "tool": o.verdict.verdict, "tool_exit": o.verdict.exit_code, "tool_detail": o.verdict.detail,
             "tool_seconds": round(o.verdict.seconds, 2), "wrong": o.wrong, "realcode": is_realcode(o.mutant),
             "tool_lines": list(o.verdict.lines), "tool_repair_lines": list(o.verdict.repair_lines),
-            "diff": _diff(sources[o.mutant.origin], o.mutant.source),
+            "diff": diff(o.mutant), "library": is_library(o.mutant),
         } for o in outcomes]
         Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes), "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
