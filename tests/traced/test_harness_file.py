@@ -42,8 +42,8 @@ class Layer(torch.nn.Module):
 '''
 
 
-def run(tmp_path: Path, harness: str):
-    (tmp_path / "layer.py").write_text(LAYER)
+def run(tmp_path: Path, harness: str, layer: str = LAYER):
+    (tmp_path / "layer.py").write_text(layer)
     (tmp_path / "harness.py").write_text(harness)
     result = CliRunner().invoke(app, ["translate", str(tmp_path / "layer.py"), "--entry", "Layer", "--mesh", "tp=2",
                                       "--harness", str(tmp_path / "harness.py"), "--format", "json",
@@ -97,3 +97,14 @@ def test_a_harness_making_code_at_run_time_is_refused(tmp_path):
     assert result.exit_code == 3
     assert document["harness_refused"].startswith("the harness makes code at run time (exec or compile at its "
                                                   "line 5)")
+
+
+def test_a_violation_found_with_a_harness_is_confirmed_by_torch_with_it(tmp_path):
+    missing = LAYER.replace("self.activation(_Reduce.apply(piece @ self.weight.t()))",
+                            "self.activation(piece @ self.weight.t())")
+    result, document = run(tmp_path, "import torch\n\ndef harness(module, world):\n"
+                                     "    return module.Layer(8, torch.tanh), (torch.randn(4, 8),)\n", missing)
+    assert result.exit_code == 1, result.output
+    finding = next(d for d in document["diagnostics"] if d["check"] == "equivalence")
+    assert finding["line"] == 26
+    assert "reproduced by torch" in finding["message"]
