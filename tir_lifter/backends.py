@@ -16,6 +16,7 @@ Infinities are constants of the kernel (reduction identities, masks), decided co
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import z3
@@ -77,11 +78,28 @@ def declarations(term: Any, seen: set[int] | None = None) -> set:
 
 
 def keep_roundings(term: Any) -> Any:
-    """``term`` with each rounding to a narrow float made one no proof takes as the identity."""
+    """``term`` with each rounding to a narrow float made one no proof takes as the identity
+    (of a constant: its exact rounding)."""
     from verifier.backends import rounding_function
+    from verifier.rules.casts import round_value
+    functions = _roundings(term, kept=False)
+    if not functions:
+        return term
+    constants, seen, stack = [], set(), [term]
+    while stack:  # round_<fmt>(numeral): the numeral rounded
+        node = stack.pop()
+        if not z3.is_app(node) or node.get_id() in seen:
+            continue
+        seen.add(node.get_id())
+        if node.num_args() == 1 and any(node.decl().eq(f) for f in functions) and z3.is_rational_value(node.arg(0)):
+            value = round_value(node.arg(0).as_fraction(), str(node.decl()).split("_", 1)[1])
+            if math.isfinite(value):
+                constants.append((node, z3.RealVal(Fraction(value))))
+        stack.extend(node.children())
+    term = z3.substitute(term, *constants) if constants else term
     pairs = [(f, rounding_function(str(f).split("_", 1)[1], kept=True)(z3.Var(0, z3.RealSort())))
-             for f in _roundings(term, kept=False)]
-    return z3.substitute_funs(term, *pairs) if pairs else term
+             for f in functions]
+    return z3.substitute_funs(term, *pairs)
 
 
 def identity_roundings(term: Any) -> tuple[Any, bool]:
@@ -279,7 +297,9 @@ class Z3Backend:
             return value if limit is None else z3.RealVal(sign * limit)
         if kind(source) == "float" and kind(target) != "float" and z3.is_expr(value):
             value = keep_roundings(value)  # a rounding read by a conversion to an integer moves it by a whole unit
-        result = _convert_rule(verifier_backends.Z3Backend(), value, source, target)
+        backend = verifier_backends.Z3Backend()
+        backend.fold_roundings = False  # a constant rounds like any value: the identity unless an integer reads it
+        result = _convert_rule(backend, value, source, target)
         if isinstance(result, z3.BoolRef) or target == "bool":
             return result
         return z3.ToReal(result) if z3.is_int(result) else result

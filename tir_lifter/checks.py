@@ -151,7 +151,7 @@ def _dtype_findings(kernel: Kernel, spec: Spec, found: list[Diagnostic]) -> list
             continue
         said = f"the kernel's output {name} is {have}, the reference's {want}"
         if kind(have) == kind(want):
-            notes.append(Diagnostic("dtype", NOTE, f"{said}: equal up to rounding (rounding is not modelled)",
+            notes.append(Diagnostic("dtype", NOTE, f"{said}: equal up to the rounding to {have}",
                                     kernel.line))
             continue
         spec_errors = [i for i, d in enumerate(found) if d.check == "spec" and d.severity == ERROR]

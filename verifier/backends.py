@@ -339,6 +339,7 @@ class Z3Backend:
         self._functions: dict[tuple, z3.FuncDeclRef] = {}
         self._leaves: dict[tuple[str, int], dict[int, z3.ExprRef]] = {}
         self.uninterpreted_ops: set[str] = set()
+        self.fold_roundings = True  # round numerals exactly (False: leave them to the caller, as terms)
 
     def _function(self, name: str, arity: int, index: int = 0, result=None) -> z3.FuncDeclRef:
         key = (name, arity, index)
@@ -513,11 +514,15 @@ class Z3Backend:
 
     def rounded(self, x, fmt: str):
         """Rounding to a narrow float format (``verifier.rules.casts.round_value``): exact on
-        numerals, the uninterpreted ``round_<fmt>`` on any other term."""
+        numerals (unless ``fold_roundings`` is off), the uninterpreted ``round_<fmt>`` on any
+        other term."""
         from .rules.casts import round_value
 
         def apply(term):
-            term = normal_form(self._real(term))
+            term = self._real(term)
+            if not self.fold_roundings:  # the caller may take the rounding away: the term as it came
+                return rounding_function(fmt)(term)
+            term = normal_form(term)
             if z3.is_rational_value(term):
                 value = round_value(term.as_fraction(), fmt)
                 if math.isfinite(value):
