@@ -326,11 +326,14 @@ def translate(
                 if fix and traced.report.verdict == VIOLATIONS:  # repaired on what the run showed
                     from .repair.traced_fixes import TracedSettings, traced_fixes
 
-                    settings = TracedSettings(entry=entry, mesh=mesh, inputs=parse_inputs(input),
-                                              layouts=tuple(param_layout),
-                                              budget_seconds=deadlines.current().remaining(at_most=900.0))
-                    traced.report.fixes = [found.as_fix() for found in traced_fixes(
-                        source, str(file), traced.report, settings, _stage_progress(format))]
+                    from .llm_harness import harness_for_fixes
+
+                    with harness_for_fixes(traced.report, harness) as harness_file:   # candidates built alike
+                        settings = TracedSettings(entry=entry, mesh=mesh, inputs=parse_inputs(input),
+                                                  layouts=tuple(param_layout), harness=harness_file,
+                                                  budget_seconds=deadlines.current().remaining(at_most=900.0))
+                        traced.report.fixes = [found.as_fix() for found in traced_fixes(
+                            source, str(file), traced.report, settings, _stage_progress(format))]
                 raise typer.Exit(emit([traced.report], format, source.splitlines()))
             traced_verdict = traced.report.verdict
     options = TranslateOptions(entry=entry, mesh=mesh, inputs=parse_inputs(input), llm=llm.value,

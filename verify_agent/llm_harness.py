@@ -7,8 +7,12 @@ only builds arguments; the verdict is the traced run's, on the user's code (``ag
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from dataclasses import replace
-from typing import Callable, Optional
+from pathlib import Path
+from typing import Callable, Iterator, Optional
 
 from verifier.report import ERROR, Diagnostic, Report
 
@@ -88,3 +92,21 @@ def _refused_report(path: str, outcome) -> Report:
                                                 f"nothing was verified"))
     report.extra[HARNESS_REFUSED] = outcome.attempts[-1].message
     return report
+
+
+@contextlib.contextmanager
+def harness_for_fixes(report: Report, given: Optional[Path]) -> Iterator[Optional[str]]:
+    """The harness file that built the entry, for ``--fix`` to build each candidate the same way: the
+    user's ``--harness``, or the accepted LLM harness written to a temporary file; None without one."""
+    if given is not None:
+        yield str(given)
+        return
+    written = (report.extra.get(LLM_HARNESS) or {}).get("harness")
+    if not written or report.extra[LLM_HARNESS].get("outcome") != "accepted":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="verify-agent-harness-") as folder:
+        path = os.path.join(folder, "llm_harness.py")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(written)
+        yield path

@@ -41,6 +41,7 @@ class TracedSettings:
     layouts: tuple[str, ...] = ()
     confirm: bool = True              # run a verified candidate on real gloo ranks before showing it
     budget_seconds: float = 600.0     # all candidates together
+    harness: Optional[str] = None     # the harness file that built the entry (--harness, or the LLM's)
 
 
 def sites_of(report: Report):
@@ -135,7 +136,7 @@ def check_candidate(patched: str, path: str, settings: TracedSettings, timeout: 
     copy = write_candidate(patched, path)
     traced = trace_and_verify(patched, str(copy), entry=settings.entry, mesh=settings.mesh,
                               inputs=dict(settings.inputs or {}), layouts=list(settings.layouts), timeout=timeout,
-                              confirm_findings=False)
+                              confirm_findings=False, harness=settings.harness)
     if traced is None or traced.report is None:
         return Checked(None), copy
     return Checked(traced.report, traced.program, traced.options), copy
@@ -167,7 +168,8 @@ def confirm_fix(checked: Checked, copy: Path, path: str, timeout: float = CONFIR
     try:
         confirmation = confirm_on_ranks(program, finding, path=str(copy), shown_as=path,
                                         entry=getattr(options, "entry", None),
-                                        shapes=getattr(options, "shapes", None), timeout=timeout)
+                                        shapes=getattr(options, "shapes", None), timeout=timeout,
+                                        harness=getattr(options, "harness", None))
     except Exception as error:  # noqa: BLE001 - the runner is another module's; its failure is no evidence
         return NOT_RUN, f"the real-rank run failed ({type(error).__name__}: {error})"
     return confirmation.outcome, confirmation.detail
