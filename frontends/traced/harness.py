@@ -86,7 +86,9 @@ def _bare(hint: Any) -> Any:
 
 def _is_tensor_hint(hint: Any) -> bool:
     bare = _bare(hint)
-    return bare is torch.Tensor or (isinstance(hint, str) and "Tensor" in hint and "List" not in hint)
+    # ``x: torch.tensor`` (the factory function, a common slip for the class) means a tensor too
+    return bare is torch.Tensor or bare is torch.tensor or (isinstance(hint, str) and "Tensor" in hint
+                                                          and "List" not in hint)
 
 
 def _is_group_hint(hint: Any) -> bool:
