@@ -168,7 +168,8 @@ class Runner:
         missing = [name for name in op.args if name not in env]
         if missing:
             raise RunError(op, index, f"{op.kind} reads {missing[0]!r}, which is not defined before it")
-        return [env[name] for name in op.args]
+        # a bare Z3 term (numpy unwraps 0-d results) would meet a 0-d array through Z3's own operators
+        return [_zero_d(env[name]) if isinstance(env[name], z3.ExprRef) else env[name] for name in op.args]
 
     def _local(self, index: int, op: Op) -> None:
         rule = get_rule(op.kind)
@@ -237,6 +238,12 @@ class Runner:
         for name in op.results:
             self.ranks[index].env[name] = value
         return True
+
+
+def _zero_d(term: Any) -> np.ndarray:
+    array = np.empty((), dtype=object)
+    array[()] = term
+    return array
 
 
 def run(op_lists: tuple[tuple[Op, ...], ...], leaves: dict[str, Any], xp, cache: _Cache | None = None

@@ -271,7 +271,13 @@ def _worker(rank: int, world: int, port: int, jobs: list, queue, inbox=None):
 
 
 def _map_cuda_to_cpu():
-    """What a torchrun script asks of CUDA and of process-group set-up, done on CPU/gloo."""
+    """What a torchrun script asks of CUDA and of process-group set-up, done on CPU/gloo.  The tool's
+    CUDA stand-in (devices, the CUDA generator, megatron-core's RNG tracker and fused LayerNorm kernel)
+    when it can be imported: it is the environment both sides run in, not part of the proof."""
+    with contextlib.suppress(ImportError):
+        from frontends.traced.cuda_standin import map_cuda_to_cpu
+
+        map_cuda_to_cpu()
     import torch
     import torch.distributed as dist
     import torch.distributed.device_mesh as dm
