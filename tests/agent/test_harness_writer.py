@@ -100,6 +100,17 @@ def test_a_good_harness_gives_the_traced_verdict_of_the_users_code(stub, model_f
     assert "harness(module, world)" in prompt
 
 
+def test_a_harness_is_cached_by_source_entry_and_model(stub, model_file):
+    stub.script = [completion(GOOD)]
+    translate(model_file, *with_server(stub))
+
+    result, document = translate(model_file, *with_server(stub))   # the server has no more answers
+
+    assert result.exit_code == 0, result.output
+    assert len(stub.requests) == 1
+    assert document["llm_harness"]["attempts"][0]["cached"] is True
+
+
 def test_a_harness_that_raises_goes_back_to_the_model_with_its_error(stub, model_file):
     stub.script = [completion(RAISES), completion(GOOD)]
 
