@@ -3,7 +3,7 @@ small drivers that call it.
 
 The installed package is never edited: each mutant is a temporary copy of the package (a tree of
 links to the installed files, the one mutated file written out) put first on the import path of
-the tool's run (``PYTHONPATH``) and of the ground-truth ranks.  Only sites inside the functions
+the tool's run (``--path``, the driver placed in it) and of the ground-truth ranks.  Only sites inside the functions
 and classes the drivers exercise are mutated (a mutant of code nobody calls says nothing).
 """
 from __future__ import annotations
@@ -104,21 +104,26 @@ def write_library_mutant(folder: Path, mutant: LibraryMutant) -> tuple[Path, Pat
     """The driver's copy and the import root holding the package copy with the mutated file."""
     where = folder / mutant.digest
     lib = where / "lib"
-    root = installed_root(mutant.top)
-    _link_tree(root / mutant.top, lib / mutant.top)
-    target = lib / mutant.file
-    target.unlink()
-    target.write_text(mutant.source)
-    driver = where / mutant.driver.name
+    _link_around(installed_root(mutant.top), lib, mutant.file)
+    (lib / mutant.file).write_text(mutant.source)
+    # the driver sits in the import root: the tool runs it with ``--path lib`` (its traced child and
+    # gloo confirmation import from there, not from this process's path)
+    driver = lib / mutant.driver.name
     driver.write_text(mutant.driver.read_text())
     return driver, lib
 
 
-def _link_tree(source: Path, dest: Path) -> None:
-    for folder, subdirs, files in os.walk(source):
-        subdirs[:] = [d for d in subdirs if d != "__pycache__"]
-        out = dest / Path(folder).relative_to(source)
-        out.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            if not name.endswith((".pyc",)):
-                os.symlink(Path(folder) / name, out / name)
+def _link_around(root: Path, dest: Path, file: str) -> None:
+    """``dest`` mirrors ``root`` along the folders leading to ``file``: every other entry on the way is
+    a link to the installed one (a few dozen links, not a copy of the package)."""
+    parts = Path(file).parts
+    for depth in range(len(parts)):
+        here = Path(*parts[:depth]) if depth else Path()
+        (dest / here).mkdir(parents=True, exist_ok=True)
+        if depth == 0:
+            os.symlink(root / parts[0], dest / parts[0]) if len(parts) == 1 else None
+            continue
+        for entry in (root / here).iterdir():
+            if entry.name in (parts[depth], "__pycache__"):
+                continue
+            os.symlink(entry, dest / here / entry.name)

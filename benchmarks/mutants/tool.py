@@ -64,7 +64,8 @@ class PendingTool:
         if lib_path:   # a mutated copy of a library, imported before the installed one
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (lib_path, env.get("PYTHONPATH", "")) if p)
-        self.proc = subprocess.Popen(_tool_command(path, timeout, llm), stdout=self._out, stderr=self._err,
+        command = _tool_command(path, timeout, llm) + (["--path", lib_path] if lib_path else [])
+        self.proc = subprocess.Popen(command, stdout=self._out, stderr=self._err,
                                      stdin=subprocess.DEVNULL, text=True, env=env)
         self.result: ToolVerdict | None = None
 
@@ -87,8 +88,8 @@ class PendingTool:
         return self.result
 
 
-def run_tool(path: str, *, timeout: float = 60.0, llm: str = "off") -> ToolVerdict:
-    pending = PendingTool(path, timeout=timeout, llm=llm)
+def run_tool(path: str, *, timeout: float = 60.0, llm: str = "off", lib_path: str | None = None) -> ToolVerdict:
+    pending = PendingTool(path, timeout=timeout, llm=llm, lib_path=lib_path)
     while pending.poll() is None:
         time.sleep(0.05)
     return pending.result
