@@ -1,0 +1,71 @@
+"""The repair space's recipes as text edits (no torch): what each proposes at a recorded line.
+
+Each candidate is only text until it is traced, proven and confirmed on real ranks
+(tests/repair/test_traced_fix_twins.py); here: the edit is proposed, in the file's idioms, at the line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from frontends.patches.at_line import Site, candidates
+
+CASES = Path(__file__).parent / "cases"
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def _candidates(name: str, site_of: str, op: str = ""):
+    """Every candidate at the line of ``name`` holding ``site_of``, the run's op there being ``op``."""
+    path = CASES / name
+    text = path.read_text()
+    return candidates(text, str(path), [Site(_line(text, site_of), op)], limit=100)
+
+
+def test_plain_file_gets_the_region_pair_with_its_replicated_input_guarded():
+    found = _candidates("tp_mlp_plain_missing_allreduce.py", "y = h @", "partial")
+    region = [c for c in found if c.recipe == "reduce_region"]
+    assert region, [c.description for c in found]
+    patched = region[0].patched
+    assert "class _ReduceFromRanks(torch.autograd.Function):" in patched
+    assert "h = F.gelu(_CopyToRanks.apply(x) @ w_up.chunk(world, dim=1)[rank])" in patched
+    assert "    y = _ReduceFromRanks.apply(y)\n    return y" in patched
+    # the plain all-reduce is proposed too, and ranks first (cheapest spelling), then the pair
+    assert [c.recipe for c in found[:2]] == ["reduce_after", "reduce_region"]
+
+
+def test_file_with_its_own_reducing_function_gets_no_added_pair():
+    found = _candidates("vocab_embedding_unmasked.py", "out = F.embedding", "embedding")
+    assert not [c for c in found if c.recipe == "reduce_region"]
+
+
+def test_unmasked_lookup_gets_a_mask_of_the_foreign_ids():
+    found = _candidates("vocab_embedding_unmasked.py", "out = F.embedding", "clamp")
+    (mask,) = [c for c in found if c.recipe == "mask_ids"]
+    assert "foreign = (ids < start) | (ids >= start + local.shape[0])" in mask.patched
+    assert "out = F.embedding(local_ids, local)" in mask.patched
+    assert "out = out.masked_fill(foreign.unsqueeze(-1), 0.0)" in mask.patched
+    assert mask.prior < 10
+
+
+def test_off_by_one_range_check_is_flipped():
+    path = Path(__file__).resolve().parents[2] / "examples" / "realworld" / "vocab_parallel_embedding_mask_off_by_one.py"
+    text = path.read_text()
+    found = candidates(text, str(path), [Site(_line(text, "F.embedding(masked_input"), "embedding")], limit=100)
+    flips = [c for c in found if c.recipe == "mask_bounds"]
+    assert any("(input_ids < self.vocab_start_index)" in c.patched for c in flips), [c.description for c in flips]
+
+
+def test_reduce_op_and_dim_keywords_change_at_the_line(tmp_path):
+    path = tmp_path / "m.py"
+    text = ("import torch\nimport torch.distributed as dist\n\n\ndef f(x):\n"
+            "    dist.all_reduce(x, op=dist.ReduceOp.MAX)\n    return torch.softmax(x, dim=0)\n")
+    path.write_text(text)
+    ops = {c.description for c in candidates(text, str(path), [Site(6, "all_reduce")], limit=100)
+           if c.recipe == "change_op"}
+    assert ops == {"`all_reduce` on line 6: op MAX -> SUM", "`all_reduce` on line 6: op MAX -> AVG",
+                   "`all_reduce` on line 6: op MAX -> the default SUM"}
+    dims = [c for c in candidates(text, str(path), [Site(7, "softmax")], limit=100) if c.recipe == "dim_keyword"]
+    assert {"torch.softmax(x, dim=1)", "torch.softmax(x, dim=-1)"} <= {
+        next(line.strip()[7:] for line in c.patched.splitlines() if "softmax" in line) for c in dims}
