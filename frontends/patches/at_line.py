@@ -296,6 +296,11 @@ def reduce_in_function(source: str, path: str, site: Site) -> Iterator[tuple[str
             # finding points at (forward for outputs, backward for gradients): the most specific guess
             prior = (-1 if on_line else 0) if site.gradient == (method == "backward") else 1 if near else 3
             prior = prior if near else 3
+            # a copy (identity forward) or a reduction (identity backward) is whole as it is: its
+            # identity method is the design, not a lost collective
+            if (method == "forward" and cls.name.value in idioms.copiers) or \
+                    (method == "backward" and cls.name.value in idioms.reducers):
+                prior = 4
             yield (f"all-reduce `{name}` in {cls.name.value}.{method} before it returns (torch.distributed)",
                    fresh.render(), prior)
 
@@ -475,11 +480,11 @@ def shard_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, in
 
 
 def _more_recipes() -> tuple[Recipe, ...]:
-    from .collective_args import change_op, dim_keyword
+    from .collective_args import change_op, dim_keyword, unwrap_twice
     from .masking import mask_bounds, mask_ids
     from .region_functions import copy_region, reduce_region
 
-    return reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds
+    return unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,

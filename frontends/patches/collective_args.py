@@ -4,7 +4,9 @@
                   MAX), or the keyword dropped (c10d's default is SUM);
 * ``dim_keyword`` any call on the line with an integer ``dim=`` (``gather_dim=``,
                   ``scatter_dimension=``, ``split_dim=``, ``concat_dim=``): the neighbouring dims,
-                  0 and -1 (``at_line.change_dim`` covers the positional dims of cat/split/chunk).
+                  0 and -1 (``at_line.change_dim`` covers the positional dims of cat/split/chunk);
+* ``unwrap_twice`` a call applied to its own result (``Gather.apply(Gather.apply(x))``,
+                  ``reduce(reduce(x))``): applied once.
 
 Candidates are text only; each is traced, proven and run on real ranks before it is shown.
 """
@@ -89,3 +91,15 @@ def dim_keyword(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
                 editor.replace(target.value, cst.parse_expression(str(new)))
                 yield (f"`{_name(call)}` on line {site.line}: {arg.keyword.value}={old} -> {new}", editor.render(),
                        prior)
+
+
+def unwrap_twice(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
+    editor, calls = _calls(source, path, site.line)
+    for index, call in enumerate(calls):
+        inner = call.args[0].value if len(call.args) == 1 else None
+        if not isinstance(inner, cst.Call) or editor.code(inner.func) != editor.code(call.func):
+            continue
+        editor, fresh = _calls(source, path, site.line)
+        editor.replace(fresh[index], fresh[index].args[0].value)
+        yield (f"`{editor.code(call.func)}` on line {site.line} applied once, not to its own result",
+               editor.render(), 0)
