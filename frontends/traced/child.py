@@ -116,7 +116,7 @@ def trace(request: dict):
     from .entries import EntryError, parse_arg
     from .harness_file import HarnessError
     from .harness_guard import HarnessRefused
-    from .run import ModuleLevelError, RunRequest, UserCodeError, run_once
+    from .run import ArgumentsFailed, ModuleLevelError, RunRequest, UserCodeError, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
 
@@ -158,9 +158,11 @@ def trace(request: dict):
         if "INTERNAL ASSERT FAILED" in str(error):  # torch's own assertion under the simulated group, not yours
             return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})",
                                 error.line)
-        return TraceFailure("input-error", str(error), error.line)
+        return TraceFailure("input-error", str(error), error.line, building=error.tool_arguments)
     except EntryError as error:
         return TraceFailure("input-error", str(error), None, building=True)
+    except ArgumentsFailed as error:   # the user's code raised on the arguments this tool chose
+        return TraceFailure("input-error", str(error), _user_line(error.__cause__ or error, path), building=True)
     except ModuleNotFoundError as error:
         if _user_line(error, path) is not None:
             return TraceFailure("cannot-run", f"{type(error).__name__}: {error}", _user_line(error, path))

@@ -102,6 +102,17 @@ class ModuleLevelError(Exception):
     """The file's module-level code raised on import (a launch script, or code that needs a real cluster)."""
 
 
+class ArgumentsFailed(Exception):
+    """Building the entry with the arguments this tool chose (defaults, inferred configs and inputs) raised
+    in the user's code: an input error that a harness (``--harness``, or an LLM's) may get past."""
+
+
+def _tool_chose_arguments(module, spec: EntrySpec) -> bool:
+    """No ``build()``, ``example_module()``, ``example_args()`` or literal ``--entry Cls(...)`` arguments."""
+    return spec.kind in ("module", "function") and spec.name != "example_module" and not spec.args \
+        and not spec.kwargs and not callable(getattr(module, "example_args", None))
+
+
 class UserCodeError(Exception):
     """The user's code raised: carries the user's line.  ``unreal``: why the exception may come from
     the simulation rather than the code (it read values a simulated collective computed, or it was
@@ -111,6 +122,7 @@ class UserCodeError(Exception):
         super().__init__(message)
         self.line = line
         self.unreal = unreal
+        self.tool_arguments = False   # raised on arguments this tool chose (not the file's, not the user's)
 
 
 def _raised(error: BaseException, recorder: Recorder) -> UserCodeError:
@@ -461,10 +473,17 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
             call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         else:
             spec = find_entry(module, request.entry)
-            target, mesh = _construct(module, spec, world)
-            fn = target if spec.kind != "function" else getattr(module, spec.name)
-            call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-            names, inputs = example_inputs(module, call_fn, request.shapes, request.args, world)
+            try:
+                target, mesh = _construct(module, spec, world)
+                fn = target if spec.kind != "function" else getattr(module, spec.name)
+                call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
+                names, inputs = example_inputs(module, call_fn, request.shapes, request.args, world)
+            except (EntryError, UserCodeError):
+                raise
+            except Exception as error:   # the arguments this tool chose did not build the entry
+                if _tool_chose_arguments(module, spec):
+                    raise ArgumentsFailed(f"{type(error).__name__}: {error}") from error
+                raise
             frozen = set(request.no_grad) | {names[i] for i in explicitly_not_trainable(module) if i < len(names)}
         spans.fallback = _definition_line(call_fn, module)
         vocab = getattr(module, "VOCAB", None)
@@ -473,7 +492,12 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
                                        blocks=(request.layouts, world, rank))
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
-            result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+            try:
+                result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+            except UserCodeError as error:   # on inputs this tool chose, a harness may get past it
+                error.tool_arguments = guard is None and not request.shapes and _tool_chose_arguments(module, spec) \
+                    and not callable(getattr(module, "example_inputs", None))
+                raise
         result.assumptions += [inference_said] if inference_said else []
         result.constants = constants
         result.assumptions[:0] = _where_it_ran(request)

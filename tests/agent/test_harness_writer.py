@@ -218,3 +218,46 @@ class HalfMLP(torch.nn.Module):
         x = _CopyToParallel.apply(x)
         return _ReduceFromParallel.apply(torch.relu(x @ self.up.t()).sum(-1, keepdim=True))
 """
+
+
+HEADS = '''import torch
+import torch.distributed as dist
+
+
+class _Reduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Heads(torch.nn.Module):
+    def __init__(self, heads=3, head_dim=4):
+        super().__init__()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        full = torch.randn(heads * head_dim, heads * head_dim)
+        self.weight = torch.nn.Parameter(full.chunk(world, 1)[rank].clone())
+
+    def forward(self, x):
+        piece = x.chunk(dist.get_world_size(), -1)[dist.get_rank()]
+        return _Reduce.apply(piece @ self.weight.t())
+'''
+
+
+def test_a_shape_error_on_inputs_the_tool_chose_is_given_to_the_model(stub, tmp_path):
+    (tmp_path / "heads.py").write_text(HEADS)
+    stub.script = [completion("```python\nimport torch\n\ndef harness(module, world):\n"
+                              "    return module.Heads(heads=4, head_dim=4), (torch.randn(8, 16),)\n```")]
+
+    result = CliRunner().invoke(app, ["translate", str(tmp_path / "heads.py"), "--entry", "Heads", "--mesh", "tp=2",
+                                      "--format", "json", "--no-grad", "x", *with_server(stub)])
+    document = json.loads(result.stdout)
+
+    assert result.exit_code == 0, result.output
+    assert document["verdict"] == "verified"
+    assert "mat1 and mat2 shapes cannot be multiplied" in stub.user_messages(0)[0]
