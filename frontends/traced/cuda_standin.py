@@ -45,10 +45,12 @@ class CudaOnCpu(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0]   # already where a CUDA tensor lives here
+        if func is torch.device and args and _is_cuda(args[0]):
+            return torch.device("cpu")
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": torch.device("cpu")}
         if any(_is_cuda(a) for a in args):
-            args = tuple(torch.device("cpu") if _is_cuda(a) else a for a in args)
+            args = tuple(("cpu" if isinstance(a, str) else torch.device("cpu")) if _is_cuda(a) else a for a in args)
         return func(*args, **kwargs)
 
 
