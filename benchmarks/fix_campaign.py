@@ -69,6 +69,7 @@ class Bug:
     description: str = ""
     patched_truth: str = ""
     notes: list[str] = field(default_factory=list)
+    progress: list[str] = field(default_factory=list)   # the fix run's progress lines (stderr)
 
     @property
     def digest(self) -> str:
@@ -187,6 +188,7 @@ class FixRun:
         bug.total = time.monotonic() - self.started
         bug.exit_code = self.process.returncode
         bug.seconds = self.first
+        bug.progress = [ln for ln in self.lines if ln.strip()]
         text = self.copy.read_text()
         if text != bug.source:
             bug.patched = text
@@ -322,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps([{
             "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
             "fix_run_seconds": round(b.total, 1), "exit": b.exit_code, "fix": b.description,
-            "written_truth": b.patched_truth, "notes": b.notes,
+            "written_truth": b.patched_truth, "notes": b.notes, "progress": b.progress[-40:],
             "diff": None if b.patched is None else "".join(__import__("difflib").unified_diff(
                 b.source.splitlines(True), b.patched.splitlines(True), n=1)),
         } for b in bugs], indent=1))

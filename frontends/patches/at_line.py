@@ -335,8 +335,9 @@ def _remove_with_empty_loop(editor: SourceEditor, statement: cst.CSTNode) -> Non
 
 
 def remove_scaling(source: str, path: str, site: Site) -> Iterator[tuple[str, str, int]]:
-    # a scaling by the world size on the very line where the values go wrong is strong evidence
-    prior = 0 if site.op in SCALE_OPS or not site.guessed else 2
+    # a scaling by the world size on the very line where the values go wrong is strong evidence; one on
+    # another line when the run went wrong at a scaling op (communicating_lines(scaling=True)) too
+    prior = (-1 if site.guessed else 0) if site.op in SCALE_OPS else 0 if not site.guessed else 2
     editor, statement = _statement(source, path, site.line)
     small = statement.body[0] if len(statement.body) == 1 else None
     if isinstance(small, cst.AugAssign) and isinstance(small.operator, (cst.DivideAssign, cst.MultiplyAssign)) \
@@ -491,9 +492,21 @@ RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, re
                                add_scaling, change_dim, shard_dim)
 
 
-def communicating_lines(source: str, path: str) -> list[Site]:
+def _scales_by_world(editor: SourceEditor, statement: cst.SimpleStatementLine) -> bool:
+    """``x / world``, ``x /= world``, ``x.div_(world)`` (and ``*``) on the statement."""
+    for node in m.findall(statement, m.BinaryOperation(operator=m.Divide() | m.Multiply()) |
+                          m.AugAssign(operator=m.DivideAssign() | m.MultiplyAssign())):
+        if _is_world(editor, node.right if isinstance(node, cst.BinaryOperation) else node.value):
+            return True
+    return any(_call_name(c) in ("div_", "mul_", "div", "mul") and any(_is_world(editor, a.value) for a in c.args)
+               for c in m.findall(statement, m.Call()))
+
+
+def communicating_lines(source: str, path: str, scaling: bool = False) -> list[Site]:
     """Lines of the file with a collective, a dim-carrying layout call or a placement: where a run's
-    culprit line does not show the bug (a view hides a wrong gather dim), it is usually on one."""
+    culprit line does not show the bug (a view hides a wrong gather dim), it is usually on one.
+    With ``scaling`` (the run went wrong at a scaling op) also the lines that scale by the world size:
+    a value divided twice goes wrong where the second division is read, not where it is made."""
     editor = SourceEditor(source, path)
     sites: dict[int, Site] = {}
     for call in m.findall(editor.module, m.Call()):
@@ -502,6 +515,11 @@ def communicating_lines(source: str, path: str) -> list[Site]:
             line = editor.line_of(call)
             sites.setdefault(line, Site(line, name if name in LAYOUT_OPS or name in COLLECTIVE_CALLS else "",
                                         guessed=True))
+    if scaling:
+        for statement in m.findall(editor.module, m.SimpleStatementLine()):
+            if _scales_by_world(editor, statement):
+                line = editor.line_of(statement)
+                sites[line] = Site(line, "div", guessed=True)
     return [sites[line] for line in sorted(sites)]
 
 

@@ -205,7 +205,7 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
             top_k: int, started: float, found: list[SourceFix], prefix: str):
     """Check the candidates at ``report``'s sites on ``source``; verified ones go to ``found``.
     Returns the first candidate that fixed part of the finding (patched text, its report, description)."""
-    from frontends.patches.at_line import candidates, communicating_lines
+    from frontends.patches.at_line import SCALE_OPS, candidates, communicating_lines
     from frontends.patches.editor import unified_diff
     from verifier.synthesis.cost import traced_cost
 
@@ -213,7 +213,8 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
     if not sites:
         return None
     named = {site.line for site in sites}
-    sites += [site for site in communicating_lines(source, path) if site.line not in named]
+    scaling = any(site.op in SCALE_OPS for site in sites)
+    sites += [site for site in communicating_lines(source, path, scaling) if site.line not in named]
     pool = candidates(source, path, sites)
     if progress:
         progress(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(str(s) for s in sorted(named))} "
