@@ -351,3 +351,17 @@ def test_a_linear_functions_weight_flags_and_optional_bias_are_built_from_the_in
     built = dict(harness.call_arguments(linear_with_allreduce, None, params, 2))
     assert tuple(built["input"].shape) == (4, 2, 16) and tuple(built["weight"].shape) == (32, 16)
     assert built["bias"] is None and built["allreduce_dgrad"] is False and built["sequence_parallel"] is False
+
+
+@pytest.mark.realcode
+@pytest.mark.skipif(not HAVE["fairscale"], reason="fairscale needed")
+def test_fairscales_in_place_reduce_of_its_input_runs_to_a_verdict_torch_confirms():
+    """fairscale's reduce_from_model_parallel_region all-reduces its input in place and marks it dirty: the
+    entry is handed an activation (it was 'a leaf Variable ... used in an in-place operation').  Given the
+    same whole input on every rank, its output is the sum over the ranks, which real gloo ranks show too."""
+    report, code = translate("fairscale.nn.model_parallel.mappings", "--entry", "reduce_from_model_parallel_region",
+                             "--mesh", "tp=2")
+    assert (report["verdict"], code) == ("violations", 1), [d["message"][:300] for d in report["diagnostics"]]
+    assert report["confirmed_by_torch"]
+    (error,) = [d for d in report["diagnostics"] if d["severity"] == "error"]
+    assert error["message"].startswith("output 0 differs") and "all_reduce" in error["message"]
