@@ -113,6 +113,30 @@ def identity_roundings(term: Any) -> tuple[Any, bool]:
     return (z3.substitute_funs(term, *pairs), True) if pairs else (term, False)
 
 
+class Rounded(float):
+    """A value that went through a conversion to a narrow float, in the float re-check: it is
+    the exact value (what the proof takes), and ``rounded`` is the same computation with every
+    such rounding applied (what a conversion to an integer reads, as the proof keeps them there)."""
+
+    rounded: float
+
+    def __new__(cls, exact: float, rounded: float) -> "Rounded":
+        value = super().__new__(cls, exact)
+        value.rounded = rounded
+        return value
+
+
+def _shadowed(method: Any) -> Any:
+    """``method`` on exact values, and on the rounded ones alongside when an operand has them."""
+    def run(self: Any, *args: Any) -> Any:
+        result = method(self, *args)
+        if not any(isinstance(a, Rounded) for a in args) or isinstance(result, bool):
+            return result
+        shadow = method(self, *[a.rounded if isinstance(a, Rounded) else a for a in args])
+        return Rounded(result, shadow) if isinstance(result, float) and isinstance(shadow, (int, float)) else result
+    return run
+
+
 class FloatBackend:
     """Plain float64 evaluation, used to confirm counterexamples."""
 
@@ -121,26 +145,33 @@ class FloatBackend:
     def const(self, value: Any) -> Any:
         return float(value)
 
+    @_shadowed
     def add(self, a: Any, b: Any) -> Any:
         return a + b
 
+    @_shadowed
     def sub(self, a: Any, b: Any) -> Any:
         return a - b
 
+    @_shadowed
     def mul(self, a: Any, b: Any) -> Any:
         return a * b
 
+    @_shadowed
     def div(self, a: Any, b: Any) -> Any:
         if b == 0:
             return math.copysign(math.inf, a) if a else math.nan
         return a / b
 
+    @_shadowed
     def neg(self, a: Any) -> Any:
         return -a
 
+    @_shadowed
     def max(self, a: Any, b: Any) -> Any:
         return a if a >= b else b
 
+    @_shadowed
     def min(self, a: Any, b: Any) -> Any:
         return a if a <= b else b
 
@@ -154,12 +185,32 @@ class FloatBackend:
         return a if cond else b
 
     def convert(self, value: Any, source: str, target: str) -> Any:
-        """A dtype conversion (registry rule ``convert``); the result as a float (bools stay)."""
+        """A dtype conversion (registry rule ``convert``); the result as a float (bools stay).  A
+        rounding to a narrow float follows the proof (``identity_roundings``): the value goes on
+        exact, and an integer conversion reading it sees it rounded."""
         from verifier.backends import NumpyBackend
+        from verifier.rules.casts import float8_max, float_format, kind, round_value
+        fmt = float_format(target)
+        if kind(source) == "float" and kind(target) == "float" and fmt is None:
+            return value  # widening (or to float32): the value, rounded or not, as it is
+        if fmt is not None and kind(source) != "bool":
+            exact = float(value)
+            limit = float8_max(target)
+            if limit is not None:  # float8 saturates: a change of value the proof keeps too
+                exact = min(max(exact, -limit), limit)
+            before = value.rounded if isinstance(value, Rounded) else exact
+            if limit is not None:
+                before = min(max(before, -limit), limit)
+            return Rounded(exact, round_value(before, fmt))
+        if isinstance(value, Rounded) and kind(target) != "float":
+            value = value.rounded
         result = _convert_rule(NumpyBackend(), value, source, target)
         return bool(result) if target == "bool" else float(result)
 
     def call(self, fn: str, args: list[Any]) -> Any:
+        if isinstance(args[0], Rounded):
+            exact, shadow = self.call(fn, [float(args[0])]), self.call(fn, [args[0].rounded])
+            return Rounded(exact, shadow) if isinstance(exact, float) else exact
         x = args[0]
         table = {"exp": lambda v: math.exp(min(v, 700.0)), "exp2": lambda v: 2.0 ** min(v, 1000.0),
                  "log": lambda v: math.log(v) if v > 0 else -math.inf,

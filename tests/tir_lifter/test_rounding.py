@@ -109,3 +109,13 @@ def test_rounding_to_a_narrow_float_before_truncating_is_a_confirmed_violation_a
     (spec,) = [d for d in report.diagnostics if d.check == "spec"]
     assert report.verdict == "violations" and spec.counterexample.confirmed
     assert spec.line == 24 and "converts the value to a narrower type" in spec.message
+
+
+def test_the_float_recheck_follows_the_proof_exact_values_flow_on_an_integer_conversion_reads_them_rounded():
+    from tir_lifter.backends import FloatBackend
+    backend = FloatBackend()
+    half = backend.convert(200.97, "float32", "float16")
+    assert float(half) == 200.97 and half.rounded == 201.0  # a float16 output compares as the exact value
+    scaled = backend.mul(half, 1.0)
+    assert backend.convert(scaled, "float32", "int32") == 201.0  # rounded before the truncation, as compiled
+    assert backend.convert(200.97, "float32", "int32") == 200.0
