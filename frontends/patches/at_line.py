@@ -481,11 +481,11 @@ def shard_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, in
 
 
 def _more_recipes() -> tuple[Recipe, ...]:
-    from .collective_args import change_op, dim_keyword, unwrap_twice
+    from .collective_args import change_op, dim_keyword, unwrap_twice, wrap_mapping
     from .masking import mask_bounds, mask_ids
     from .region_functions import copy_region, reduce_region
 
-    return unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds
+    return unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,

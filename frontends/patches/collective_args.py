@@ -103,3 +103,57 @@ def unwrap_twice(source: str, path: str, site) -> Iterator[tuple[str, str, int]]
         editor.replace(fresh[index], fresh[index].args[0].value)
         yield (f"`{editor.code(call.func)}` on line {site.line} applied once, not to its own result",
                editor.render(), 0)
+
+
+MAPPINGS = ("scatter_to_sequence_parallel_region", "gather_from_sequence_parallel_region",
+            "copy_to_tensor_model_parallel_region", "reduce_from_tensor_model_parallel_region",
+            "scatter_to_tensor_model_parallel_region", "gather_from_tensor_model_parallel_region",
+            "reduce_scatter_to_sequence_parallel_region")
+# a mapping and the one that undoes it (a file that uses one and lacks the other most likely lost it)
+PARTNERS = {"scatter_to_sequence_parallel_region": ("gather_from_sequence_parallel_region",),
+            "gather_from_sequence_parallel_region": ("scatter_to_sequence_parallel_region",
+                                                     "reduce_scatter_to_sequence_parallel_region"),
+            "reduce_scatter_to_sequence_parallel_region": ("gather_from_sequence_parallel_region",),
+            "copy_to_tensor_model_parallel_region": ("reduce_from_tensor_model_parallel_region",),
+            "reduce_from_tensor_model_parallel_region": ("copy_to_tensor_model_parallel_region",),
+            "scatter_to_tensor_model_parallel_region": ("gather_from_tensor_model_parallel_region",),
+            "gather_from_tensor_model_parallel_region": ("scatter_to_tensor_model_parallel_region",)}
+_MAPPING_MODULES = ("megatron.core.tensor_parallel", "megatron.core.tensor_parallel.mappings",
+                    "fairscale.nn.model_parallel.mappings")
+
+
+def _mapping_module(editor: SourceEditor) -> str | None:
+    """The file's local name for a module of Megatron-style mapping functions."""
+    return next((local for local, path in editor.imports.items()
+                 if path in _MAPPING_MODULES and not local.startswith("*")), None)
+
+
+def wrap_mapping(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
+    """``x = y`` (a value passed on as it is) in the function of the line, up to the line: ``y`` through
+    one of the file's mapping functions (a scatter, gather, copy or reduce that is missing there)."""
+    probe = SourceEditor(source, path)
+    module = _mapping_module(probe)
+    if module is None:
+        return
+    statement = probe.statement_at(site.line)
+    scope = probe.function_of(statement)
+    if scope is probe.module:
+        return
+    plain = [s for s in m.findall(scope, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(
+        target=m.Name())], value=m.Name())])) if probe.span(s)[0] <= probe.span(statement)[1]]
+    used = {name for call in m.findall(probe.module, m.Call()) for name in MAPPINGS if _name(call) == name}
+
+    def rank(function: str) -> int:   # 0: the missing partner of a mapping the file uses; 2: one it uses
+        return 2 if function in used else 0 if any(f in used for f in PARTNERS[function]) else 1
+
+    for target in plain:
+        line = probe.line_of(target)
+        value = probe.code(target.body[0].value.with_changes(lpar=[], rpar=[]))
+        for function in sorted(MAPPINGS, key=rank):
+            if rank(function) > (1 if line == site.line else 0):
+                continue   # elsewhere only the missing partner of a mapping the file uses
+            editor = SourceEditor(source, path)
+            fresh = editor.statement_at(line)
+            editor.replace(fresh.body[0].value, cst.parse_expression(f"{module}.{function}({value})"))
+            yield (f"`{value}` on line {line} passed through {module}.{function}", editor.render(),
+                   (0 if line == site.line else 1) + rank(function))

@@ -69,3 +69,14 @@ def test_reduce_op_and_dim_keywords_change_at_the_line(tmp_path):
     dims = [c for c in candidates(text, str(path), [Site(7, "softmax")], limit=100) if c.recipe == "dim_keyword"]
     assert {"torch.softmax(x, dim=1)", "torch.softmax(x, dim=-1)"} <= {
         next(line.strip()[7:] for line in c.patched.splitlines() if "softmax" in line) for c in dims}
+
+
+def test_value_passed_on_unmapped_gets_the_missing_partner_mapping(tmp_path):
+    path = tmp_path / "m.py"
+    text = ("from megatron.core import tensor_parallel\n\n\ndef forward(hidden):\n    x = hidden\n"
+            "    out = x * 2\n    return tensor_parallel.gather_from_sequence_parallel_region(out)\n")
+    path.write_text(text)
+    wrapped = [c for c in candidates(text, str(path), [Site(6, "mul")], limit=100) if c.recipe == "wrap_mapping"]
+    assert wrapped[0].description == ("`hidden` on line 5 passed through "
+                                      "tensor_parallel.scatter_to_sequence_parallel_region")
+    assert "    x = tensor_parallel.scatter_to_sequence_parallel_region(hidden)\n" in wrapped[0].patched
