@@ -378,11 +378,24 @@ def _world_spelling(editor: SourceEditor, statement: cst.CSTNode, idioms: Idioms
 def add_scaling(source: str, path: str, site: Site) -> Iterator[tuple[str, str, int]]:
     editor, statement = _statement(source, path, site.line)
     world = _world_spelling(editor, statement, read_idioms(editor))
-    name = _assigned(statement)
-    if world is None or name is None:
+    name, returned = _assigned(statement), _returned(statement)
+    if world is None or (name is None and returned is None):
         return
-    editor.insert_after(statement, f"{name} = {name} / {world}")
-    yield f"divide `{name}` by {world} after line {site.line}", editor.render(), 1 if site.op in SCALE_OPS else 3
+    prior = 1 if site.op in SCALE_OPS else 3
+    if name is not None:
+        editor.insert_after(statement, f"{name} = {name} / {world}")
+        yield f"divide `{name}` by {world} after line {site.line}", editor.render(), prior
+        return
+    value = returned.value
+    if isinstance(value, cst.Tuple):
+        return
+    def divided(node: cst.BaseExpression) -> cst.BaseExpression:
+        simple = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+        code = cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[]) if simple else node)
+        return cst.parse_expression(f"{code} / {world}" if simple else f"({code}) / {world}")
+
+    editor.replace(value, divided)
+    yield f"divide the value returned on line {site.line} by {world}", editor.render(), prior + 1
 
 
 def _dim_arg(call: cst.Call, method: bool) -> tuple[int | None, cst.Arg | None]:
