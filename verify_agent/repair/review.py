@@ -318,7 +318,7 @@ def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | 
         path = repo / name
         if path.suffix != ".py" or not path.is_file():
             continue
-        if not _has_distributed_code(path):
+        if name not in calling and not _has_distributed_code(path):   # a caller runs the changed code
             skipped.append(f"`{name}` (no distributed code)")
             continue
         try:
