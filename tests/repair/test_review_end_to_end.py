@@ -28,7 +28,7 @@ from tp_mlp import forward as mlp
 TOKENS, HIDDEN, FFN = 4, 8, 16
 
 
-def step(x, w_up, w_down):
+def forward(x, w_up, w_down):
     return mlp(x, w_up, w_down).tanh()
 
 

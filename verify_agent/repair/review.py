@@ -326,7 +326,9 @@ def run_review(base_ref: str, repo_dir: str | Path = ".", *, files: list[str] | 
         except UsageError as problem:
             skipped.append(f"`{name}` ({str(problem).split(': ', 1)[-1]})")
             continue
-        fixes: list[SourceFix] = fixes_for(path, source, result, options, progress, top_k=top_k)
+        # a caller's finding comes from the changed code it runs: the fix belongs there, not here
+        fixes: list[SourceFix] = [] if name in calling else fixes_for(path, source, result, options, progress,
+                                                                       top_k=top_k)
         result.report.file = name
         result.report.fixes = [fix.as_fix() for fix in fixes]
         why = f"calls `{calling[name]}`" if name in calling else "changed"
