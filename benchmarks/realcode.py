@@ -122,10 +122,10 @@ def ground_truths(selected: list[entries.Entry], timeout: float, extra_path: str
             out = Path(tmp)
             keys = [e.key for e in todo]
             t0 = time.monotonic()
-            gt.run_group(keys, 1, out, timeout, extra_path)
+            gt.run_world(keys, 1, out, timeout, extra_path)
             log(f"  1 rank: {time.monotonic() - t0:.0f}s")
             with cf.ThreadPoolExecutor(2) as pool:
-                list(pool.map(lambda w: gt.run_group(keys, w, out, timeout, extra_path), (2, 4)))
+                list(pool.map(lambda w: gt.run_world(keys, w, out, timeout, extra_path), (2, 4)))
             log(f"  2 and 4 ranks: {time.monotonic() - t0:.0f}s")
             for e in todo:
                 truth = gt.truth_of(e.key, out)
@@ -221,6 +221,19 @@ def report(rows: list[dict]) -> str:
     lines.append("causes of non-meaningful verdicts, ranked:")
     for cause, n in causes.most_common():
         lines.append(f"  {n:3d}  {cause}")
+    lines.append("")
+    wrong = [r for r in judged if r["tool"]["verdict"] in ("verified", "violations")
+             and not meaningful(r["truth"], r["tool"]["verdict"])]
+    lines.append(f"wrong definite verdicts: {len(wrong)}")
+    for r in wrong:
+        lines.append(f"  {r['key']}: tool {r['tool']['verdict']}, ground truth {r['truth']} "
+                     f"({r.get('truth_details') or 'every output and gradient agrees'})")
+    lines.append("")
+    lines.append("unsupported, inconclusive and input errors, with line and reason:")
+    for r in rows:
+        if r["tool"]["verdict"] in ("unsupported", "input-error", "error"):
+            line, msg = (r["tool"]["reasons"] or [(None, "no reason given")])[0]
+            lines.append(f"  {r['key']}: {r['tool']['verdict']} at line {line}: {msg[:240]}")
     lines.append("")
     lines.append("per entry:")
     for r in rows:

@@ -53,6 +53,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_world(keys: list[str], world: int, outdir: Path, timeout: float, extra_path: str | None = None,
+              attempts: int = 3) -> None:
+    """Run every entry of ``keys`` on ``world`` gloo ranks; a group whose rank process died (gloo aborts a
+    process on some mismatches) stops, and the entries it did not finish run again in a fresh group."""
+    todo = list(keys)
+    for _ in range(attempts):
+        run_group(todo, world, outdir, timeout, extra_path)
+        left = [k for k in todo if not all(_finished(outdir / f"{_safe(k)}_w{world}_r{r}.json") for r in range(world))]
+        if not left or left == todo:
+            return
+        todo = left
+
+
+def _finished(path: Path) -> bool:
+    result = _load(path)
+    return result is not None and "infra" not in result
+
+
 def run_group(keys: list[str], world: int, outdir: Path, timeout: float, extra_path: str | None = None) -> None:
     """Run every entry of ``keys`` on ``world`` gloo ranks (one process per rank)."""
     port = free_port() if world > 1 else 0
@@ -65,7 +83,7 @@ def run_group(keys: list[str], world: int, outdir: Path, timeout: float, extra_p
                "--port", str(port), "--outdir", str(outdir), *keys]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                       stderr=open(outdir / f"w{world}_r{rank}.log", "w")))
-    deadline = time.monotonic() + timeout * max(1, len(keys)) + 120
+    deadline = time.monotonic() + timeout * max(1, len(keys)) + 900   # start-up on a loaded machine
     for p in procs:
         try:
             p.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -79,8 +97,9 @@ def compare(key: str, outdir: Path, world: int) -> dict:
     if ref is None or "error" in ref:
         return {"status": "not-runnable", "error": "reference (1 rank): " + (ref or {}).get("error", "no result")}
     ranks = [_load(outdir / f"{_safe(key)}_w{world}_r{r}.json") for r in range(world)]
-    if any(r is None for r in ranks):
-        return {"status": "differ", "error": f"{world} ranks: some rank gave no result (hang or crash)"}
+    if any(r is None or "infra" in r for r in ranks):   # a rank died or was killed: no evidence either way
+        return {"status": "not-runnable", "error": f"{world} ranks: some rank process died or gave no result "
+                                                   f"within the time limit"}
     errs = [r["error"] for r in ranks if "error" in r]
     if errs:
         return {"status": "differ", "error": f"{world} ranks raised: {errs[0][-600:]}"}
@@ -173,6 +192,10 @@ def _worker(world: int, rank: int, port: int, outdir: Path, keys: list[str]) -> 
         try:
             dist.init_process_group("gloo", store=dist.PrefixStore(f"e{i}", store), rank=rank, world_size=world,
                                     timeout=timedelta(seconds=60))
+        except BaseException:   # a peer died: this group can run nothing more (the parent starts another)
+            path.write_text(json.dumps({"infra": traceback.format_exc()[-2000:]}))
+            return
+        try:
             result = _run_entry(entries.by_key(key), world, rank, outdir)
         except BaseException:
             result = {"error": traceback.format_exc()[-3000:]}

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -50,9 +51,9 @@ FS = "fairscale:fairscale.nn.model_parallel."
 MUTANTS = [
     Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[gather_output]", MG_MAP, 94,
            "torch.cat(tensor_list, dim=-1)", "torch.cat(tensor_list, dim=0)", "wrong dim"),
-    Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[sharded_output]", MG_LAYERS, 1001,
-           "input_parallel = copy_to_tensor_model_parallel_region(input_, group=self.tp_group)",
-           "input_parallel = input_", "missing backward reduction"),
+    Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[sharded_output]", MG_LAYERS, 544,
+           "handle = torch.distributed.all_reduce(grad_input, group=tp_group, async_op=True)",
+           "handle = torch.distributed.barrier(group=tp_group, async_op=True)", "missing backward reduction"),
     Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[gather_output]", MG_LAYERS, 1047,
            "output = gather_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)",
            "output = output_parallel", "drop collective"),
@@ -120,8 +121,10 @@ def site_packages_of(relative: str) -> Path:
     return Path(locations[0]).parent
 
 
-def materialize(m: Mutant, into: Path) -> Path:
-    """``into``/<package>: links to the installed package's files, the mutated file a real copy."""
+def materialize(m: Mutant, into: Path, entry_module: str | None = None) -> Path:
+    """``into``/<package>: links to the installed package's files; the mutated file and the entry's
+    own file are real copies (the tool locates a file by its real path)."""
+    real = {m.file} | ({Path(*entry_module.split(".")).with_suffix(".py").as_posix()} if entry_module else set())
     site = site_packages_of(m.file)
     top = m.file.split("/")[0]
     source_root = site / top
@@ -133,9 +136,12 @@ def materialize(m: Mutant, into: Path) -> Path:
             if f.endswith((".pyc",)):
                 continue
             target = into / rel / f
-            if str(rel / f) != m.file:
+            if (rel / f).as_posix() in real:
+                shutil.copyfile(Path(dirpath) / f, target)
+            else:
                 os.symlink(Path(dirpath) / f, target)
     lines = (site / m.file).read_text().splitlines(keepends=True)
+    (into / m.file).unlink(missing_ok=True)
     if m.old not in lines[m.line - 1]:
         raise ValueError(f"stale mutant: {m.file}:{m.line} does not hold {m.old!r}")
     lines[m.line - 1] = lines[m.line - 1].replace(m.old, m.new, 1)
@@ -153,7 +159,7 @@ def main(args) -> int:
         with tempfile.TemporaryDirectory(prefix="realcode_mutant_") as tmp:
             root = Path(tmp)
             try:
-                materialize(m, root)
+                materialize(m, root, entry.module)
             except (ValueError, LookupError) as error:
                 return {"mutant": m.key, "stale": str(error)}
             salt = "_m" + hashlib.sha256(repr(m).encode()).hexdigest()[:10]

@@ -280,6 +280,7 @@ def import_fresh(path: str, paths: tuple[str, ...] = ()):
             sys.path.insert(0, where.root)
         if not where.installed:
             _forget_modules_under(where.root)
+            _forget_shadowed_package(where.module, where.root)
         module = importlib.import_module(where.module)
     else:
         name = f"_verify_agent_traced_{next(_MODULE_SERIAL)}"
@@ -307,6 +308,22 @@ def _forget_modules_under(root: str) -> None:
         with contextlib.suppress(Exception):   # torch.ops and the like answer any attribute
             origins += list(loaded.__path__) if type(loaded.__path__).__name__ == "_NamespacePath" else []
         if any(isinstance(origin, str) and os.path.realpath(origin).startswith(prefix) for origin in origins):
+            del sys.modules[name]
+
+
+def _forget_shadowed_package(module: str, root: str) -> None:
+    """A checkout of a package that is also installed (a Megatron-LM tree beside megatron-core): modules
+    of that package loaded from elsewhere (the installed copy, imported earlier in this process) are
+    dropped, so the file's own imports (``megatron.core.tensor_parallel.layers``) are the checkout's."""
+    top = module.split(".")[0]
+    if top in _OWN_PACKAGES:
+        return
+    inside = os.path.join(os.path.abspath(root), top, "")
+    mine = [name for name in sys.modules if name == top or name.startswith(top + ".")]
+    elsewhere = [name for name in mine if isinstance(getattr(sys.modules[name], "__file__", None), str)
+                 and not os.path.abspath(sys.modules[name].__file__).startswith(inside)]
+    if elsewhere:
+        for name in mine:
             del sys.modules[name]
 
 
