@@ -19,7 +19,6 @@ from verifier.report import ERROR, NOTE, UNSUPPORTED, VERIFIED, VIOLATIONS, Diag
 
 Progress = Optional[Callable[[str], None]]
 ENTRIES = "entries"   # report key (JSON): one object per entry
-_ROW_CHECKS = ("assumption",)
 
 
 @dataclass

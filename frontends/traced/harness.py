@@ -216,8 +216,8 @@ def _scalar(param: inspect.Parameter, hint: Any) -> tuple[Any, str] | None:
     return None
 
 
-_TENSOR_WORDS = re.compile(r"^(input_?|inputs?|x|tensor|weight|hidden(_states)?|logits|\w+_logits|q|k|v|query|key|value|"
-                           r"\w+_states|tokens?|input_ids|ids|idx|target|targets|labels?|inp|h|activations?)$")
+_TENSOR_WORDS = re.compile(r"^(input_?|inputs?|x|tensor|weight|hidden(_states)?|logits|\w+_logits|q|k|v|query|key|"
+                           r"value|\w+_states|tokens?|input_ids|ids|idx|target|targets|labels?|inp|h|activations?)$")
 
 
 def _looks_like_tensor(name: str) -> bool:
