@@ -2,7 +2,10 @@
 built from the user's own TransformerConfig with tensor + sequence parallelism, on megatron-core's
 TE-less local spec.
 
-Expected: verified (gloo 1 vs 2 ranks: loss and every parameter gradient agree).
+Ground truth: gloo 1 vs 2 ranks agree (loss and every parameter gradient).  The tool: the NumPy
+screen finds no difference and the normal forms settle every comparison but the gradient of
+linear_qkv.weight, which falls to the solver without cuts and does not finish within the budget on
+this machine (not in the test suite; the twin with the seeded fault is).
 """
 import torch
 from megatron.core import parallel_state
