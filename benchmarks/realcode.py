@@ -27,6 +27,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -94,8 +95,8 @@ def _recipe_parts(fn, depth: int = 0) -> list[str]:
         value = cell.cell_contents
         if callable(value) and depth < 3:
             parts += _recipe_parts(value, depth + 1)
-        else:
-            parts.append(repr(value))
+        else:   # no object addresses: the hash must be the same in every process
+            parts.append(re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value)))
     code = getattr(fn, "__code__", None)
     module = inspect.getmodule(fn)
     for name in (code.co_names if code else ()):   # module-level helpers the recipe calls
