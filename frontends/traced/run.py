@@ -860,7 +860,10 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                     if _ours(error):
                         raise
                     line = _user_line(error, recorder)
-                    if line is not None:  # the user's own backward code raised
+                    if line is not None or _custom_backward_failed(error):
+                        # the user's own backward code raised, or a custom Function's backward (the
+                        # code's or a library's) returned a gradient autograd rejects: the program's
+                        # backward is broken, not the tool's
                         raise _raised(error, recorder) from error
                     # torch refused the backward this tool added outside the user's context (e.g. a
                     # loss_parallel() block): forward only, and the verdict says so
@@ -892,6 +895,13 @@ def _ours(error: BaseException) -> bool:
         last = tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
     return last is not None and os.path.dirname(os.path.abspath(last)) == os.path.dirname(os.path.abspath(__file__))
+
+
+def _custom_backward_failed(error: BaseException) -> bool:
+    """Autograd's check of what a custom Function's ``backward`` returned (wrong shape, dtype, count)."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and text.startswith("Function ") and (
+        "returned an invalid gradient" in text or "returned an incorrect number of gradients" in text)
 
 
 def _user_line(error: BaseException, recorder: Recorder) -> int | None:
