@@ -357,6 +357,39 @@ def reduce_op_name(op: Any) -> str:
     return str(op).rsplit(".", 1)[-1].lower()
 
 
+_PENDING_DIVISIONS: dict[int, Callable[[], None]] = {}   # id(Work) -> the division gloo makes on wait
+
+
+def _average_as_gloo(all_reduce: Callable, args: tuple, kwargs: dict, position: int) -> Any:
+    """``all_reduce(op=AVG)`` on a simulated group, as gloo runs it: a sum, then ``tensor.div_(size)``.
+
+    Gloo has no native average: it sums and then divides in place where autograd sees it (the
+    gradient through it is scaled by 1/size; measured on gloo, torch 2.13), while the fake group
+    would leave the division out of the recording.  The verdict follows gloo, the ground truth.
+    """
+    args, kwargs = list(args), dict(kwargs)
+    tensor = args[0] if args else kwargs["tensor"]
+    group = kwargs.get("group", args[2] if len(args) > 2 else None)
+    if len(args) > position:
+        args[position] = dist.ReduceOp.SUM
+    else:
+        kwargs["op"] = dist.ReduceOp.SUM
+    ACTIVE[-1].reduce_op = "sum"
+    try:
+        work = all_reduce(*args, **kwargs)
+    finally:
+        ACTIVE[-1].reduce_op = None
+    size = dist.get_world_size(group)
+
+    def divide() -> None:
+        tensor.div_(size)
+    if work is None:
+        divide()
+    else:
+        _PENDING_DIVISIONS[id(work)] = divide
+    return work
+
+
 def install_patches() -> None:
     """Wrap the reduce-op-taking ``torch.distributed`` functions and ``Work.wait``."""
     import torch.distributed.distributed_c10d as c10d
@@ -366,8 +399,10 @@ def install_patches() -> None:
         if original is None or getattr(original, "_traced_wrapper", False):
             continue
 
-        def wrapper(*args, _original=original, _position=position, **kwargs):
+        def wrapper(*args, _original=original, _position=position, _name=name, **kwargs):
             op = kwargs.get("op", args[_position] if len(args) > _position else dist.ReduceOp.SUM)
+            if _name == "all_reduce" and op == dist.ReduceOp.AVG and ACTIVE and ACTIVE[-1].simulated:
+                return _average_as_gloo(_original, args, kwargs, _position)
             if ACTIVE:
                 ACTIVE[-1].reduce_op = reduce_op_name(op)
             try:
@@ -392,7 +427,11 @@ def install_patches() -> None:
             if recorder is None:
                 return _original(self, *args, **kwargs)
             with recorder.finishing_collectives():
-                return _original(self, *args, **kwargs)
+                result = _original(self, *args, **kwargs)
+            divide = _PENDING_DIVISIONS.pop(id(self), None)
+            if divide is not None:
+                divide()
+            return result
 
         wait._traced_wrapper = True
         cls.wait = wait
