@@ -48,7 +48,7 @@ from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
 from .traced_ir import Comparison, TracedProgram
 from .traced_run import RunError, new_cache, run, runnable, runner
-from .traced_temporal import MalformedRecording, MessageToSelf, analyse
+from .traced_temporal import COLLECTIVE_KINDS, MESSAGE_KINDS, MalformedRecording, MessageToSelf, analyse
 
 MAX_LEAF_ELEMENTS = 20_000
 SCREENING_SEEDS = 3
@@ -107,8 +107,18 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if program.unconfirmed and not any(d.severity == ERROR for d in report.diagnostics):
         report.add(Diagnostic("unsupported", ERROR, f"not verified: a layout nothing confirmed is never the basis "
                                                     f"of a proof - {program.unconfirmed[0]}"))
+    if program.world > 1 and not _communicates(program) and not any(d.severity == ERROR for d in report.diagnostics):
+        report.add(Diagnostic("unsupported", ERROR, f"not verified: no collective or message ran on any of the "
+                              f"{program.world} simulated ranks, so nothing distributed was checked (each rank "
+                              f"computed the single-device program); code that keeps its own process state (a "
+                              f"launcher's environment, a mesh or group argument left at its default) may not "
+                              f"have seen the simulated world: a --harness can set it up"))
     report.extra["passes"] = _pass_states(program, report)
     return report
+
+
+def _communicates(program: TracedProgram) -> bool:
+    return any(op.kind in COLLECTIVE_KINDS or op.kind in MESSAGE_KINDS for rank in program.ranks for op in rank)
 
 
 def _pass_states(program: TracedProgram, report: Report) -> dict[str, str]:
