@@ -114,8 +114,8 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 # a plain tensor returned by a rank is the value itself: a piece of it is not the
                 # single-device result (a DTensor output says which piece it is, through its placements)
                 return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} "
-                                                 f"but {tuple(value.shape)} on one device: the rank returns a piece "
-                                                 f"of the value, not the value (is a gather missing?)",
+                                                 f"but {tuple(value.shape)} on one device: "
+                                                 f"{_shape_mismatch(value.shape, theirs.shape, world)}",
                                     value.span.line)
             layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" else None
             if layout is not None:
@@ -455,3 +455,17 @@ def _reordered(value, reference_name: str, layouts: list[Layout]):
             ops.extend(_gather_ops(current, target, d, order, {"comparison_order": True}, value.span))
             current = target
     return current, tuple(tuple(region) for region in regions), ops
+
+
+def _shape_mismatch(whole: tuple, got: tuple, world: int) -> str:
+    """What a rank's output of another shape than the single-device one most likely is."""
+    differing = [d for d, (a, b) in enumerate(zip(whole, got)) if a != b] if len(whole) == len(got) else []
+    if len(differing) == 1:
+        d = differing[0]
+        if got[d] * world == whole[d]:
+            return (f"the rank returns its piece of dim {d}, not the value (is a gather missing? if the entry "
+                    f"reshards by design, --expect out=Shard({d}) checks it as a reshard)")
+        if got[d] == whole[d] * world:
+            return (f"the rank returns {world} times the value along dim {d} (a gather of an input every rank "
+                    f"was given whole? if the entry takes a rank's block, --expect NAME=Shard({d}) says so)")
+    return "the rank returns another value than the single-device one (is a gather or a split missing?)"
