@@ -66,14 +66,7 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
                "world": int(options.world), "also_worlds": [int(w) for w in options.also_worlds],
                "paths": [str(Path(p).resolve()) for p in options.paths], "args": list(options.args),
                "harness": str(Path(options.harness).resolve()) if options.harness else None}
-    with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
-        request_path = os.path.join(scratch, "request.json")
-        with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump(request, handle)
-        done = run_python([str(Path(__file__).with_name("child.py")), request_path], timeout=options.timeout,
-                          memory_bytes=options.memory_bytes, cwd=str(path.parent),
-                          extra_env=scrubbed_environment({}))
-    answers, unreadable = wire.decode_stream(done.result, _CARRIED, check=_check)
+    done, (answers, unreadable) = _run_child(request, options, path.parent)
     if unreadable is not None and not answers:
         return TraceFailure("unsupported", f"the tracing process's answer could not be read ({unreadable}); "
                                            f"the file may have written to it"), {}
@@ -86,20 +79,24 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
     return main, dict(zip(options.also_worlds, further))
 
 
+def _run_child(request: dict, options: TraceOptions, cwd: Path):
+    """Run ``child.py`` on ``request`` in the sandbox: the finished child and its decoded answers."""
+    with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
+        request_path = os.path.join(scratch, "request.json")
+        with open(request_path, "w", encoding="utf-8") as handle:
+            json.dump(request, handle)
+        done = run_python([str(Path(__file__).with_name("child.py")), request_path], timeout=options.timeout,
+                          memory_bytes=options.memory_bytes, cwd=str(cwd), extra_env=scrubbed_environment({}))
+    return done, wire.decode_stream(done.result, _CARRIED, check=_check)
+
+
 def discover_file(path: str | Path, options: TraceOptions = TraceOptions()) -> Discovery | TraceFailure:
     """The distributed entries of ``path`` (``discover.py``), found in the sandboxed child by importing
     the file as a run would."""
     path = Path(path).resolve()
     request = {"mode": "discover", "path": str(path), "shown_as": str(path),
                "paths": [str(Path(p).resolve()) for p in options.paths]}
-    with tempfile.TemporaryDirectory(prefix="verify-agent-trace-") as scratch:
-        request_path = os.path.join(scratch, "request.json")
-        with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump(request, handle)
-        done = run_python([str(Path(__file__).with_name("child.py")), request_path], timeout=options.timeout,
-                          memory_bytes=options.memory_bytes, cwd=str(path.parent),
-                          extra_env=scrubbed_environment({}))
-    answers, unreadable = wire.decode_stream(done.result, _CARRIED, check=_check)
+    done, (answers, unreadable) = _run_child(request, options, path.parent)
     if not answers:
         if done.timed_out:
             return TraceFailure("timeout", f"importing the file took longer than {options.timeout:g} s")
