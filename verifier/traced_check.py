@@ -79,7 +79,7 @@ class _Mismatch:
 
 
 def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Callable[[str], None] | None = None,
-                 prove: bool = True, confirm: Confirm | None = None) -> Report:
+                 prove: bool = True, confirm: Confirm | None = None, communicates: bool = False) -> Report:
     """Well-formedness, timing (temporal), values on random inputs, then (``prove``) the Z3 proof.
 
     ``prove=False`` is the cheap check of a program at a further world size: every violation it
@@ -89,7 +89,10 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     ``confirmation.py``); without it, a difference of the model is reported as it is.
 
     ``timeout_s`` is CPU seconds of this process and the solver steps worth them
-    (``verifier/budget.py``), not wall time: the verdict does not depend on the machine's load."""
+    (``verifier/budget.py``), not wall time: the verdict does not depend on the machine's load.
+
+    ``communicates``: the code calls collectives (the frontend read it so); if none ran on any rank,
+    nothing distributed was checked and the verdict is not `verified`."""
     started = time.perf_counter()
     ops = len(program.reference) + sum(len(rank) for rank in program.ranks)
     report = Report(program.source, dict(program.mesh), ops=ops)
@@ -107,9 +110,10 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if program.unconfirmed and not any(d.severity == ERROR for d in report.diagnostics):
         report.add(Diagnostic("unsupported", ERROR, f"not verified: a layout nothing confirmed is never the basis "
                                                     f"of a proof - {program.unconfirmed[0]}"))
-    if program.world > 1 and not _communicates(program) and not any(d.severity == ERROR for d in report.diagnostics):
+    if (communicates and program.world > 1 and not _communicates(program)
+            and not any(d.severity == ERROR for d in report.diagnostics)):
         report.add(Diagnostic("unsupported", ERROR, f"not verified: no collective or message ran on any of the "
-                              f"{program.world} simulated ranks, so nothing distributed was checked (each rank "
+                              f"{program.world} simulated ranks although the code calls collectives, so nothing distributed was checked (each rank "
                               f"computed the single-device program); code that keeps its own process state (a "
                               f"launcher's environment, a mesh or group argument left at its default) may not "
                               f"have seen the simulated world: a --harness can set it up"))

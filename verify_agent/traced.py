@@ -68,6 +68,18 @@ def wants_tracing(source: str) -> bool:
     return False
 
 
+# calls that only distributed code makes (collectives, point-to-point, DTensor and its plans, DDP/FSDP)
+_COLLECTIVE_CALL = re.compile(r"\b(all_reduce\w*|all_gather\w*|reduce_scatter\w*|all_to_all\w*|isend|irecv|"
+                              r"batch_isend_irecv|dist\.(send|recv|broadcast|reduce|gather|scatter)|"
+                              r"redistribute|distribute_tensor|distribute_module|parallelize_module|"
+                              r"DistributedDataParallel|fully_shard)\s*\(")
+
+
+def calls_collectives(source: str) -> bool:
+    """The file's text calls a collective (read, never run): a run where none ran checked nothing distributed."""
+    return bool(_COLLECTIVE_CALL.search(source))
+
+
 def world_of(mesh: Optional[str]) -> int:
     """``tp=2`` or ``dp=2,tp=2`` -> the number of ranks (their product)."""
     if not mesh:
@@ -147,7 +159,8 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
     # ends as "inconclusive" with what was proven so far, and the wall-clock --timeout stays the
     # command's outer bound
     confirm = _confirmer(path, options, timeout, progress) if confirm_findings else None
-    report = check_traced(outcome, timeout_s=max(5.0, timeout * PROOF_SHARE), progress=progress, confirm=confirm)
+    report = check_traced(outcome, timeout_s=max(5.0, timeout * PROOF_SHARE), progress=progress, confirm=confirm,
+                          communicates=calls_collectives(source))
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout * SCALED_SHARE)
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm)
