@@ -30,7 +30,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..source import dotted
-from .editor import CannotPatch, SourceEditor
+from .editor import CannotPatch, SourceEditor, call_name, int_literal
 
 COLLECTIVE_CALLS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                     "all_to_all", "all_to_all_single", "broadcast", "reduce_from_tensor_model_parallel_region",
@@ -91,17 +91,12 @@ class Idioms:
     functions: tuple[str, ...]        # every own autograd.Function class
 
 
-def _call_name(call: cst.Call) -> str | None:
-    func = call.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-
-
 def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
 
 
 def _has_collective(node: cst.CSTNode | None) -> bool:
-    return node is not None and any(_call_name(c) in COLLECTIVE_CALLS for c in m.findall(node, m.Call()))
+    return node is not None and any(call_name(c) in COLLECTIVE_CALLS for c in m.findall(node, m.Call()))
 
 
 def autograd_functions(module: cst.Module) -> list[cst.ClassDef]:
@@ -117,7 +112,7 @@ def read_idioms(editor: SourceEditor) -> Idioms:
                 module_names.add(target.target.value)
     groups = set()
     for call in m.findall(editor.module, m.Call()):
-        if _call_name(call) in COLLECTIVE_CALLS:
+        if call_name(call) in COLLECTIVE_CALLS:
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "group":
                     groups.add(editor.code(arg.value))
@@ -235,7 +230,7 @@ def _operands(statement: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.Name]]:
     """The first operand of each matmul on the line (``x @ w``, ``F.linear(x, w)``), when it is a name."""
     out = []
     for node in m.findall(statement, m.BinaryOperation(operator=m.MatrixMultiply()) | m.Call()):
-        if isinstance(node, cst.Call) and _call_name(node) not in ("matmul", "mm", "linear", "bmm", "einsum"):
+        if isinstance(node, cst.Call) and call_name(node) not in ("matmul", "mm", "linear", "bmm", "einsum"):
             continue
         first = node.left if isinstance(node, cst.BinaryOperation) else (node.args[0].value if node.args else None)
         if isinstance(first, cst.Name):
@@ -309,14 +304,14 @@ def remove_collective(source: str, path: str, site: Site) -> Iterator[tuple[str,
     prior = 0 if site.op in COLLECTIVE_CALLS or site.op.startswith(("all_", "reduce", "broadcast")) else 3
     editor, statement = _statement(source, path, site.line)
     small = statement.body[0] if len(statement.body) == 1 else None
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _call_name(small.value) in COLLECTIVE_CALLS:
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and call_name(small.value) in COLLECTIVE_CALLS:
         editor.remove(statement)
-        yield f"remove the {_call_name(small.value)} on line {site.line} (the value is reduced twice)", \
+        yield f"remove the {call_name(small.value)} on line {site.line} (the value is reduced twice)", \
             editor.render(), prior
     elif isinstance(small, (cst.Assign, cst.Return)) and isinstance(small.value, cst.Call) and \
-            _call_name(small.value) in COLLECTIVE_CALLS and small.value.args:
+            call_name(small.value) in COLLECTIVE_CALLS and small.value.args:
         editor.replace(small.value, small.value.args[0].value)
-        yield f"drop the {_call_name(small.value)} on line {site.line} (the value is reduced twice)", \
+        yield f"drop the {call_name(small.value)} on line {site.line} (the value is reduced twice)", \
             editor.render(), prior
 
 
@@ -345,7 +340,7 @@ def remove_scaling(source: str, path: str, site: Site) -> Iterator[tuple[str, st
         _remove_with_empty_loop(editor, statement)
         yield f"remove the scaling by {editor.code(small.value)} on line {site.line}", editor.render(), prior
         return
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _call_name(small.value) in \
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and call_name(small.value) in \
             ("div_", "mul_") and any(_is_world(editor, a.value) for a in small.value.args):
         _remove_with_empty_loop(editor, statement)
         yield f"remove the in-place scaling on line {site.line}", editor.render(), prior
@@ -399,7 +394,7 @@ def add_scaling(source: str, path: str, site: Site) -> Iterator[tuple[str, str, 
 
 
 def _dim_arg(call: cst.Call, method: bool) -> tuple[int | None, cst.Arg | None]:
-    name = _call_name(call)
+    name = call_name(call)
     position = DIM_CALLS[name][1 if method else 0]
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in ("dim", "axis"):
@@ -409,19 +404,10 @@ def _dim_arg(call: cst.Call, method: bool) -> tuple[int | None, cst.Arg | None]:
     return None, None
 
 
-def _int_of(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
-            isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
-
-
 def _dim_calls(editor: SourceEditor, node: cst.CSTNode, names) -> list[tuple[cst.Call, cst.Arg, int]]:
     found = []
     for call in m.findall(node, m.Call()):
-        name = _call_name(call)
+        name = call_name(call)
         if name not in names:
             continue
         method = isinstance(call.func, cst.Attribute) and not (editor.resolve(call.func.value) or "").startswith(
@@ -431,7 +417,7 @@ def _dim_calls(editor: SourceEditor, node: cst.CSTNode, names) -> list[tuple[cst
             if name in ("cat", "concat", "stack") and len(call.args) == 1:
                 found.append((call, None, 0))    # default dim 0
             continue
-        value = _int_of(arg.value)
+        value = int_literal(arg.value)
         if value is not None:
             found.append((call, arg, value))
     return found
@@ -452,7 +438,7 @@ def change_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, i
     editor, statement = _statement(source, path, site.line)
     calls = _dim_calls(editor, statement, DIM_CALLS)
     for index, (call, arg, old) in enumerate(calls):
-        name = _call_name(call)
+        name = call_name(call)
         for new in DIMS:
             if new == old:
                 continue
@@ -480,13 +466,13 @@ def change_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, i
 def shard_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, int]]:
     """A DTensor placement on the line: ``Shard(d)`` <-> another dim or ``Replicate()``."""
     editor, statement = _statement(source, path, site.line)
-    placements = [c for c in m.findall(statement, m.Call()) if _call_name(c) in ("Shard", "Replicate")]
+    placements = [c for c in m.findall(statement, m.Call()) if call_name(c) in ("Shard", "Replicate")]
     for index, call in enumerate(placements):
-        old = _int_of(call.args[0].value) if _call_name(call) == "Shard" and call.args else None
+        old = int_literal(call.args[0].value) if call_name(call) == "Shard" and call.args else None
         options = [f"Shard({d})" for d in (0, 1, -1) if d != old] + (["Replicate()"] if old is not None else [])
         for option in options:
             editor, statement = _statement(source, path, site.line)
-            this = [c for c in m.findall(statement, m.Call()) if _call_name(c) in ("Shard", "Replicate")][index]
+            this = [c for c in m.findall(statement, m.Call()) if call_name(c) in ("Shard", "Replicate")][index]
             func = dotted(this.func) or ""
             prefix = func.rsplit(".", 1)[0] + "." if "." in func else ""
             editor.replace(this, cst.parse_expression(prefix + option))
@@ -511,7 +497,7 @@ def _scales_by_world(editor: SourceEditor, statement: cst.SimpleStatementLine) -
                           m.AugAssign(operator=m.DivideAssign() | m.MultiplyAssign())):
         if _is_world(editor, node.right if isinstance(node, cst.BinaryOperation) else node.value):
             return True
-    return any(_call_name(c) in ("div_", "mul_", "div", "mul") and any(_is_world(editor, a.value) for a in c.args)
+    return any(call_name(c) in ("div_", "mul_", "div", "mul") and any(_is_world(editor, a.value) for a in c.args)
                for c in m.findall(statement, m.Call()))
 
 
@@ -523,7 +509,7 @@ def communicating_lines(source: str, path: str, scaling: bool = False) -> list[S
     editor = SourceEditor(source, path)
     sites: dict[int, Site] = {}
     for call in m.findall(editor.module, m.Call()):
-        name = _call_name(call)
+        name = call_name(call)
         if name in COLLECTIVE_CALLS or name in DIM_CALLS or name == "Shard":
             line = editor.line_of(call)
             sites.setdefault(line, Site(line, name if name in LAYOUT_OPS or name in COLLECTIVE_CALLS else "",

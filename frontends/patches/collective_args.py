@@ -17,26 +17,12 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 
-from .editor import SourceEditor
+from .editor import SourceEditor, call_name, int_literal
 
 REDUCING = ("all_reduce", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
             "all_reduce_coalesced")
 OPS = ("SUM", "AVG", "MAX")
 DIM_KEYWORDS = ("dim", "gather_dim", "scatter_dimension", "split_dim", "concat_dim")
-
-
-def _name(call: cst.Call) -> str | None:
-    func = call.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-
-
-def _int(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
-            isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
 
 
 def _calls(source: str, path: str, line: int) -> tuple[SourceEditor, list[cst.Call]]:
@@ -48,7 +34,7 @@ def change_op(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
     prior = 0 if site.op.startswith(("all_reduce", "reduce")) else 2
     _, calls = _calls(source, path, site.line)
     for index, call in enumerate(calls):
-        if _name(call) not in REDUCING:
+        if call_name(call) not in REDUCING:
             continue
         keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == "op"), None)
         if keyword is None or not isinstance(keyword.value, cst.Attribute):
@@ -64,10 +50,10 @@ def change_op(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
                 kept = [a for a in this.args if a is not arg]
                 kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 editor.replace(this, this.with_changes(args=kept))
-                what = f"`{_name(call)}` on line {site.line}: op {old} -> the default SUM"
+                what = f"`{call_name(call)}` on line {site.line}: op {old} -> the default SUM"
             else:
                 editor.replace(arg.value, arg.value.with_changes(attr=cst.Name(new)))
-                what = f"`{_name(call)}` on line {site.line}: op {old} -> {new}"
+                what = f"`{call_name(call)}` on line {site.line}: op {old} -> {new}"
             yield what, editor.render(), prior
 
 
@@ -80,7 +66,7 @@ def dim_keyword(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
         for arg_index, arg in enumerate(call.args):
             if arg.keyword is None or arg.keyword.value not in DIM_KEYWORDS:
                 continue
-            old = _int(arg.value)
+            old = int_literal(arg.value)
             if old is None:
                 continue
             for new in dict.fromkeys((old + 1, old - 1, 0, -1, 1)):
@@ -89,7 +75,7 @@ def dim_keyword(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
                 editor, fresh = _calls(source, path, site.line)
                 target = fresh[index].args[arg_index]
                 editor.replace(target.value, cst.parse_expression(str(new)))
-                yield (f"`{_name(call)}` on line {site.line}: {arg.keyword.value}={old} -> {new}", editor.render(),
+                yield (f"`{call_name(call)}` on line {site.line}: {arg.keyword.value}={old} -> {new}", editor.render(),
                        prior)
 
 
@@ -141,7 +127,7 @@ def wrap_mapping(source: str, path: str, site) -> Iterator[tuple[str, str, int]]
         return
     plain = [s for s in m.findall(scope, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(
         target=m.Name())], value=m.Name())])) if probe.span(s)[0] <= probe.span(statement)[1]]
-    used = {name for call in m.findall(probe.module, m.Call()) for name in MAPPINGS if _name(call) == name}
+    used = {name for call in m.findall(probe.module, m.Call()) for name in MAPPINGS if call_name(call) == name}
 
     def rank(function: str) -> int:   # 0: the missing partner of a mapping the file uses; 2: one it uses
         return 2 if function in used else 0 if any(f in used for f in PARTNERS[function]) else 1

@@ -22,6 +22,22 @@ class CannotPatch(Exception):
     """The change has no faithful spelling in this file (the fix is then not offered)."""
 
 
+def call_name(call: cst.Call) -> str | None:
+    """The called name: ``f`` of ``f(...)`` and of ``obj.f(...)``; None for other callees."""
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def int_literal(node: cst.BaseExpression) -> int | None:
+    """The value of an integer literal (``3``, ``-1``); None for anything else."""
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and \
+            isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
+
+
 def unified_diff(original: str, patched: str, path: str) -> str:
     name = path.lstrip("/")
     return "".join(difflib.unified_diff(original.splitlines(keepends=True), patched.splitlines(keepends=True),

@@ -16,7 +16,7 @@ import libcst.matchers as m
 
 from verifier.ir import Program
 
-from .editor import CannotPatch, SourceEditor
+from .editor import CannotPatch, SourceEditor, call_name
 
 # IR op kind -> how its expression looks (names are matched on the last dotted component)
 _CALL_NAMES = {
@@ -64,9 +64,7 @@ def _looks_like(node: cst.CSTNode, kind: str) -> bool:
     if kind in _BINARY and isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _BINARY[kind]):
         return True
     if isinstance(node, cst.Call):
-        func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-        return name in _CALL_NAMES.get(kind, ())
+        return call_name(node) in _CALL_NAMES.get(kind, ())
     if kind == "local_chunk" and m.matches(node, m.Subscript(value=m.Call(func=m.Attribute(attr=m.Name("chunk"))))):
         return True
     return False

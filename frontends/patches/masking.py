@@ -20,7 +20,7 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 
-from .editor import SourceEditor
+from .editor import SourceEditor, call_name
 
 _BOUND = re.compile(r"start|end|first|last|offset|vocab|lo\b|hi\b", re.I)
 _FLIP = {cst.LessThanEqual: cst.LessThan, cst.LessThan: cst.LessThanEqual,
@@ -41,8 +41,7 @@ def _lookups(statement: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.Binar
     """(index expression, its shift ``ids - start``, table) of each lookup on the statement."""
     found = []
     for call in m.findall(statement, m.Call()):
-        func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        name = call_name(call)
         if name == "embedding" and len(call.args) >= 2 and _shift(call.args[0].value) is not None:
             found.append((call.args[0].value, _shift(call.args[0].value), call.args[1].value))
     for sub in m.findall(statement, m.Subscript()):

@@ -26,7 +26,7 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 
-from .editor import SourceEditor
+from .editor import SourceEditor, call_name
 
 REDUCER, COPIER = "_ReduceFromRanks", "_CopyToRanks"
 
@@ -89,8 +89,7 @@ def _first_operands(node: cst.CSTNode) -> list[cst.Name]:
     out = []
     for found in m.findall(node, m.BinaryOperation(operator=m.MatrixMultiply()) | m.Call()):
         if isinstance(found, cst.Call):
-            func = found.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            name = call_name(found)
             if name not in ("matmul", "mm", "linear", "bmm", "einsum") or not found.args:
                 continue
             first = found.args[0].value if name != "einsum" or len(found.args) < 2 else found.args[1].value
