@@ -25,6 +25,21 @@ if TYPE_CHECKING:  # the run imports torch, which checking a recording does not 
 _LAYOUT = re.compile(r"^\s*(?:Shard\(\s*(-?\d+)\s*\)|(Replicate)(?:\(\s*\))?)\s*$")
 
 
+def stated_shard_dim(statement: str | None, ndim: int) -> int | None:
+    """The dim a ``Shard(d)`` statement names (negative dims counted from the end); None for
+    ``Replicate``, no statement or a 0-d value."""
+    match = _LAYOUT.match(statement) if statement else None
+    if match is None or match.group(2) or ndim == 0:
+        return None
+    return int(match.group(1)) % ndim
+
+
+def rank_block(shape: tuple, dim: int, rank: int, world: int) -> tuple[tuple[int, int], ...]:
+    """Rank ``rank``'s contiguous block of ``dim`` (of ``world`` equal blocks) as a region of ``shape``."""
+    step = int(shape[dim]) // world
+    return tuple((rank * step, (rank + 1) * step) if d == dim else (0, int(n)) for d, n in enumerate(shape))
+
+
 class LayoutError(Exception):
     """A rank's piece of a leaf cannot be related to the reference leaf."""
 

@@ -754,18 +754,16 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
 
 def input_block(name: str, value: Any, statements: dict, world: int, rank: int) -> Region | None:
     """The block of input ``name`` a rank is given when it is stated ``Shard(d)``; None: the whole."""
-    from .correspondence import _LAYOUT
+    from .correspondence import rank_block, stated_shard_dim
 
-    match = _LAYOUT.match(statements.get(name, "")) if statements.get(name) else None
-    if match is None or match.group(2) or value.dim() == 0:
+    dim = stated_shard_dim(statements.get(name), value.dim())
+    if dim is None:
         return None
-    dim = int(match.group(1)) % value.dim()
     size = int(value.shape[dim])
     if size % world:
         raise EntryError(f"--expect {name}={statements[name]}: dim {dim} of size {size} does not split into "
                          f"{world} blocks")
-    step = size // world
-    return tuple((rank * step, (rank + 1) * step) if d == dim else (0, int(n)) for d, n in enumerate(value.shape))
+    return rank_block(tuple(value.shape), dim, rank, world)
 
 
 def _bind_block(recorder: Recorder, name: str, value: Any, block: Region, spans: SpanFinder,

@@ -289,15 +289,14 @@ def stated_output_block(value, local_shape, statements: dict[str, str], rank: in
     ``out0`` is output 0, ``out1`` output 1): gathering the rank blocks along d gives the
     single-device output, so a reshard (sequence-sharded in, head-sharded out) is checked as one.
     None: no statement (the whole value is expected, or its DTensor placements say which piece)."""
-    from .correspondence import _LAYOUT
+    from .correspondence import rank_block, stated_shard_dim
 
     index = value.key.split()[1].split("[")[0] if value.key.startswith("output ") else None
     names = [f"out{index}", f"output {index}"] + (["out", "output"] if index == "0" else [])
     stated = next((statements[n] for n in names if n in statements), None)
-    match = _LAYOUT.match(stated) if stated else None
-    if match is None or match.group(2) or not value.shape:
+    dim = stated_shard_dim(stated, len(value.shape))
+    if dim is None:
         return None
-    dim = int(match.group(1)) % len(value.shape)
     size = int(value.shape[dim])
     expected = tuple(size // world if d == dim else int(n) for d, n in enumerate(value.shape))
     if size % world or tuple(int(n) for n in local_shape) != expected:
@@ -305,8 +304,7 @@ def stated_output_block(value, local_shape, statements: dict[str, str], rank: in
                                          f"--expect {names[0] if index != '0' else 'out'}={stated} says each rank "
                                          f"returns its block of dim {dim} of the single-device shape "
                                          f"{tuple(value.shape)}, shape {expected}", value.span.line)
-    return tuple((rank * expected[d], (rank + 1) * expected[d]) if d == dim else (0, int(n))
-                 for d, n in enumerate(value.shape))
+    return rank_block(tuple(value.shape), dim, rank, world)
 
 
 def _cannot_be_a_piece(global_shape, local_shape) -> bool:
