@@ -62,7 +62,11 @@ def begin(fmt: "Format | str", file: Optional[Path], timeout: Optional[float]) -
     if _Session.arm_deadline:
         err = Console(stderr=True, highlight=False)
         return deadlines.start(timeout, _print_timeout, lambda message: err.print(f"[dim]{escape(message)}[/]"))
-    return deadlines.reset(timeout)
+    deadline = deadlines.reset(timeout)
+    context = _click().globals.get_current_context(silent=True)
+    if context is not None:  # in-process callers: the command's deadline ends with the command
+        context.find_root().call_on_close(deadlines.release)
+    return deadline
 
 
 def _print_ending(verdict: str, check: str, message: str, label: str, extra: Optional[dict] = None) -> None:
@@ -653,10 +657,16 @@ def _usage_line(usage) -> str:
     return f"{command}: {' '.join(message.split())} (see {command} --help)"
 
 
-def click_exceptions() -> tuple:
+def _click():
     try:  # typer >= 0.20 vendors click
-        from typer._click import exceptions
+        from typer import _click as click
+        from typer._click import exceptions, globals  # noqa: F401 - loaded as attributes of click
     except ImportError:  # pragma: no cover - older typer
-        from click import exceptions
-    return (exceptions.UsageError,)
+        import click
+        from click import exceptions, globals  # noqa: F401
+    return click
+
+
+def click_exceptions() -> tuple:
+    return (_click().exceptions.UsageError,)
 

@@ -74,6 +74,13 @@ def reset(seconds: Optional[float]) -> Deadline:
     return _CURRENT
 
 
+def release() -> None:
+    """An in-process command ended: later callers in this process (the API, the next test) get no
+    limit, not the ended command's deadline running out under them."""
+    global _CURRENT
+    _CURRENT = Deadline(None)
+
+
 def finish_once() -> bool:
     """True for the first caller only: the result of a command is printed once."""
     return _ONCE.acquire(blocking=False)

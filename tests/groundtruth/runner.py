@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import importlib.util
 import inspect
 import math
@@ -528,6 +529,10 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
         if megatron_ps is not None:
             with contextlib.suppress(Exception):
                 megatron_ps.destroy_model_parallel()
+        # the program's objects (a DDP reducer holds the group and its pending work) go before the
+        # group does: destroyed after it, a DDP reducer could block one rank in C++ for ever
+        fn = params = leaves = out = flat = module = obj = loss = inputs = None
+        gc.collect()
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
 

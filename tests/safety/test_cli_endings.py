@@ -89,3 +89,16 @@ def test_timeout_stops_the_whole_command_with_exit_3(tmp_path):
     document = json.loads(done.stdout)
     assert document["verdict"] == "unsupported" and document["diagnostics"][0]["check"] == "timeout"
     assert time.monotonic() - started < 5 + 60  # startup on a loaded machine included
+
+
+def test_a_command_run_in_process_leaves_no_deadline_behind(tmp_path):
+    """A command's --timeout is its own: the API called after it in the same process (the next
+    test, a notebook) must not find that deadline running out (it once left later repairs
+    a budget of 0 s and no fix)."""
+    from verify_agent import deadline
+
+    (tmp_path / "p.vir").write_text((ROOT / "examples" / "ir" / "double_allreduce.vir").read_text())
+    outcome = run(tmp_path, ["check", "p.vir", "--format", "json", "--timeout", "1"])
+    assert outcome.exit_code == 1 and not outcome.document_missing
+    time.sleep(1.2)
+    assert deadline.current().remaining() == float("inf")

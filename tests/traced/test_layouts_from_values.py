@@ -106,6 +106,6 @@ def test_gloo_runs_back_the_ddp_verdicts():
     for name, result in results.items():
         outputs = [d for d in result.details if d.name.startswith("out")]
         parameters = [d for d in result.details if d.name.startswith("grad[param")]
-        assert outputs and all(d.matches for d in outputs), (name, result.details)
+        assert outputs and all(d.matches for d in outputs), (name, result.error, result.details)
         assert len(parameters) == 4, (name, result.details)
         assert all(d.matches for d in parameters) == name.endswith("_ok.py"), (name, result.details)
