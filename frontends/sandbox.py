@@ -241,10 +241,35 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
     ``timeout`` seconds of wall-clock time, and when it ends.  The child's environment is
     ``environ`` (default: this process's) and ``extra_env``, both scrubbed.  Processes that must
     talk to each other over loopback (the ranks of one gloo group) must all be started inside one
-    such child: each child has its own network namespace."""
+    such child: each child has its own network namespace.  While a fork server is active
+    (``frontends/fork_server.py``, ``translate DIR``) the tracer's children are forked from it
+    instead, under the same isolation, without importing torch again."""
     env = scrub(os.environ if environ is None else environ)
     env.update(scrub(extra_env or {}))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cpu = cpu_seconds if cpu_seconds is not None else timeout
+    if _WARM is not None and _WARM.accepts(args):
+        return _WARM.run(args, timeout=timeout, memory_bytes=memory_bytes, input=input, cwd=cwd, env=env,
+                         cpu_seconds=cpu)
+    process, read_end, mode, adopted_before = start_python(args, env=env, memory_bytes=memory_bytes, cpu_seconds=cpu,
+                                                           cwd=cwd, stdin=input is not None)
+    started = time.monotonic()
+    try:
+        outputs, timed_out = _collect(process, read_end, input, started + max(0.1, timeout))
+    finally:  # the parent's own deadline, Ctrl-C, a bug: never leave the child running
+        stop(process, read_end, adopted_before)
+    stdout, stderr, result = outputs
+    return ChildResult(process.returncode, stdout, stderr, timed_out, time.monotonic() - started, result, mode)
+
+
+_WARM = None   # the active fork server (``fork_server.WarmServer``), set only by ``fork_server.warm_runs``
+
+
+def start_python(args: Sequence[str], *, env: Mapping[str, str], memory_bytes: Optional[int], cpu_seconds: float,
+                 cwd: Optional[str], stdin: bool):
+    """Start ``python ARGS`` isolated with ``env`` (already scrubbed) and a private result pipe:
+    (the process, the pipe's read end, the isolation applied, the orphans known before it)."""
+    env = dict(env)
     posix = os.name == "posix"
     read_end, write_end = os.pipe() if posix else (None, None)
     if write_end is not None:
@@ -253,31 +278,29 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
     command = [sys.executable, *args]
     if mode == "namespaces":
         command = [shutil.which("unshare") or "unshare", *_NAMESPACES, "--", *command]
-    cpu = cpu_seconds if cpu_seconds is not None else timeout
 
     def prepare() -> None:
-        _set_limits(memory_bytes, cpu)
+        _set_limits(memory_bytes, cpu_seconds)
         _die_with_parent()
 
     adopted_before = _adopt_orphans() if mode == "process" and posix else None
-    started = time.monotonic()
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=posix,
         pass_fds=(write_end,) if write_end is not None else (), preexec_fn=prepare if posix else None)
     if write_end is not None:
         os.close(write_end)
-    try:
-        outputs, timed_out = _collect(process, read_end, input, started + max(0.1, timeout))
-    finally:  # the parent's own deadline, Ctrl-C, a bug: never leave the child running
-        _kill_everything(process)
-        if adopted_before is not None:
-            _kill_orphans(adopted_before)
-        with contextlib.suppress(OSError):
-            if read_end is not None:
-                os.close(read_end)
-    stdout, stderr, result = outputs
-    return ChildResult(process.returncode, stdout, stderr, timed_out, time.monotonic() - started, result, mode)
+    return process, read_end, mode, adopted_before
+
+
+def stop(process, read_end: Optional[int], adopted_before: Optional[set[int]]) -> None:
+    """Kill a child of ``start_python`` with everything it started, and close its result pipe."""
+    _kill_everything(process)
+    if adopted_before is not None:
+        _kill_orphans(adopted_before)
+    with contextlib.suppress(OSError):
+        if read_end is not None:
+            os.close(read_end)
 
 
 def _collect(process: subprocess.Popen, result_fd: Optional[int], input: Optional[bytes], deadline: float

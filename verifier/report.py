@@ -11,6 +11,12 @@ VERIFIED, VIOLATIONS, UNSUPPORTED = "verified", "violations", "unsupported"
 EXIT_CODES = {VERIFIED: 0, VIOLATIONS: 1, UNSUPPORTED: 3}
 EXIT_USAGE = 2
 
+
+def worst_exit_code(codes) -> int:
+    """The exit code of several verdicts (files, entries): violations (1) first, then unsupported (3),
+    then the highest of the rest (an internal error 4 over an input error 2 over verified 0)."""
+    return max(codes, key=lambda code: (code == 1, code == 3, code))
+
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
 

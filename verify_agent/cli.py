@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from verifier.report import EXIT_USAGE, Report
+from verifier.report import EXIT_USAGE, Report, worst_exit_code
 
 from . import deadline as deadlines
 from .documents import INPUT_ERROR, INTERNAL_ERROR, REPORT_BUG, TIMED_OUT, located, render
@@ -130,7 +130,7 @@ def emit(reports: List[Report], fmt: Format, source_lines: Optional[List[str]] =
         console = Console(highlight=False, soft_wrap=True)
         for report in reports:
             render_text(report, console, source_lines, ir_text)
-    return max((r.exit_code for r in reports), key=lambda code: (code == 1, code == 3, code))
+    return worst_exit_code([r.exit_code for r in reports])
 
 
 @app.command()
@@ -276,6 +276,13 @@ def translate(
     --no-exec reads the source without running it."""
     from .pipeline import TranslateOptions, translate_and_verify
 
+    if file.is_dir():   # every file under it that imports torch, each as translate FILE --llm off
+        given = [name for name, value in (("--entry", entry), ("--input", input), ("--harness", harness),
+                                          ("--fix", fix), ("--dump-ir", dump_ir), ("--llm full", llm == LLMMode.full))
+                 if value]
+        _translate_directory(file, format, timeout, given, mesh=mesh, layouts=(*param_layout, *expect),
+                             no_grad=tuple(no_grad), paths=tuple(str(folder) for folder in import_path),
+                             args=tuple(arg), warm=not no_exec)
     begin(format, file, timeout)
     if llm_deadline <= 0:
         fail_usage(f"--llm-deadline {llm_deadline:g}: expected a positive number of seconds")
@@ -357,6 +364,50 @@ def translate(
                                                           f"{traced_verdict}; --llm full: the verdict above is the "
                                                           f"model's translation, checked against the source"))
     raise typer.Exit(emit([result.report], format, source.splitlines(), result.ir_text if dump_ir else None))
+
+
+def _translate_directory(directory: Path, format: Format, timeout: float, given: List[str], **settings) -> None:
+    """``translate DIR``: one table (text) or one document (json, sarif, github) for every file under
+    DIR that imports torch; exit with the worst file's code (``directory.py``)."""
+    from .directory import Settings, check_directory, python_files, render_table
+
+    count = len(python_files(directory))
+    # --timeout is each file's; the command's bound is the sum (the deadline's watchdog stays armed)
+    begin(format, directory, timeout * max(1, count) if timeout and timeout > 0 else timeout)
+    if given:
+        fail_usage(f"{directory}: {', '.join(given)} name one file's entry or change one file; a directory "
+                   f"is checked file by file with the default entries (give a file instead)")
+    if not settings.pop("warm"):
+        fail_usage(f"{directory}: --no-exec reads one file without running it; a directory is checked by "
+                   f"running its files (give a file instead)")
+    check_mesh_size(settings["mesh"])
+    _check_args(list(settings["args"]))
+    err = Console(stderr=True, highlight=False)
+    result = check_directory(directory, Settings(timeout=timeout, **settings),
+                             progress=lambda message: err.print(f"[dim]{escape(message)}[/]"),
+                             remaining=deadlines.current().remaining)
+    if format == Format.json:
+        import json
+
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    elif format in (Format.sarif, Format.github):
+        from .limits import cap_report
+
+        reports = [cap_report(checked.report) if checked.report is not None else _failure_report(checked.failure)
+                   for checked in result.files]
+        print(render_sarif(reports) if format == Format.sarif else render_github(reports))
+    else:
+        render_table(result, Console(highlight=False, soft_wrap=True))
+    raise typer.Exit(result.exit_code)
+
+
+def _failure_report(failure) -> Report:
+    """An input error (or a failure of ours) on one file of a directory, as a report for SARIF / GitHub."""
+    from verifier.report import ERROR, Diagnostic
+
+    report = Report(failure.file, {})
+    report.add(Diagnostic(failure.check, ERROR, failure.message, failure.line))
+    return report
 
 
 def _every_entry(source: str, file: Path, format: Format, **settings) -> Optional[str]:

@@ -46,8 +46,10 @@ def supervise() -> int:
                 if name.split(":", 1)[0] == str(position)}
         request = pack({**meta["common"], **run, "port": port}, mine)
         runs.append(_Run(run["world"], run["rank"], request))
+    for run in runs:   # every run process first, then the threads that feed and read them (a fork
+        run.spawn()     # from a process with threads running is not safe)
     for run in runs:
-        run.start()
+        run.start_readers()
     _wait(runs, deadline)
     answers, out_arrays = [], {}
     for position, run in enumerate(runs):
@@ -70,17 +72,25 @@ class _Run:
         self.stderr = b""
         self.killed = False
         self.process: subprocess.Popen | None = None
+        self.read_end = -1
         self.readers: list[threading.Thread] = []
 
-    def start(self) -> None:
+    def spawn(self) -> None:
         from frontends.sandbox import RESULT_FD_VARIABLE
 
         read_end, write_end = os.pipe()
-        env = dict(os.environ, **{RESULT_FD_VARIABLE: str(write_end)})
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                                        pass_fds=(write_end,))
+        if "torch" in sys.modules:   # forked from a warm server (frontends/fork_server.py): fork the run too
+            self.process = _fork_run(write_end)
+        else:
+            env = dict(os.environ, **{RESULT_FD_VARIABLE: str(write_end)})
+            self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            env=env, pass_fds=(write_end,))
         os.close(write_end)
+        self.read_end = read_end
+
+    def start_readers(self) -> None:
+        read_end = self.read_end
 
         def feed() -> None:
             with contextlib.suppress(OSError):
@@ -134,6 +144,46 @@ class _Run:
             code = self.process.returncode if self.process is not None else None
             return {**base, "status": "crashed", "error": f"the run ended with code {code}: {tail[0]}"}, {}
         return {**base, **meta}, values
+
+
+def _fork_run(result_fd: int):
+    """A run process forked from this one (torch already imported), as ``confirm_child.py run`` would
+    start: its stdin and stderr are pipes, stdout goes nowhere, it answers on ``result_fd``."""
+    import io
+
+    from frontends.fork_server import Forked
+    from frontends.sandbox import RESULT_FD_VARIABLE
+
+    in_r, in_w = os.pipe()
+    err_r, err_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.dup2(in_r, 0)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            os.dup2(err_w, 2)
+            os.closerange(3, result_fd)   # the other runs' pipes and the supervisor's answer channel among them
+            os.closerange(result_fd + 1, 1 << 16)
+            os.environ[RESULT_FD_VARIABLE] = str(result_fd)
+            sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)))
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "wb", closefd=False), line_buffering=True)
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "wb", closefd=False), line_buffering=True)
+            code = run_one()
+        except BaseException:   # noqa: BLE001 - said on the run's stderr, as a crashed process would
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(in_r)
+    os.close(err_w)
+    return Forked(pid, os.fdopen(in_w, "wb"), None, os.fdopen(err_r, "rb"))
 
 
 def _wait(runs: list[_Run], deadline: float) -> None:
