@@ -280,8 +280,8 @@ def _run(meta: dict, arrays: dict):
         target, call_fn = fn, (fn.forward if isinstance(fn, torch.nn.Module) else fn)
     else:
         spec = find_entry(module, meta["entry"])
-        target, _ = traced._construct(module, spec, world)
-        fn = target if spec.kind != "function" else getattr(module, spec.name)
+        target, _ = traced._construct(module, spec, world, {k: tuple(v) for k, v in meta["shapes"].items()})
+        fn = target
         call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         from frontends.traced.entries import parse_arg
 

@@ -12,13 +12,14 @@ module's own sizes); parameters with defaults keep their defaults (``dropout_p=0
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from . import harness, literals
+from . import harness, literals, styles
 
 class EntryError(Exception):
     """The file does not say what to run (a usage error, exit 2)."""
@@ -52,6 +53,31 @@ def parse_entry(text: str | None) -> tuple[str | None, tuple, dict]:
     raise EntryError(f"--entry {text!r} is not a name or a call with literal arguments")
 
 
+def entry_function(module, name: str):
+    """The callable a function entry names.  A custom ``torch.autograd.Function`` is entered as its users
+    enter it, through ``Cls.apply``, with the parameters of its ``forward`` after ``ctx`` (calling the
+    class itself only makes a Function object: nothing would run)."""
+    obj = getattr(module, name)
+    if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
+        return applied(obj)
+    return obj
+
+
+def applied(cls: type) -> Any:
+    """``cls.apply`` with the signature (and type hints) of ``cls.forward`` without its ``ctx``."""
+    forward = cls.forward
+
+    @functools.wraps(forward)
+    def apply(*args):
+        return cls.apply(*args)
+
+    signature = inspect.signature(forward)
+    params = list(signature.parameters.values())
+    separate_context = getattr(cls, "setup_context", None) is not torch.autograd.Function.setup_context
+    apply.__signature__ = signature.replace(parameters=params if separate_context else params[1:])
+    return apply
+
+
 def _own_module_classes(module) -> list[type]:
     return [obj for obj in vars(module).values()
             if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and obj.__module__ == module.__name__]
@@ -65,6 +91,8 @@ def find_entry(module, entry: str | None) -> EntrySpec:
             raise EntryError(f"--entry {name}: no such function or class in the file")
         if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
             return EntrySpec("module", name, args, kwargs)
+        if styles.is_parallel_style(obj):
+            return EntrySpec("style", name, args, kwargs)
         if name == "build":
             return EntrySpec("build", name)
         if callable(obj):
@@ -99,7 +127,27 @@ def _classes_used_by_others(module, names: list[str]) -> set[str]:
     return used
 
 
-def construct_module(module, spec: EntrySpec, world: int = 1) -> torch.nn.Module:
+def input_features(cls: type, shapes: dict[str, tuple[int, ...]] | None) -> int | None:
+    """The last dim of the first ``forward`` input the user gave a shape for (``--input input_=4x2x32``)."""
+    forward = getattr(cls, "forward", None)
+    try:
+        params = list(inspect.signature(forward).parameters)[1:] if forward is not None else []
+    except (TypeError, ValueError):
+        return None
+    for name in params:
+        shape = (shapes or {}).get(name)
+        if shape:
+            return int(shape[-1])
+    return None
+
+
+def construct_style(module, spec: EntrySpec, world: int, shapes: dict | None = None) -> torch.nn.Module:
+    """A parallel style applied to a linear of the given input's width (``styles.py``)."""
+    style = getattr(module, spec.name)(*spec.args, **spec.kwargs)
+    return styles.applied_to_linear(style, input_features(torch.nn.Linear, shapes), world)
+
+
+def construct_module(module, spec: EntrySpec, world: int = 1, shapes: dict | None = None) -> torch.nn.Module:
     if spec.name == "example_module":
         return module.example_module()
     cls = getattr(module, spec.name)
@@ -112,7 +160,7 @@ def construct_module(module, spec: EntrySpec, world: int = 1) -> torch.nn.Module
             return cls(*value[0], **value[1])
         return cls(*(value if isinstance(value, (tuple, list)) else (value,)))
     try:   # what nobody gave is built from defaults, type hints and config classes (harness.py)
-        built = harness.constructor_arguments(cls, spec.kwargs, len(spec.args), world)
+        built = harness.constructor_arguments(cls, spec.kwargs, len(spec.args), world, input_features(cls, shapes))
     except harness.Unbuildable as error:
         raise EntryError(f"{spec.name}: {error}") from error
     return cls(*spec.args, **{**built, **spec.kwargs})

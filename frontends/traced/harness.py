@@ -52,6 +52,11 @@ def reset() -> None:
     _CONSTRUCTED.clear()
 
 
+def note(said: str) -> None:
+    """Something built for the run outside the entry's own parameters (a style's module)."""
+    _BUILT.append(said)
+
+
 def built() -> list[str]:
     """What this run's harness built, one sentence (stated as an assumption of the run)."""
     return [f"harness built {'; '.join(_BUILT)}"] if _BUILT else []
@@ -101,8 +106,14 @@ def _is_mesh_hint(hint: Any) -> bool:
     return inspect.isclass(bare) and bare.__name__ == "DeviceMesh"
 
 
-def constructor_arguments(cls: type, given: dict, positional: int, world: int) -> dict:
-    """Keyword arguments for the required parameters of ``cls.__init__`` nobody gave."""
+_INPUT_SIZES = ("in_features", "input_size", "in_dim", "input_dim", "hidden_size", "embed_dim", "d_model", "dim",
+                "n_embd")
+
+
+def constructor_arguments(cls: type, given: dict, positional: int, world: int,
+                          input_features: int | None = None) -> dict:
+    """Keyword arguments for the required parameters of ``cls.__init__`` nobody gave.  ``input_features``:
+    the last dim of the input the user gave (``--input``), which an input-size parameter takes."""
     try:
         params = list(inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
@@ -117,7 +128,10 @@ def constructor_arguments(cls: type, given: dict, positional: int, world: int) -
             if isinstance(value, int) and not isinstance(value, bool):
                 _CONSTRUCTED[param.name] = value
             continue
-        value, said = _constructor_value(cls.__init__, param, world, config)
+        if input_features and param.name in _INPUT_SIZES and not any(n in _CONSTRUCTED for n in _INPUT_SIZES):
+            value, said = input_features, f"{input_features} (the given input's last dim)"
+        else:
+            value, said = _constructor_value(cls.__init__, param, world, config)
         if configs.is_config_class(type(value)):
             config = value
         built[param.name] = value

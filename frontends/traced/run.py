@@ -28,7 +28,8 @@ from . import collectives, harness, megatron_setup, package_state
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
 from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
-from .entries import EntryError, EntrySpec, construct_module, example_inputs, explicitly_not_trainable, find_entry
+from .entries import (EntryError, EntrySpec, construct_module, construct_style, entry_function, example_inputs,
+                      explicitly_not_trainable, find_entry)
 from .location import locate
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
@@ -491,8 +492,8 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         else:
             spec = find_entry(module, request.entry)
             try:
-                target, mesh = _construct(module, spec, world)
-                fn = target if spec.kind != "function" else getattr(module, spec.name)
+                target, mesh = _construct(module, spec, world, request.shapes)
+                fn = target
                 call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
                 names, inputs = example_inputs(module, call_fn, request.shapes, request.args, world)
             except (EntryError, UserCodeError):
@@ -636,13 +637,14 @@ def _module_state(recorder: Recorder, module) -> list[Value]:
 
 
 def _definition_line(fn: Any, module) -> int | None:
+    fn = getattr(fn, "__wrapped__", fn)   # an autograd Function's ``apply``: its ``forward``
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is not None and code.co_filename == module.__file__:
         return code.co_firstlineno
     return None
 
 
-def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]]:
+def _construct(module, spec: EntrySpec, world: int, shapes: dict | None = None) -> tuple[Any, dict[str, int]]:
     if spec.kind == "build":
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -651,8 +653,10 @@ def _construct(module, spec: EntrySpec, world: int) -> tuple[Any, dict[str, int]
     if spec.name != "example_module":
         set_up_parallel_state(module, world)
     if spec.kind == "module":
-        return construct_module(module, spec, world), {"tp": world}
-    return getattr(module, spec.name), {"tp": world}
+        return construct_module(module, spec, world, shapes), {"tp": world}
+    if spec.kind == "style":
+        return construct_style(module, spec, world, shapes), {"tp": world}
+    return entry_function(module, spec.name), {"tp": world}
 
 
 PARALLEL_STATES: list = []   # the modules whose parallel state this run set up (torn down after it)

@@ -1,0 +1,69 @@
+"""Entries as libraries ship them, built by the harness instead of asked for.
+
+- a custom ``torch.autograd.Function`` named by ``--entry`` runs through ``Cls.apply`` with its forward's
+  parameters after ``ctx`` (calling the class only made a Function object: nothing ran, "unsupported");
+- a module's input-size constructor parameter takes the given input's last dim (megatron-core's
+  ``RowParallelLinear`` with ``--input input_=4x2x32`` was built 16 wide: "mat1 and mat2 shapes cannot be
+  multiplied");
+- a parallel style named by ``--entry`` (torch's ``ParallelStyle``, transformers' ``TensorParallelLayer``)
+  is applied to a linear on the simulated mesh (the style object alone computes nothing).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[2]
+CASE = str(Path(__file__).parent / "cases" / "e1_function_entry.py")
+
+
+def translate(*args: str) -> tuple[int, dict]:
+    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", *args, "--format", "json",
+                          "--timeout", "300"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    return run.returncode, json.loads(run.stdout)
+
+
+def _messages(body: dict) -> list[str]:
+    return [d["message"] for d in body["diagnostics"]]
+
+
+@pytest.mark.torch
+def test_an_autograd_function_entry_runs_through_apply_and_is_verified():
+    code, body = translate(CASE, "--entry", "_AverageOverRanks", "--input", "x=4x8")
+    assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
+
+
+@pytest.mark.torch
+def test_an_autograd_function_entry_that_scales_by_the_world_is_a_violation():
+    code, body = translate(CASE, "--entry", "_SumOverRanks", "--input", "x=4x8")
+    assert (code, body["verdict"]) == (1, "violations"), _messages(body)[:4]
+    # the all-reduce in forward (line 25) is where the ranks part from one device
+    assert any(d["severity"] == "error" and d["line"] in (24, 25, 26) for d in body["diagnostics"]), \
+        [(d["line"], d["message"][:80]) for d in body["diagnostics"]]
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_a_row_parallel_linear_is_built_as_wide_as_its_given_input():
+    pytest.importorskip("megatron.core")
+    code, body = translate("megatron.core.tensor_parallel.layers", "--entry", "RowParallelLinear",
+                           "--input", "input_=4x2x32")
+    assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
+    assert any("input_size=32 (the given input's last dim)" in m for m in _messages(body))
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_a_transformers_style_entry_is_applied_to_a_linear_and_checked():
+    pytest.importorskip("transformers")
+    # ColwiseParallel(gather_output=True): the column-sharded linear's output gathered back (gloo: agrees)
+    code, body = translate("transformers.integrations.tensor_parallel", "--entry",
+                           "ColwiseParallel(gather_output=True)", "--input", "input=4x16")
+    assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
+    assert any("ColwiseParallel applied to nn.Linear(16, 32)" in m for m in _messages(body))
