@@ -286,7 +286,8 @@ def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | 
         values.append(value)
     if missing:   # built from the entry's own sizes and type hints (harness.py)
         try:
-            made = dict(harness.call_arguments(fn, getattr(fn, "__self__", None), missing, world))
+            given_shape = next((shapes[n] for n in names if n in shapes and shapes[n]), None)
+            made = dict(harness.call_arguments(fn, getattr(fn, "__self__", None), missing, world, given_shape))
         except harness.Unbuildable as error:
             raise EntryError(str(error)) from error
         order = [p.name for p in params if p.name in made or p.name in names]

@@ -184,9 +184,11 @@ def _common_value(fn, param: inspect.Parameter, hint: Any, world: int) -> tuple[
     return None
 
 
-def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int) -> list[tuple[str, Any]]:
-    """Values for the entry's call parameters ``params`` (no default, nothing given)."""
-    float_shape = None
+def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int,
+                   given_shape: tuple[int, ...] | None = None) -> list[tuple[str, Any]]:
+    """Values for the entry's call parameters ``params`` (no default, nothing given).  ``given_shape``: the
+    shape of the first input the user gave (``--input logits=4x2x16``), which integer targets follow."""
+    float_shape = tuple(given_shape) if given_shape else None
     out = []
     for param in params:
         hint = _hint(fn, param)

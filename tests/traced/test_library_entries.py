@@ -6,7 +6,8 @@
   ``RowParallelLinear`` with ``--input input_=4x2x32`` was built 16 wide: "mat1 and mat2 shapes cannot be
   multiplied");
 - a parallel style named by ``--entry`` (torch's ``ParallelStyle``, transformers' ``TensorParallelLayer``)
-  is applied to a linear on the simulated mesh (the style object alone computes nothing).
+  is applied to a linear on the simulated mesh (the style object alone computes nothing);
+- an integer target follows the given logits: their shape without the last dim, values below it.
 """
 from __future__ import annotations
 
@@ -67,3 +68,16 @@ def test_a_transformers_style_entry_is_applied_to_a_linear_and_checked():
                            "ColwiseParallel(gather_output=True)", "--input", "input=4x16")
     assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
     assert any("ColwiseParallel applied to nn.Linear(16, 32)" in m for m in _messages(body))
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_an_integer_target_follows_the_given_logits():
+    # megatron-core's vocab_parallel_cross_entropy(vocab_parallel_logits, target): the target is built as
+    # integers below the given logits' vocabulary, of their shape without it (it was [2, 4] below 16
+    # against logits [4, 2, 16]: an input error)
+    pytest.importorskip("megatron.core")
+    code, body = translate("megatron.core.tensor_parallel.cross_entropy", "--entry", "vocab_parallel_cross_entropy",
+                           "--input", "vocab_parallel_logits=4x2x16", "--expect", "vocab_parallel_logits=Shard(-1)")
+    assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
+    assert any("target=integers in [0, 16) of shape [4, 2]" in m for m in _messages(body))
