@@ -263,6 +263,9 @@ def example_inputs(module, fn, shapes: dict[str, tuple[int, ...]], args: dict | 
     params = tensor_parameters(fn)
     names = [p.name for p in params]
     maker = getattr(module, "example_inputs", None)
+    if not callable(maker):   # a mesh left at None runs nothing distributed: the simulated world's
+        unset = [p for p in _positional_parameters(fn) if p.name not in args]
+        args.update(harness.default_meshes(fn, unset, world))
     if callable(maker):
         values = maker()
         values = list(values) if isinstance(values, (tuple, list)) else [values]

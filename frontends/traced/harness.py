@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 from typing import Any
 
@@ -86,7 +87,8 @@ def _optional(hint: Any) -> bool:
 
 def _bare(hint: Any) -> Any:
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)   # Optional[X] or X | None
+    return args[0] if union and len(args) == 1 else hint
 
 
 def _is_tensor_hint(hint: Any) -> bool:
@@ -182,6 +184,20 @@ def _common_value(fn, param: inspect.Parameter, hint: Any, world: int) -> tuple[
     if _optional(hint) and not _is_tensor_hint(hint):
         return None, "None (Optional)"
     return None
+
+
+def default_meshes(fn, params: list[inspect.Parameter], world: int) -> dict[str, Any]:
+    """The simulated world's 1-D mesh for call parameters hinted ``DeviceMesh`` whose default is None: a
+    mesh parameter is how such code is told to distribute, and without one it runs alone (torchtitan's
+    ``dist_sum_tensor(x, mesh=None)``: "no reduction is performed"), so nothing distributed is checked."""
+    out = {}
+    for param in params:
+        if param.default is None and _is_mesh_hint(_hint(fn, param)):
+            from torch.distributed.device_mesh import init_device_mesh
+
+            out[param.name] = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+            _BUILT.append(f"{param.name}=a 1-D mesh tp={world} (its default None runs nothing distributed)")
+    return out
 
 
 def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int,

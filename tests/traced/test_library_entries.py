@@ -7,7 +7,8 @@
   multiplied");
 - a parallel style named by ``--entry`` (torch's ``ParallelStyle``, transformers' ``TensorParallelLayer``)
   is applied to a linear on the simulated mesh (the style object alone computes nothing);
-- an integer target follows the given logits: their shape without the last dim, values below it.
+- an integer target follows the given logits: their shape without the last dim, values below it;
+- a ``DeviceMesh`` parameter left at None is given the simulated world's mesh.
 """
 from __future__ import annotations
 
@@ -81,3 +82,15 @@ def test_an_integer_target_follows_the_given_logits():
                            "--input", "vocab_parallel_logits=4x2x16", "--expect", "vocab_parallel_logits=Shard(-1)")
     assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
     assert any("target=integers in [0, 16) of shape [4, 2]" in m for m in _messages(body))
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_a_mesh_left_at_none_is_the_simulated_worlds():
+    # torchtitan's dist_sum_tensor(x, mesh=None) reduces nothing without a mesh ("nothing distributed was
+    # checked"); given the world's mesh it sums x over the ranks, which one device does not (gloo: differs)
+    pytest.importorskip("torchtitan")
+    code, body = translate("torchtitan.distributed.utils", "--entry", "dist_sum_tensor", "--input", "x=4")
+    assert (code, body["verdict"]) == (1, "violations"), _messages(body)[:4]
+    assert any("mesh=a 1-D mesh tp=2" in m for m in _messages(body))
+    assert any(d["severity"] == "error" and "all_reduce" in d["message"] for d in body["diagnostics"])
