@@ -56,8 +56,12 @@ _GRACE_S = 20.0   # beyond a run's own time limit, for the server to stop it and
 class WarmServer:
     """The tool's side: start the server lazily, send it runs, read its answers."""
 
-    def __init__(self, *, memory_bytes: Optional[int], cpu_seconds: float, environ: Mapping[str, str]) -> None:
+    def __init__(self, *, memory_bytes: Optional[int], cpu_seconds: float, environ: Mapping[str, str],
+                 libraries: Sequence[str] = ()) -> None:
         self.memory_bytes, self.cpu_seconds, self.environ = memory_bytes, cpu_seconds, dict(environ)
+        self.libraries = tuple(libraries)
+        self.disabled = False   # runs are cold again (the server could not fork safely, or died twice)
+        self.deaths = 0
         self.process = None
         self.read_end: Optional[int] = None
         self.adopted_before = None
@@ -65,14 +69,14 @@ class WarmServer:
         self.starts = 0
         self.stderr_tail: deque = deque(maxlen=64)
 
-    @staticmethod
-    def accepts(args: Sequence[str]) -> bool:
+    def accepts(self, args: Sequence[str]) -> bool:
         """A run of one of the tracer's scripts (others keep their cold children)."""
-        return bool(args) and not args[0].startswith("-") and Path(args[0]).resolve().parent == WARM_SCRIPTS
+        return (not self.disabled and bool(args) and not args[0].startswith("-")
+                and Path(args[0]).resolve().parent == WARM_SCRIPTS)
 
     def run(self, args: Sequence[str], *, timeout: float, memory_bytes: Optional[int], input: Optional[bytes],
             cwd: Optional[str], env: Mapping[str, str], cpu_seconds: float):
-        """As ``sandbox.run_python`` would, in a grandchild of the server."""
+        """As ``sandbox.run_python`` would, in a grandchild of the server (None: run it cold)."""
         import numpy as np
 
         from . import wire
@@ -89,7 +93,9 @@ class WarmServer:
             data = _read_frame(self.read_end, started + timeout + _GRACE_S)
         except (OSError, ValueError):
             data = None
-        if data is None:   # the server died or hung: the next run starts another
+        if data is None:   # the server died or hung: the next run starts another (after two deaths: cold runs)
+            self.deaths += 1
+            self.disabled = self.deaths >= 2
             timed_out = time.monotonic() >= started + timeout
             why = "" if timed_out else f"the warm server ended: {self._last_words()}"
             self.close()
@@ -100,6 +106,10 @@ class WarmServer:
             self.close()
             return ChildResult(None, b"", f"the warm server's answer is unreadable ({error})".encode(), False,
                                time.monotonic() - started, b"", self.mode)
+        if answer.get("cold"):   # the server cannot fork safely: every run from now on is cold
+            self.disabled = True
+            self.close()
+            return None
         return ChildResult(answer["returncode"], bytes(answer["stdout"]), bytes(answer["stderr"]),
                            bool(answer["timed_out"]), time.monotonic() - started, bytes(answer["result"]), self.mode)
 
@@ -109,8 +119,8 @@ class WarmServer:
         self.close()
         env = dict(self.environ, PYTHONDONTWRITEBYTECODE="1")
         self.process, self.read_end, self.mode, self.adopted_before = start_python(
-            [str(Path(__file__))], env=env, memory_bytes=self.memory_bytes, cpu_seconds=self.cpu_seconds,
-            cwd=str(_HERE), stdin=True)
+            [str(Path(__file__)), *self.libraries], env=env, memory_bytes=self.memory_bytes,
+            cpu_seconds=self.cpu_seconds, cwd=str(_HERE), stdin=True)
         self.starts += 1
         self.stderr_tail = deque(maxlen=64)
         for stream, keep in ((self.process.stdout, None), (self.process.stderr, self.stderr_tail)):
@@ -134,19 +144,23 @@ class WarmServer:
 
         if self.process is not None:
             with contextlib.suppress(OSError):
-                self.process.stdin.close()
+                self.process.stdin.close()   # the server ends at the end of its requests: its CPU is accounted
+            with contextlib.suppress(Exception):
+                self.process.wait(timeout=5)
             stop(self.process, self.read_end, self.adopted_before)
         self.process, self.read_end, self.adopted_before = None, None, None
 
 
 @contextlib.contextmanager
-def warm_runs(*, cpu_seconds: float, memory_bytes: Optional[int] = None, environ: Optional[Mapping[str, str]] = None):
-    """Within this block the tracer's children run warm (one server, started at the first run)."""
+def warm_runs(*, cpu_seconds: float, memory_bytes: Optional[int] = None, environ: Optional[Mapping[str, str]] = None,
+              libraries: Sequence[str] = ()):
+    """Within this block the tracer's children run warm (one server, started at the first run).
+    ``libraries``: installed modules the files import (``installed_imports``), imported once too."""
     from frontends import sandbox
     from frontends.traced.runner import scrubbed_environment
 
     server = WarmServer(memory_bytes=memory_bytes or sandbox.DEFAULT_MEMORY_BYTES, cpu_seconds=cpu_seconds,
-                        environ=scrubbed_environment(environ))
+                        environ=scrubbed_environment(environ), libraries=libraries)
     previous, sandbox._WARM = sandbox._WARM, server
     try:
         yield server
@@ -163,6 +177,43 @@ def _cpu_of(pid: int) -> float:
         return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def installed_imports(files: Sequence[tuple[Path, str]], import_roots: Sequence[Path]) -> list[str]:
+    """The modules the files import at their top level that are installed packages (found in this
+    interpreter's site directories, not torch, which the server imports anyway), without those a
+    file could import as its own (a module or package of that name in one of ``import_roots``)."""
+    import ast
+    import importlib.util
+    import site
+    import sysconfig
+
+    sites = {str(Path(p).resolve()) for p in (*site.getsitepackages(), site.getusersitepackages(),
+                                             sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    names: list[str] = []
+    for _, source in files:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                names.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.append(node.module)
+    found = []
+    for name in dict.fromkeys(names):
+        top = name.split(".")[0]
+        if top == "torch" or any((root / top).exists() or (root / f"{top}.py").exists() for root in import_roots):
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        origin = next(iter(spec.submodule_search_locations or []), None) or spec.origin if spec else None
+        if origin and any(str(Path(origin).resolve()).startswith(place + os.sep) for place in sites):
+            found.append(name)
+    return found
 
 
 def _drain(stream, keep: Optional[deque]) -> None:
@@ -225,13 +276,27 @@ def serve() -> int:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    # the files' installed libraries, imported as a traced run imports them: after the tracer's
+    # patches of torch.distributed (which do nothing while no recording is active), so a library
+    # that keeps a reference to a patched function holds the same one as in a cold child
+    from frontends.traced import collectives
+
+    collectives.install_patches()
+    for name in sys.argv[1:]:
+        before = set(sys.modules)
+        try:
+            importlib.import_module(name)
+        except BaseException:   # noqa: BLE001 - left to each run to import (and fail) as a cold child would
+            for partial in set(sys.modules) - before:
+                sys.modules.pop(partial, None)
+    threads = threading.active_count() > 1   # a library started threads: forking is not safe, runs go cold
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     while True:
         data = _read_frame(0)
         if data is None:
             return 0
         request = wire.decode(data)
-        answer = _run_forked(request, channel.fileno() if channel is not None else -1)
+        answer = {"cold": True} if threads else _run_forked(request, channel.fileno() if channel is not None else -1)
         _kill_leftovers()
         if channel is not None:
             _write_frame(channel, wire.encode(answer))

@@ -249,8 +249,10 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cpu = cpu_seconds if cpu_seconds is not None else timeout
     if _WARM is not None and _WARM.accepts(args):
-        return _WARM.run(args, timeout=timeout, memory_bytes=memory_bytes, input=input, cwd=cwd, env=env,
+        done = _WARM.run(args, timeout=timeout, memory_bytes=memory_bytes, input=input, cwd=cwd, env=env,
                          cpu_seconds=cpu)
+        if done is not None:
+            return done
     process, read_end, mode, adopted_before = start_python(args, env=env, memory_bytes=memory_bytes, cpu_seconds=cpu,
                                                            cwd=cwd, stdin=input is not None)
     started = time.monotonic()

@@ -45,6 +45,7 @@ class FileResult:
     failure: Optional[Failure] = None            # an input error or a failure of ours: no report
     cpu_seconds: float = 0.0
     seconds: float = 0.0
+    server_start: bool = False                   # a warm server was started during this file (its CPU is here)
 
     @property
     def exit_code(self) -> int:
@@ -64,7 +65,7 @@ class FileResult:
         from .render import render_json
 
         body = json.loads(render_json(cap_report(self.report)) if self.report is not None else as_json(self.failure))
-        body.setdefault("stats", {})["cpu_seconds"] = round(self.cpu_seconds, 3)
+        body.setdefault("stats", {}).update(cpu_seconds=round(self.cpu_seconds, 3), server_start=self.server_start)
         return body
 
     def rows(self) -> list[tuple[str, str, str, str]]:
@@ -116,9 +117,9 @@ def python_files(directory: Path) -> list[Path]:
 
 def check_directory(directory: Path, settings: Settings, progress: Progress = None,
                     remaining: Callable[[], float] = lambda: float("inf")) -> DirectoryResult:
-    """Check every file of ``directory`` that imports torch (``wants_tracing``); say which were skipped."""
-    import contextlib
-
+    """Check every file of ``directory`` that imports torch (``wants_tracing``); say which were skipped.
+    Files are run in groups of the installed libraries they import (one warm server per group, which
+    imports those libraries once: a file never runs beside a library it does not import itself)."""
     from .traced import wants_tracing
 
     started, cpu_at_start = time.perf_counter(), _cpu_seconds(None)
@@ -135,33 +136,64 @@ def check_directory(directory: Path, settings: Settings, progress: Progress = No
             chosen.append((path, source))
     if progress and result.skipped:
         progress(f"skipped {len(result.skipped)} file(s) that do not import torch")
-    warm = contextlib.nullcontext(None)
-    if settings.warm and chosen:
-        from frontends.fork_server import warm_runs
+    done = 0
+    for libraries, group in _groups(chosen, settings):
+        with _server(settings, libraries, len(group)) as server:
+            for path, source in group:
+                done += 1
+                if progress:
+                    progress(f"file {done}/{len(chosen)}: {path}")
+                if remaining() < 10.0:
+                    result.files.append(FileResult(str(path), report=_not_reached(str(path))))
+                    continue
+                before, clock, file_started = _cpu_seconds(server), time.perf_counter(), time.monotonic()
+                starts = server.starts if server is not None else 0
 
-        warm = warm_runs(cpu_seconds=settings.timeout * len(chosen) + 60.0)
-    with warm as server:
-        for index, (path, source) in enumerate(chosen):
-            if progress:
-                progress(f"file {index + 1}/{len(chosen)}: {path}")
-            if remaining() < 10.0:
-                result.files.append(FileResult(str(path), report=_not_reached(str(path))))
-                continue
-            before, clock = _cpu_seconds(server), time.perf_counter()
-            file_started = time.monotonic()
+                def left(file_started=file_started) -> float:
+                    return min(remaining(), settings.timeout - (time.monotonic() - file_started))
 
-            def left(file_started=file_started) -> float:
-                return min(remaining(), settings.timeout - (time.monotonic() - file_started))
-
-            checked = check_file(path, source, settings, progress, left)
-            checked.cpu_seconds = _cpu_seconds(server) - before
-            checked.seconds = time.perf_counter() - clock
-            result.files.append(checked)
-            if progress:
-                progress(f"  {checked.verdict} ({checked.cpu_seconds:.2f} CPU s)")
-        result.cpu_seconds = _cpu_seconds(server) - cpu_at_start
+                checked = check_file(path, source, settings, progress, left)
+                checked.cpu_seconds = _cpu_seconds(server) - before
+                checked.seconds = time.perf_counter() - clock
+                checked.server_start = server is not None and server.starts > starts
+                result.files.append(checked)
+                if progress:
+                    progress(f"  {checked.verdict} ({checked.cpu_seconds:.2f} CPU s)")
+    order = {str(path): index for index, path in enumerate(python_files(directory))}
+    result.files.sort(key=lambda checked: order.get(checked.path, len(order)))
+    result.cpu_seconds = _cpu_seconds(None) - cpu_at_start
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _groups(chosen: list[tuple[Path, str]], settings: Settings) -> list[tuple[tuple[str, ...], list]]:
+    """The files by the installed packages they import (``fork_server.installed_imports``); the
+    group importing none first.  Without warm runs: one group, no libraries."""
+    if not settings.warm:
+        return [((), chosen)] if chosen else []
+    from frontends.fork_server import installed_imports
+    from frontends.traced.location import locate
+
+    extra = [Path(p) for p in settings.paths]
+    groups: dict[tuple[str, ...], list] = {}
+    modules: dict[tuple[str, ...], dict[str, None]] = {}
+    for path, source in chosen:
+        roots = [Path(locate(str(path), settings.paths).root), *extra]
+        names = installed_imports([(path, source)], roots)
+        key = tuple(sorted({name.split(".")[0] for name in names}))
+        groups.setdefault(key, []).append((path, source))
+        modules.setdefault(key, {}).update(dict.fromkeys(names))
+    return [(tuple(modules[key]), groups[key]) for key in sorted(groups, key=lambda key: (len(key), key))]
+
+
+def _server(settings: Settings, libraries: tuple[str, ...], files: int):
+    import contextlib
+
+    if not settings.warm:
+        return contextlib.nullcontext(None)
+    from frontends.fork_server import warm_runs
+
+    return warm_runs(cpu_seconds=settings.timeout * files + 60.0, libraries=libraries)
 
 
 def check_file(path: Path, source: str, settings: Settings, progress: Progress = None,
