@@ -135,7 +135,8 @@ def recorded_outcomes(path: str) -> list[Outcome]:
         mutant = Recorded(r["file"], r["operator"], r["line"], r["change"], r["digest"], r.get("library", False),
                           r.get("diff", ""))
         verdict = tool.ToolVerdict(r["tool"], r["tool_exit"], r["tool_seconds"], r["tool_detail"],
-                                   tuple(r.get("tool_lines", ())), tuple(r.get("tool_repair_lines", ())))
+                                   tuple(r.get("tool_lines", ())), tuple(r.get("tool_repair_lines", ())),
+                                   tuple(r.get("tool_files", ())))
         out.append(Outcome(mutant, gt.Truth(r["ground_truth"], r["ground_truth_reason"]), verdict))
     return out
 
@@ -197,17 +198,32 @@ def confusion(outcomes: list[Outcome]) -> dict:
     return {"matrix": matrix, "left_out": left_out}
 
 
-def line_hits(outcomes: list[Outcome]) -> dict:
-    """Found bugs (differ + violations) of driver/gallery mutants: how many name the mutated line as
-    the primary (first error) line, and how many as a repair line.  Library mutants are counted apart:
-    their mutated line is in the library, which the tool's lines (the driver's) do not point into."""
+def _names(mutant, line: int, file: str | None) -> bool:
+    """An error's (line, file) is the mutated site: a driver mutant's line in the checked file itself
+    (no other file named), a library mutant's line in a file ending with the mutated library path."""
+    if line != mutant.line:
+        return False
+    if isinstance(mutant, LibraryMutant):
+        return bool(file) and ("/" + file.replace("\\", "/")).endswith("/" + mutant.file)
+    return not file
+
+
+def _located(verdict) -> list[tuple[int, str | None]]:
+    files = verdict.files if len(verdict.files) == len(verdict.lines) else (None,) * len(verdict.lines)
+    return list(zip(verdict.lines, files))
+
+
+def line_hits(outcomes: list[Outcome], library: bool = False) -> dict:
+    """Found bugs (differ + violations) of driver/gallery mutants (``library``: of library mutants, whose
+    mutated line is in the library file, so the error must name that file too): how many name the
+    mutated line as the primary (first error) line, and how many as a repair line (the checked file's)."""
     found = [o for o in outcomes if o.truth.status == gt.DIFFER and o.verdict.verdict == tool.VIOLATIONS
-             and not is_library(o.mutant)]
-    primary = sum(1 for o in found if o.verdict.lines and o.verdict.lines[0] == o.mutant.line)
-    anywhere = sum(1 for o in found if o.mutant.line in o.verdict.lines)
-    repair = sum(1 for o in found if o.mutant.line in o.verdict.repair_lines)
-    either = sum(1 for o in found if (o.verdict.lines and o.verdict.lines[0] == o.mutant.line)
-                 or o.mutant.line in o.verdict.repair_lines)
+             and is_library(o.mutant) == library and (not library or isinstance(o.mutant, LibraryMutant))]
+    primary = sum(1 for o in found if _located(o.verdict) and _names(o.mutant, *_located(o.verdict)[0]))
+    anywhere = sum(1 for o in found if any(_names(o.mutant, *at) for at in _located(o.verdict)))
+    repair = 0 if library else sum(1 for o in found if o.mutant.line in o.verdict.repair_lines)
+    either = sum(1 for o in found if (_located(o.verdict) and _names(o.mutant, *_located(o.verdict)[0]))
+                 or (not library and o.mutant.line in o.verdict.repair_lines))
     return {"found": len(found), "primary": primary, "any_error_line": anywhere, "repair": repair, "either": either}
 
 
@@ -228,6 +244,9 @@ def render(outcomes: list[Outcome], summary: dict) -> str:
     text += "\n" + _hits_text(line_hits(outcomes))
     if real:
         text += "\nrealcode drivers only: " + _hits_text(line_hits(real))
+    if any(isinstance(o.mutant, LibraryMutant) for o in outcomes):
+        text += "\nlibrary mutants (the error must name the library file and line): " + \
+            _hits_text(line_hits(outcomes, library=True)).replace(", library mutants apart", "")
     return text
 
 
@@ -355,9 +374,12 @@ def main(argv: list[str] | None = None) -> int:
             "tool": o.verdict.verdict, "tool_exit": o.verdict.exit_code, "tool_detail": o.verdict.detail,
             "tool_seconds": round(o.verdict.seconds, 2), "wrong": o.wrong, "realcode": is_realcode(o.mutant),
             "tool_lines": list(o.verdict.lines), "tool_repair_lines": list(o.verdict.repair_lines),
+            "tool_files": list(o.verdict.files),
             "diff": diff(o.mutant), "library": is_library(o.mutant),
         } for o in outcomes]
-        Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes), "mutants": records}, indent=1))
+        Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes),
+                                               "library_line_hits": line_hits(outcomes, library=True),
+                                               "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
 
 

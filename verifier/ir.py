@@ -26,6 +26,10 @@ class Span:
 
     line: int | None = None
     file: str | None = None
+    # the innermost line of the user's own code outside this file the op ran in (a package of theirs
+    # the file calls into: one under --path or beside the file), as (file, line); None when the op
+    # ran in this file's own lines or in installed code only
+    within: tuple[str, int] | None = None
 
     def __str__(self) -> str:
         if self.line is None:

@@ -48,10 +48,13 @@ class Diagnostic:
     # where the repair goes (the line a verified fix changes, or after which it inserts), when one was
     # found; ``line`` is where the first diverging value is produced
     repair_line: int | None = None
+    # the file ``line`` is in when it is not the report's file: a module of the user's own package
+    # the checked file calls into (its path); ``repair_line`` is always in the report's file
+    file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "severity": self.severity, "line": self.line, "column": self.column,
-                "repair_line": self.repair_line, "message": self.message, "hint": self.hint,
+                "file": self.file, "repair_line": self.repair_line, "message": self.message, "hint": self.hint,
                 "counterexample": self.counterexample.to_json() if self.counterexample else None}
 
 

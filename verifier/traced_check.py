@@ -25,6 +25,7 @@ and occurrence).
 """
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -423,14 +424,21 @@ def _by_subsequence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[
 
 def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
     """Rank value name -> reference value name of the paired op."""
-    pairs = {}
+    pairs, read = {}, {}
     for position, partner in paired_positions(reference, ops).items():
         pairs.update(zip(ops[position].results, reference[partner].results))
-    return pairs
+        if len(ops[position].args) == len(reference[partner].args):
+            read.update(zip(ops[position].args, reference[partner].args))
+    # a value with no paired producer (a rank's shard cut by an op the single device does not
+    # record: chunk(w, 1)[0] is w itself) pairs with what the paired reader reads there
+    return {**read, **pairs}
 
 
-def _consistent(rank_value: Any, reference_value: Any) -> bool:
-    """Equal to the reference value, or to one block of it (a shard)."""
+def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, world: int | None = None) -> bool:
+    """Equal to the reference value, or to one block of it (a shard).  Given the rank and world: a
+    value cut into ``world`` blocks along one dim must be the rank's own block there (block
+    ``rank``); another rank's block (``[world - 1 - rank]``, ``[0]`` on rank 1) is where a wrong
+    shard enters, though each of its values is one the single device computes too."""
     got, want = np.asarray(rank_value), np.asarray(reference_value)
     if got.shape == want.shape:
         return _close(got, want)
@@ -439,11 +447,23 @@ def _consistent(rank_value: Any, reference_value: Any) -> bool:
     counts = [w // g for g, w in zip(got.shape, want.shape)]
     if np.prod(counts) > 64:
         return False
-    for block in np.ndindex(*counts):
+    own = _own_block(counts, rank, world)
+    blocks = [own] if own is not None else list(np.ndindex(*counts))
+    for block in blocks:
         index = tuple(slice(b * g, (b + 1) * g) for b, g in zip(block, got.shape))
         if _close(got, want[index]):
             return True
     return False
+
+
+def _own_block(counts: list[int], rank: int | None, world: int | None) -> tuple[int, ...] | None:
+    """The block a rank holds of a value cut ``world`` ways along one dim (the contiguous shard every
+    sharding helper gives rank r); None when the cut says nothing about ranks (several dims cut, or
+    not ``world`` ways: a mesh dim's shard, a zigzag's 2 * world chunks)."""
+    cut = [d for d, c in enumerate(counts) if c > 1]
+    if rank is None or world is None or len(cut) != 1 or counts[cut[0]] != world or not 0 <= rank < world:
+        return None
+    return tuple(rank if d == cut[0] else 0 for d in range(len(counts)))
 
 
 def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | None:
@@ -453,13 +473,30 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
     producer = {name: op for op in ops for name in op.results}
     pairs = _pairing(program.reference, ops)
     env, reference = runs.ranks[rank], runs.reference
+    others: list[dict[str, str]] | None = None   # per rank: reference value -> that rank's value
+
+    def partial(partner: str) -> bool:
+        """Every rank's value of ``partner`` is a term of it: summed (or averaged) over the ranks they
+        make the single device's value, a partial sum the code reduces later, not a wrong value."""
+        nonlocal others
+        if others is None:
+            others = [{theirs: mine for mine, theirs in _pairing(program.reference, rank_ops).items()
+                       if mine in {n for op in rank_ops for n in op.results}} for rank_ops in program.ranks]
+        names = [others[r].get(partner) for r in range(program.world)]
+        if program.world < 2 or any(n is None or n not in runs.ranks[r] for r, n in enumerate(names)):
+            return False
+        want = np.asarray(reference[partner])
+        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(names)]
+        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
+            return False
+        return _terms_of(values, want, program.world)
 
     def differs(name: str) -> bool:
         partner = pairs.get(name)
         if partner is None or name not in env or partner not in reference:
             return False
         try:
-            return not _consistent(env[name], reference[partner])
+            return not _consistent(env[name], reference[partner], rank, program.world) and not partial(partner)
         except (TypeError, ValueError):
             return False
 
@@ -475,6 +512,39 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
             return _own_draw(program, op) or op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
     return op
+
+
+def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:
+    """The ranks' values sum (or average) to ``want`` and are not all the same: per-rank terms of a
+    reduction.  Equal values that sum to it are the single device's value scaled by 1 / world (a
+    division too many), which is wrong where it happens."""
+    floats = [v.astype(float) for v in values]
+    if all(_close(v, floats[0]) for v in floats[1:]):
+        return False
+    total = np.sum(floats, axis=0)
+    return _close(total, want) or _close(total / world, want)
+
+
+def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> Op | None:
+    """The compared value is, on every rank, a term of the single device's: summed (or averaged) over
+    the ranks they make it.  Nothing is wrong up to its last op; the reduction it misses belongs where
+    the value is handed back (the entry's ``return`` for an output), so that is where it is named."""
+    if program.world < 2 or any(n is None for n in comparison.per_rank) or comparison.kind != "output" \
+            or comparison.span.line is None:
+        return None
+    try:
+        want = np.asarray(runs.reference[comparison.reference])
+        whole = tuple((0, int(d)) for d in want.shape)
+        if any(r is not None and tuple(tuple(int(x) for x in b) for b in r) != whole for r in comparison.regions):
+            return None   # each rank holds a piece: not a term of the whole
+        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(comparison.per_rank)]
+        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
+            return None
+        if not _terms_of(values, want, program.world):
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {}, comparison.span)
 
 
 def _own_draw(program: TracedProgram, op: Op) -> Op | None:
@@ -502,12 +572,33 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
     return f"; {leaf} assumed whole (replicated) on rank {rank}" if any(s.name == leaf for s in program.inputs) else ""
 
 
+def _where(op: Op | None) -> str:
+    """The culprit's place for a message: its line, and the line of the user's package it ran in."""
+    if op is None:
+        return ""
+    if op.span.within is not None:
+        file, line = op.span.within
+        called = f", called from line {op.span.line}" if op.span.line is not None else ""
+        return f"{os.path.basename(file)} line {line}{called}"
+    return f"line {op.span.line}"
+
+
+def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample) -> Diagnostic:
+    """A violation located at its culprit: the line of the user's package the op ran in (with its
+    file) when it ran there, else the culprit's line in the checked file, else ``line``."""
+    if op is not None and op.span.within is not None:
+        file, inner = op.span.within
+        return Diagnostic(check, ERROR, message, inner, counterexample, file=file)
+    return Diagnostic(check, ERROR, message, op.span.line if op is not None and op.span.line is not None else line,
+                      counterexample)
+
+
 def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str,
                       confirm: Confirm | None = None) -> None:
     mismatch, runs = found
     comparison, rank = mismatch.comparison, mismatch.rank
     name = comparison.per_rank[rank]
-    op = culprit(program, runs, rank, name)
+    op = _unreduced(program, runs, comparison) or culprit(program, runs, rank, name)
     where = f"{comparison.label}[{','.join(map(str, mismatch.index))}]" if mismatch.index else comparison.label
     expected = _pick(mismatch.expected, mismatch.index)
     got = _pick(mismatch.got, mismatch.index)
@@ -518,7 +609,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
             _unconfirmed(report, finding, confirmation, f"{where} is {got} on rank {rank} where one device "
                                                         f"computes {expected}", op)
             return
-        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op)
+        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs)
         return
     shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
         f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
@@ -529,23 +620,31 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                   for r, n in enumerate(comparison.per_rank) if n is not None},
         value=where,
         note=f"single device computes {where} = {expected}; rank {rank} holds {got}{shape_note}")
-    culprit_text = f"; the values first go wrong at {op.kind} (line {op.span.line}) on rank {rank}" \
+    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {rank}" \
         if op is not None else ""
-    report.add(Diagnostic("equivalence", ERROR,
-                          f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
-                          f"{culprit_text}{_layout(program, comparison, rank)}",
-                          op.span.line if op is not None and op.span.line is not None else comparison.span.line,
-                          counterexample))
+    report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
+                                         f"{culprit_text}{_layout(program, comparison, rank)}",
+                          op, comparison.span.line, counterexample))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
-                       comparison: Comparison, rank: int, op: Op | None) -> None:
+                       comparison: Comparison, rank: int, op: Op | None, runs: _Runs | None = None) -> None:
     """The violation as torch shows it: its values, on the value and rank where torch's differ."""
     shown = next((c for c in program.comparisons if c.label == confirmation.label), comparison)
     if confirmation.rank is not None:
         rank = confirmation.rank
-    if shown is not comparison:
-        op = None   # the model's localisation was about another value
+    if (shown is not comparison or confirmation.rank is not None) and runs is not None:
+        # torch shows another value (or rank) than the model's first: where the model's values of
+        # that one first go wrong, when they do; else the model's culprit (the same code ran)
+        name = shown.per_rank[rank] if rank < len(shown.per_rank) else None
+        if name is not None and name in runs.ranks[rank] and shown.reference in runs.reference:
+            try:
+                wrong = not _close(_region(runs.reference[shown.reference], shown.regions[rank]),
+                                   runs.ranks[rank][name])
+            except (TypeError, ValueError):
+                wrong = False
+            if wrong:
+                op = _unreduced(program, runs, shown) or culprit(program, runs, rank, name) or op
     index = confirmation.index
     where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
     if confirmation.label is None:   # torch shows no value: a rank raised
@@ -560,13 +659,11 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
         per_rank={key: {label: plain(value) for label, value in values.items()}
                   for key, values in confirmation.per_rank.items()},
         value=where, note=note)
-    culprit_text = f"; the values first go wrong at {op.kind} (line {op.span.line}) on rank {rank}" \
+    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {rank}" \
         if op is not None else ""
-    report.add(Diagnostic("equivalence", ERROR,
-                          f"{shown.label} differs from the single-device run on rank {rank} ({how}; {confirmation.detail})"
-                          f"{culprit_text}{_layout(program, shown, rank)}",
-                          op.span.line if op is not None and op.span.line is not None else shown.span.line,
-                          counterexample))
+    report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
+                                         f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
+                          op, shown.span.line, counterexample))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})

@@ -97,6 +97,15 @@ def _counterexample_tables(diagnostic: Diagnostic) -> list[Table]:
     return tables
 
 
+def _lines_of(path: str) -> list[str] | None:
+    """The lines of another file a diagnostic points into (a module of the user's package)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _short(value: Any, limit: int = 90) -> str:
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -109,14 +118,15 @@ def render_text(report: Report, console: Console, source_lines: list[str] | None
     attach_repair_lines(report)
     for diagnostic in report.diagnostics:
         style = _SEVERITY_STYLE.get(diagnostic.severity, "")
-        location = f"{report.file or '<program>'}:{diagnostic.line}" if diagnostic.line else (report.file or "")
+        shown_file = diagnostic.file or report.file
+        location = f"{shown_file or '<program>'}:{diagnostic.line}" if diagnostic.line else (report.file or "")
         head = Text()
         head.append(f"{diagnostic.severity}", style=f"bold {style}")
         head.append(f" [{diagnostic.check}] ", style="dim")
         head.append(f"{location}: " if location else "")
         head.append(diagnostic.message)
         console.print(head)
-        code = _source_line(source_lines, diagnostic.line)
+        code = _source_line(_lines_of(diagnostic.file) if diagnostic.file else source_lines, diagnostic.line)
         if code is not None:
             console.print(Text(f"    {diagnostic.line:>4} | {code}", style="dim"))
         if diagnostic.repair_line is not None and diagnostic.repair_line != diagnostic.line:
@@ -162,7 +172,7 @@ def render_sarif(reports: list[Report]) -> str:
                 "message": {"text": diagnostic.message + (f" Hint: {diagnostic.hint}" if diagnostic.hint else "")},
             }
             if report.file:
-                location: dict[str, Any] = {"artifactLocation": {"uri": report.file}}
+                location: dict[str, Any] = {"artifactLocation": {"uri": diagnostic.file or report.file}}
                 if diagnostic.line:
                     location["region"] = {"startLine": diagnostic.line}
                     if diagnostic.column:
@@ -200,7 +210,7 @@ def render_github(reports: list[Report]) -> str:
             if diagnostic.severity == NOTE:
                 continue
             level = "error" if diagnostic.severity == ERROR else "warning"
-            where = f"file={report.file}" + (f",line={diagnostic.line}" if diagnostic.line else "")
+            where = f"file={diagnostic.file or report.file}" + (f",line={diagnostic.line}" if diagnostic.line else "")
             message = diagnostic.message + (f" Hint: {diagnostic.hint}" if diagnostic.hint else "")
             escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
             lines.append(f"::{level} {where},title=verify-agent {diagnostic.check}::{escaped}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import time
 from dataclasses import dataclass, replace
@@ -166,9 +167,19 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm)
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
+    _shown_files(report)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
     report.seconds = time.perf_counter() - started
     return TracedResult(report, program=outcome, options=options)
+
+
+def _shown_files(report: Report) -> None:
+    """A diagnostic's other file (a module of the user's package) as the user names files: relative
+    to the working directory when it lies below it."""
+    here = os.path.join(os.getcwd(), "")
+    for diagnostic in report.diagnostics:
+        if diagnostic.file and os.path.isabs(diagnostic.file) and diagnostic.file.startswith(here):
+            diagnostic.file = os.path.relpath(diagnostic.file, here)
 
 
 def _refusal(outcome) -> str:

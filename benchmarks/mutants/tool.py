@@ -24,6 +24,7 @@ class ToolVerdict:
     detail: str  # first diagnostic / error line, for the report
     lines: tuple[int, ...] = ()         # lines of the error diagnostics, the first (primary) one first
     repair_lines: tuple[int, ...] = ()  # lines where the diagnostics say the repair goes ("repair_line")
+    files: tuple[str | None, ...] = ()  # per line: the file it is in when not the checked one ("file")
 
 
 def _command() -> list[str]:
@@ -100,6 +101,7 @@ def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolV
     detail = ""
     lines: tuple[int, ...] = ()
     repair_lines: tuple[int, ...] = ()
+    files: tuple[str | None, ...] = ()
     try:
         report = json.loads(stdout)
         said = report.get("verdict")
@@ -107,6 +109,7 @@ def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolV
         diags = [d for d in diags if isinstance(d, dict)]
         errors = [d for d in diags if d.get("severity") in ("error", "violation")]
         lines = tuple(d["line"] for d in errors if isinstance(d.get("line"), int))
+        files = tuple(d.get("file") for d in errors if isinstance(d.get("line"), int))
         repair_lines = tuple(d["repair_line"] for d in errors if isinstance(d.get("repair_line"), int))
         if diags:  # the first error-level diagnostic says most; else the first note
             d = next((d for d in diags if d.get("severity") in ("error", "violation")), diags[0])
@@ -117,7 +120,7 @@ def _verdict(returncode: int, stdout: str, stderr: str, seconds: float) -> ToolV
     except (json.JSONDecodeError, AttributeError):
         tail = (stderr or stdout).strip().splitlines()
         detail = tail[-1][:200] if tail else ""
-    return ToolVerdict(verdict, returncode, seconds, detail, lines, repair_lines)
+    return ToolVerdict(verdict, returncode, seconds, detail, lines, repair_lines, files)
 
 
 def _consistent(said: str, by_exit: str) -> bool:

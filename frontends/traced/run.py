@@ -469,7 +469,7 @@ def run_once(request: RunRequest, world: int, rank: int, reference: RunResult | 
 
 def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult | None) -> RunResult:
     init_group(world, rank)
-    spans = SpanFinder(request.path, request.shown_as)
+    spans = SpanFinder(request.path, request.shown_as, request.paths)
     recorder = Recorder(spans, simulated=world > 1)
     harness.reset()
     try:
@@ -832,8 +832,10 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     try:
         with anomaly, recorder, FollowDataAssignment(recorder):
             passed = _as_activations(tensors)
+            returned = _ReturnLine(fn, recorder.spans)
             try:
-                out = fn(*passed)
+                with returned:
+                    out = fn(*passed)
             except Exception as error:  # the user's code raised: say where
                 if _ours(error):
                     raise
@@ -841,7 +843,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             flat = _flatten(out)
             values, loss_terms = [], []
             for index, (path, tensor) in enumerate(flat):
-                values.append(_output_value(recorder, index, path, tensor))
+                values.append(_output_value(recorder, index, path, tensor, returned.line))
             leaves[:] = _with_autograd_readers(leaves, tensors, [t for _, t in flat], passed)
             passes = ("forward",)
             for index, (path, tensor) in enumerate(flat):
@@ -916,10 +918,42 @@ def _user_line(error: BaseException, recorder: Recorder) -> int | None:
     return line
 
 
-def _output_value(recorder: Recorder, index: int, path: str, tensor: Any) -> Value:
+class _ReturnLine:
+    """The line of the ``return`` that ended the entry (when the entry is the user's file's code): where
+    its outputs are handed back, so where a reduction the outputs miss belongs.  A trace function on
+    this thread that follows the entry's own frame only (other frames are not traced)."""
+
+    def __init__(self, fn: Any, spans: SpanFinder) -> None:
+        code = getattr(getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn, "__code__", None)
+        self._code = code if code is not None and spans._is_user(code.co_filename) else None
+        self.line: int | None = None
+
+    def _global(self, frame, event, arg):
+        return self._local if frame.f_code is self._code else None
+
+    def _local(self, frame, event, arg):
+        if event == "return":
+            self.line = frame.f_lineno
+        return self._local
+
+    def __enter__(self):
+        self._previous = sys.gettrace()
+        if self._code is not None and self._previous is None:
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        if self._code is not None and self._previous is None:
+            sys.settrace(None)
+        return False
+
+
+def _output_value(recorder: Recorder, index: int, path: str, tensor: Any, returned: int | None = None) -> Value:
     region, why = dtensor_region(tensor)
     local = _local(tensor)
     span = recorder.spans.span()
+    if returned is not None:
+        span = Span(returned, span.file)
     if why:
         recorder.problem(span, f"output {index}: {why}")
     name = recorder.name_of(local, span)

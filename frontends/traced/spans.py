@@ -5,6 +5,11 @@ line that called into the library).  Backward ops of a custom ``autograd.Functio
 user's own backward code, so the same frame walk finds its lines.  Other backward ops run
 inside the autograd engine: anomaly mode keeps, on each graph node, the stack of the forward
 call that created it, and that stack names the user's forward line.
+
+An op that runs inside the user's own package (a file under a ``--path`` directory or below the
+checked file's folder, not an installed library nor this tool) also carries the innermost such
+line (``Span.within``): a bug inside that package is reported where it is, not at the line of the
+checked file that called into it.
 """
 from __future__ import annotations
 
@@ -17,11 +22,21 @@ from verifier.ir import Span
 _TRACEBACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
+_TOOL = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TOOL_PACKAGES = tuple(os.path.join(_TOOL, name) + os.sep
+                       for name in ("frontends", "verifier", "verify_agent", "agent", "tir_lifter"))
+
+
 class SpanFinder:
-    def __init__(self, user_file: str, shown_as: str) -> None:
+    def __init__(self, user_file: str, shown_as: str, paths: tuple[str, ...] = ()) -> None:
         self._user_file = os.path.realpath(user_file)
         self.shown_as = shown_as
         self._same: dict[str, bool] = {}
+        self._own: dict[str, str | None] = {}
+        # the user's own code: the --path directories and the checked file's folder (not resolved:
+        # a package tree of links to installed files is still the tree the user named)
+        self._roots = tuple(os.path.join(os.path.abspath(p), "") for p in
+                            (*paths, os.path.dirname(os.path.abspath(user_file))))
         self.fallback: int | None = None   # the line of the user's .backward() (or the entry call)
 
     def _is_user(self, filename: str) -> bool:
@@ -30,31 +45,58 @@ class SpanFinder:
             known = self._same[filename] = os.path.realpath(filename) == self._user_file
         return known
 
+    def _own_file(self, filename: str) -> str | None:
+        """``filename`` as an absolute path when it is the user's own code outside the checked file."""
+        if filename in self._own:
+            return self._own[filename]
+        path = os.path.abspath(filename) if filename and not filename.startswith("<") else ""
+        own = path if path and not self._is_user(filename) and path.startswith(self._roots) \
+            and not path.startswith(_TOOL_PACKAGES) and not _installed(path) else None
+        self._own[filename] = own
+        return own
+
     def span(self) -> Span:
         node = _current_autograd_node()
+        within = None
         if node is not None and not _is_custom_function(node):
-            line = self._line_from_node(node)
+            line, within = self._line_from_node(node)
             if line is not None:
-                return Span(line, self.shown_as)
+                return Span(line, self.shown_as, within)
         frame = sys._getframe(1)
+        inner = within is None   # a backward node's forward line in the user's package wins
         while frame is not None:
-            if self._is_user(frame.f_code.co_filename):
-                return Span(frame.f_lineno, self.shown_as)
+            filename = frame.f_code.co_filename
+            if self._is_user(filename):
+                return Span(frame.f_lineno, self.shown_as, within)
+            if inner and within is None:
+                own = self._own_file(filename)
+                if own is not None:
+                    within = (own, frame.f_lineno)
             frame = frame.f_back
-        return Span(self.fallback, self.shown_as)
+        return Span(self.fallback, self.shown_as, within)
 
-    def _line_from_node(self, node) -> int | None:
+    def _line_from_node(self, node) -> tuple[int | None, tuple[str, int] | None]:
         try:
             stack = node.metadata.get("traceback_")
         except (AttributeError, RuntimeError):
-            return None
+            return None, None
         if not stack:
-            return None
+            return None, None
+        within = None
         for entry in reversed(stack):
-            for match in _TRACEBACK_LINE.finditer(entry):
+            for match in reversed(list(_TRACEBACK_LINE.finditer(entry))):
                 if self._is_user(match.group("file")):
-                    return int(match.group("line"))
-        return None
+                    return int(match.group("line")), within
+                if within is None:
+                    own = self._own_file(match.group("file"))
+                    if own is not None:
+                        within = (own, int(match.group("line")))
+        return None, within
+
+
+def _installed(path: str) -> bool:
+    parts = path.split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def _current_autograd_node():

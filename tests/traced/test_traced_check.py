@@ -106,11 +106,14 @@ def test_assumptions_are_repeated_in_the_report():
     assert any("no backward pass was recorded" in m for m in messages(report, "assumption"))
 
 
-def test_tp_mlp_missing_all_reduce_is_found_at_the_row_parallel_matmul():
+def test_tp_mlp_missing_all_reduce_is_found_where_the_partial_sum_is_handed_back():
+    # the row-parallel matmul (line 12) computes a right partial sum on each rank; line 13 hands
+    # it back unreduced (a copy where the all-reduce belongs): the line a user must change
     report = check_traced(tp_mlp(reduce_output=False))
     assert report.verdict == VIOLATIONS
     (diagnostic,) = [d for d in report.diagnostics if d.check == "equivalence"]
-    assert diagnostic.line == 12 and "output 0" in diagnostic.message
+    assert diagnostic.line == 13 and "output 0" in diagnostic.message
+    assert "partial sum no collective reduces" in diagnostic.message
     assert diagnostic.counterexample is not None and diagnostic.counterexample.confirmed
 
 
@@ -126,11 +129,12 @@ def test_tp_mlp_with_backward_proves_parameter_and_input_gradients():
 
 
 def test_missing_input_gradient_all_reduce_names_the_gradient_and_layout():
-    """Issue 12 pattern 1: the input gradient stays a per-rank partial sum."""
+    """Issue 12 pattern 1: the input gradient stays a per-rank partial sum.  Line 20's matmul computes
+    a right partial sum on each rank; line 21 passes it on unreduced (where the all-reduce belongs)."""
     report = check_traced(tp_mlp(backward=True, reduce_dx=False))
     assert report.verdict == VIOLATIONS
     (diagnostic,) = [d for d in report.diagnostics if d.check == "equivalence"]
-    assert "gradient of x" in diagnostic.message and diagnostic.line == 20
+    assert "gradient of x" in diagnostic.message and diagnostic.line == 21
     assert "x assumed whole" in diagnostic.message
 
 
