@@ -347,10 +347,10 @@ def _lg_attn(world):
 
 
 LITGPT = [
-    Entry("litgpt", LG_TP, "tensor_parallel_linear", _lg_linear("colwise"), (In("x", (4, 16)),), out=-1,
-          variant="colwise", tool=("--expect", "out=Shard(-1)")),
-    Entry("litgpt", LG_TP, "tensor_parallel_linear", _lg_linear("rowwise"), (In("x", (4, 16), dim=-1),),
-          variant="rowwise_partial", tool=("--expect", "x=Shard(-1)")),
+    Entry("litgpt", LG_TP, "tensor_parallel_linear", _lg_linear("colwise"), (In("input", (4, 16)),), out=-1,
+          variant="colwise", tool=("--expect", "out=Shard(-1)", "--arg", "style='colwise'")),
+    Entry("litgpt", LG_TP, "tensor_parallel_linear", _lg_linear("rowwise"), (In("input", (4, 16), dim=-1),),
+          variant="rowwise_partial", tool=("--expect", "input=Shard(-1)", "--arg", "style='rowwise'")),
     Entry("litgpt", LG_TP, "tensor_parallel_mlp", _lg_mlp, (In("x", (2, 4, 16)),)),
     Entry("litgpt", LG_TP, "tensor_parallel", _lg_gpt, (In("idx", (2, 8), high=32),)),
 ]

@@ -107,6 +107,12 @@ def _rank_raised(error, rank: int, world: int):
     if error.unreal is not None and not _shape_error(error):
         return TraceFailure("unsupported", f"rank {rank} of {world} raises where the single-device run does not "
                                            f"({error}), but {error.unreal}: not evidence of a bug", error.line)
+    drawn = getattr(error, "drawn", None)
+    if drawn:   # values and shapes of ours: the code may reject them rightly on the ranks
+        return TraceFailure("unsupported", f"rank {rank} of {world} raises where the single-device run does not "
+                                           f"({error}), on values the harness drew for {', '.join(drawn)}: not "
+                                           f"evidence of a bug (give them with --input/--arg, or write a --harness)",
+                            error.line)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
                         error.line)
 

@@ -280,13 +280,14 @@ def _run(meta: dict, arrays: dict):
         target, call_fn = fn, (fn.forward if isinstance(fn, torch.nn.Module) else fn)
     else:
         spec = find_entry(module, meta["entry"])
-        target, _ = traced._construct(module, spec, world, {k: tuple(v) for k, v in meta["shapes"].items()})
+        from frontends.traced.entries import forward_arguments, parse_arg
+
+        stated = dict(parse_arg(text) for text in meta.get("args", ()))
+        target, _ = traced._construct(module, spec, world, {k: tuple(v) for k, v in meta["shapes"].items()}, stated)
         fn = target
         call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        from frontends.traced.entries import parse_arg
-
         names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()},
-                                       dict(parse_arg(text) for text in meta.get("args", ())), world)
+                                       forward_arguments(module, spec, stated), world)
     spans.fallback = traced._definition_line(call_fn, module)
     tensors, inputs_by_name = [], {}
     for name, value in zip(names, inputs):

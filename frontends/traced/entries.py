@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import harness, literals, styles
+from . import harness, literals, styles, transforms
 
 class EntryError(Exception):
     """The file does not say what to run (a usage error, exit 2)."""
@@ -93,6 +93,8 @@ def find_entry(module, entry: str | None) -> EntrySpec:
             return EntrySpec("module", name, args, kwargs)
         if styles.is_parallel_style(obj):
             return EntrySpec("style", name, args, kwargs)
+        if transforms.is_transform(obj):
+            return EntrySpec("transform", name)
         if name == "build":
             return EntrySpec("build", name)
         if callable(obj):
@@ -145,6 +147,25 @@ def construct_style(module, spec: EntrySpec, world: int, shapes: dict | None = N
     """A parallel style applied to a linear of the given input's width (``styles.py``)."""
     style = getattr(module, spec.name)(*spec.args, **spec.kwargs)
     return styles.applied_to_linear(style, input_features(torch.nn.Linear, shapes), world)
+
+
+def construct_transformed(module, spec: EntrySpec, world: int, shapes: dict | None, args: dict | None
+                          ) -> torch.nn.Module:
+    """The module a parallelizing function returns or changes in place (``transforms.py``)."""
+    fn = getattr(module, spec.name)
+    own, _ = transforms.own_arguments(fn, dict(args or {}))
+    cls = harness.resolved_hint(fn, transforms.module_parameter(fn))
+    try:
+        return transforms.transformed(fn, world, input_features(cls, shapes), own)
+    except harness.Unbuildable as error:
+        raise EntryError(f"{spec.name}: {error}") from error
+
+
+def forward_arguments(module, spec: EntrySpec, args: dict | None) -> dict:
+    """The ``--arg`` values for the traced call (a parallelizing function's own are its, not the module's)."""
+    if spec.kind != "transform":
+        return dict(args or {})
+    return transforms.own_arguments(getattr(module, spec.name), dict(args or {}))[1]
 
 
 def construct_module(module, spec: EntrySpec, world: int = 1, shapes: dict | None = None) -> torch.nn.Module:

@@ -27,9 +27,10 @@ from typing import Any
 
 import torch
 
-from . import configs
+from . import configs, strategies
 
 _BUILT: list[str] = []
+_DRAWN: list[str] = []              # call inputs whose values the harness drew (not the user's)
 _CONSTRUCTED: dict[str, int] = {}   # the entry's constructor's integer arguments (given, defaults, built)
 _SIZES = {"in_features": 16, "input_size": 16, "in_dim": 16, "hidden_size": 16, "embedding_dim": 16, "dim": 16,
           "embed_dim": 16, "d_model": 16, "hidden": 16, "out_features": 32, "output_size": 32, "out_dim": 32,
@@ -50,7 +51,13 @@ class Unbuildable(Exception):
 
 def reset() -> None:
     _BUILT.clear()
+    _DRAWN.clear()
     _CONSTRUCTED.clear()
+
+
+def drawn() -> list[str]:
+    """The call inputs whose values this run's harness drew."""
+    return list(_DRAWN)
 
 
 def note(said: str) -> None:
@@ -79,6 +86,11 @@ def _hint(fn, param: inspect.Parameter) -> Any:
         except Exception:   # a hint naming something not importable: keep its text
             return hint
     return hint
+
+
+def resolved_hint(fn, param: inspect.Parameter) -> Any:
+    """The parameter's type hint, resolved, without ``Optional``."""
+    return _bare(_hint(fn, param))
 
 
 def _optional(hint: Any) -> bool:
@@ -181,6 +193,8 @@ def _common_value(fn, param: inspect.Parameter, hint: Any, world: int) -> tuple[
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), f"a 1-D mesh tp={world}"
+    if strategies.is_fabric_hint(_bare(hint)):
+        return strategies.fabric(world)
     if _optional(hint) and not _is_tensor_hint(hint):
         return None, "None (Optional)"
     return None
@@ -231,6 +245,7 @@ def call_arguments(fn, owner: Any, params: list[inspect.Parameter], world: int,
                               f"one rank's shard, and inputs that differ per rank are not built here: write a "
                               f"--harness")
         value, said = _tensor(param.name, owner, float_shape)
+        _DRAWN.append(param.name)
         if value.is_floating_point() and float_shape is None:
             float_shape = tuple(value.shape)
         out.append((param.name, value))

@@ -28,8 +28,8 @@ from . import collectives, harness, megatron_setup, package_state
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
 from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
-from .entries import (EntryError, EntrySpec, construct_module, construct_style, entry_function, example_inputs,
-                      explicitly_not_trainable, find_entry)
+from .entries import (EntryError, EntrySpec, construct_module, construct_style, construct_transformed, entry_function,
+                      example_inputs, explicitly_not_trainable, find_entry, forward_arguments)
 from .location import locate
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
@@ -124,6 +124,7 @@ class UserCodeError(Exception):
         self.line = line
         self.unreal = unreal
         self.tool_arguments = False   # raised on arguments this tool chose (not the file's, not the user's)
+        self.drawn: list[str] = []    # the call inputs the harness drew for this run (their values are ours)
 
 
 def _raised(error: BaseException, recorder: Recorder) -> UserCodeError:
@@ -492,10 +493,11 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         else:
             spec = find_entry(module, request.entry)
             try:
-                target, mesh = _construct(module, spec, world, request.shapes)
+                target, mesh = _construct(module, spec, world, request.shapes, request.args)
                 fn = target
                 call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-                names, inputs = example_inputs(module, call_fn, request.shapes, request.args, world)
+                names, inputs = example_inputs(module, call_fn, request.shapes,
+                                               forward_arguments(module, spec, request.args), world)
             except (EntryError, UserCodeError):
                 raise
             except Exception as error:   # the arguments this tool chose did not build the entry
@@ -515,6 +517,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
             except UserCodeError as error:   # on inputs this tool chose, a harness may get past it
                 error.tool_arguments = guard is None and not request.shapes and _tool_chose_arguments(module, spec) \
                     and not callable(getattr(module, "example_inputs", None))
+                error.drawn = harness.drawn()
                 raise
         result.assumptions += [inference_said] if inference_said else []
         result.constants = constants
@@ -644,7 +647,8 @@ def _definition_line(fn: Any, module) -> int | None:
     return None
 
 
-def _construct(module, spec: EntrySpec, world: int, shapes: dict | None = None) -> tuple[Any, dict[str, int]]:
+def _construct(module, spec: EntrySpec, world: int, shapes: dict | None = None, args: dict | None = None
+               ) -> tuple[Any, dict[str, int]]:
     if spec.kind == "build":
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -656,6 +660,8 @@ def _construct(module, spec: EntrySpec, world: int, shapes: dict | None = None) 
         return construct_module(module, spec, world, shapes), {"tp": world}
     if spec.kind == "style":
         return construct_style(module, spec, world, shapes), {"tp": world}
+    if spec.kind == "transform":
+        return construct_transformed(module, spec, world, shapes, args), {"tp": world}
     return entry_function(module, spec.name), {"tp": world}
 
 

@@ -8,7 +8,9 @@
 - a parallel style named by ``--entry`` (torch's ``ParallelStyle``, transformers' ``TensorParallelLayer``)
   is applied to a linear on the simulated mesh (the style object alone computes nothing);
 - an integer target follows the given logits: their shape without the last dim, values below it;
-- a ``DeviceMesh`` parameter left at None is given the simulated world's mesh.
+- a ``DeviceMesh`` parameter left at None is given the simulated world's mesh;
+- a function that parallelizes a module it is given (litgpt's ``tensor_parallel_linear``) is checked on that
+  module, a Lightning ``Fabric`` given as a stand-in of the simulated world.
 """
 from __future__ import annotations
 
@@ -94,3 +96,30 @@ def test_a_mesh_left_at_none_is_the_simulated_worlds():
     assert (code, body["verdict"]) == (1, "violations"), _messages(body)[:4]
     assert any("mesh=a 1-D mesh tp=2" in m for m in _messages(body))
     assert any(d["severity"] == "error" and "all_reduce" in d["message"] for d in body["diagnostics"])
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_a_function_that_parallelizes_a_module_is_checked_on_that_module():
+    # litgpt's tensor_parallel_linear(fabric, linear, style) shards the linear in place and returns None
+    # (it was 'cannot build parameter fabric'); the linear it shards is traced.  Written for inference,
+    # its column split leaves the input's gradient partial on each rank (gloo: differs)
+    pytest.importorskip("litgpt")
+    code, body = translate("litgpt.generate.tp", "--entry", "tensor_parallel_linear", "--input", "input=4x16",
+                           "--expect", "out=Shard(-1)", "--arg", "style='colwise'")
+    assert (code, body["verdict"]) == (1, "violations"), _messages(body)[:4]
+    assert any("passed to tensor_parallel_linear" in m and "Fabric stand-in" in m for m in _messages(body))
+    assert any(d["severity"] == "error" and "gradient of input" in d["message"] for d in body["diagnostics"])
+
+
+@pytest.mark.torch
+@pytest.mark.realcode
+def test_a_rank_rejecting_values_the_harness_drew_is_not_a_violation():
+    # DeepSpeed's vocab_parallel_cross_entropy with its tp_group left at None treats a rank's logits block
+    # as the whole vocabulary and rejects the drawn targets above it: the arguments are the harness's, not
+    # a bug (gloo, with the group and vocabulary range given: agrees); it was reported as a violation
+    pytest.importorskip("deepspeed")
+    code, body = translate("deepspeed.sequence.cross_entropy", "--entry", "vocab_parallel_cross_entropy",
+                           "--input", "vocab_parallel_logits=4x16", "--expect", "vocab_parallel_logits=Shard(-1)")
+    assert (code, body["verdict"]) == (3, "unsupported"), _messages(body)[:4]
+    assert any("on values the harness drew for target" in m for m in _messages(body))
