@@ -94,12 +94,15 @@ def main() -> int:
             one, cpu, _ = run(["translate", body["file"], "--format", "json", "--llm", "off", "--timeout",
                                str(options.timeout)], timeout=options.timeout + 120)
             try:
-                verdict = json.loads(one.stdout)["verdict"]
+                alone = json.loads(one.stdout)
+                verdict = alone["verdict"]
             except (ValueError, KeyError):
-                verdict = f"unreadable (exit {one.returncode})"
+                alone, verdict = {}, f"unreadable (exit {one.returncode})"
             cold.append(cpu)
             if verdict != body["verdict"]:
-                mismatches.append(f"{Path(body['file']).name}: warm {body['verdict']}, alone {verdict}")
+                why = next((d["message"] for d in alone.get("diagnostics", []) if d.get("severity") == "error"), "")
+                mismatches.append(f"{Path(body['file']).name}: warm {body['verdict']}, alone {verdict} "
+                                  f"({' '.join(why.split())[:200]})")
         if cold:
             warm_same = per_file[:len(cold)]
             print(f"cold, one by one ({len(cold)} files): median {statistics.median(cold):.2f}, "
