@@ -471,7 +471,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
     that differ from their single-device counterparts; stop where every operand agrees."""
     ops = program.ranks[rank]
     producer = {name: op for op in ops for name in op.results}
-    pairs = _pairing(program.reference, ops)
+    pairs = _through_collectives(ops, _pairing(program.reference, ops))
     env, reference = runs.ranks[rank], runs.reference
     others: list[dict[str, str]] | None = None   # per rank: reference value -> that rank's value
 
@@ -523,6 +523,46 @@ def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:
         return False
     total = np.sum(floats, axis=0)
     return _close(total, want) or _close(total / world, want)
+
+
+_COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+def _through_collectives(ops: tuple[Op, ...], pairs: dict[str, str]) -> dict[str, str]:
+    """A collective on one device is the identity, which the single-device run does not record: an
+    unpaired collective's result pairs with what its input pairs with there."""
+    out = dict(pairs)
+    for op in ops:
+        if op.kind.startswith(_COLLECTIVE_KINDS) and len(op.results) == 1 and op.args \
+                and op.results[0] not in out and op.args[0] in out:
+            out[op.results[0]] = out[op.args[0]]
+    return out
+
+
+def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int) -> tuple[Op | None, int]:
+    """The culprit (and its rank) of the earliest op at which any rank's values of ``comparison`` go
+    wrong: a wrong shard on rank 1 (``[0]`` for ``[rank]``) leaves rank 0 right up to the reduction,
+    so rank 0's own walk would stop there.  ``rank``'s culprit when no other rank's is earlier."""
+    best: tuple[tuple[int, int], Op, int] | None = None
+    for r, name in enumerate(comparison.per_rank):
+        if name is None or name not in runs.ranks[r]:
+            continue
+        if r != rank:
+            try:
+                if _close(_region(runs.reference[comparison.reference], comparison.regions[r]), runs.ranks[r][name]):
+                    continue
+            except (KeyError, TypeError, ValueError):
+                continue
+        op = culprit(program, runs, r, name)
+        if op is None:
+            continue
+        position = next((i for i, o in enumerate(program.ranks[r]) if o is op), len(program.ranks[r]))
+        key = (position, 0 if r == rank else 1)
+        if best is None or key < best[0]:
+            best = (key, op, r)
+    if best is None:
+        return None, rank
+    return best[1], best[2]
 
 
 def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> Op | None:
@@ -597,8 +637,10 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                       confirm: Confirm | None = None) -> None:
     mismatch, runs = found
     comparison, rank = mismatch.comparison, mismatch.rank
-    name = comparison.per_rank[rank]
-    op = _unreduced(program, runs, comparison) or culprit(program, runs, rank, name)
+    op = _unreduced(program, runs, comparison)
+    culprit_rank = rank
+    if op is None:
+        op, culprit_rank = first_culprit(program, runs, comparison, rank)
     where = f"{comparison.label}[{','.join(map(str, mismatch.index))}]" if mismatch.index else comparison.label
     expected = _pick(mismatch.expected, mismatch.index)
     got = _pick(mismatch.got, mismatch.index)
@@ -609,7 +651,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
             _unconfirmed(report, finding, confirmation, f"{where} is {got} on rank {rank} where one device "
                                                         f"computes {expected}", op)
             return
-        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs)
+        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs, culprit_rank)
         return
     shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
         f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
@@ -620,7 +662,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                   for r, n in enumerate(comparison.per_rank) if n is not None},
         value=where,
         note=f"single device computes {where} = {expected}; rank {rank} holds {got}{shape_note}")
-    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {rank}" \
+    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {culprit_rank}" \
         if op is not None else ""
     report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
@@ -628,7 +670,8 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
-                       comparison: Comparison, rank: int, op: Op | None, runs: _Runs | None = None) -> None:
+                       comparison: Comparison, rank: int, op: Op | None, runs: _Runs | None = None,
+                       culprit_rank: int | None = None) -> None:
     """The violation as torch shows it: its values, on the value and rank where torch's differ."""
     shown = next((c for c in program.comparisons if c.label == confirmation.label), comparison)
     if confirmation.rank is not None:
@@ -644,7 +687,10 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
             except (TypeError, ValueError):
                 wrong = False
             if wrong:
-                op = _unreduced(program, runs, shown) or culprit(program, runs, rank, name) or op
+                found = _unreduced(program, runs, shown)
+                if found is None:
+                    found, culprit_rank = first_culprit(program, runs, shown, rank)
+                op = found or op
     index = confirmation.index
     where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
     if confirmation.label is None:   # torch shows no value: a rank raised
@@ -659,8 +705,8 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
         per_rank={key: {label: plain(value) for label, value in values.items()}
                   for key, values in confirmation.per_rank.items()},
         value=where, note=note)
-    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {rank}" \
-        if op is not None else ""
+    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank " \
+                   f"{rank if culprit_rank is None else culprit_rank}" if op is not None else ""
     report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
                           op, shown.span.line, counterexample))
