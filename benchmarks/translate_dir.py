@@ -77,7 +77,8 @@ def main() -> int:
         per_file = [f["stats"]["cpu_seconds"] for f in files]
         for body, cpu in zip(files, per_file):
             started = "  (a warm server started)" if body["stats"].get("server_start") else ""
-            print(f"  {cpu:6.2f} CPU s  {body['verdict']:<12} {Path(body['file']).name}{started}")
+            print(f"  {cpu:6.2f} CPU s ({body['stats'].get('tool_cpu_seconds', 0.0):5.2f} in the tool's process)  "
+                  f"{body['verdict']:<12} {Path(body['file']).name}{started}")
         if not per_file:
             return 1
         # the first file of each group of files importing the same installed libraries starts that group's server

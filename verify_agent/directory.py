@@ -46,6 +46,7 @@ class FileResult:
     cpu_seconds: float = 0.0
     seconds: float = 0.0
     server_start: bool = False                   # a warm server was started during this file (its CPU is here)
+    tool_cpu_seconds: float = 0.0                # of it, the tool's own process (the proof, the report)
 
     @property
     def exit_code(self) -> int:
@@ -65,7 +66,9 @@ class FileResult:
         from .render import render_json
 
         body = json.loads(render_json(cap_report(self.report)) if self.report is not None else as_json(self.failure))
-        body.setdefault("stats", {}).update(cpu_seconds=round(self.cpu_seconds, 3), server_start=self.server_start)
+        body.setdefault("stats", {}).update(cpu_seconds=round(self.cpu_seconds, 3),
+                                            tool_cpu_seconds=round(self.tool_cpu_seconds, 3),
+                                            server_start=self.server_start)
         return body
 
     def rows(self) -> list[tuple[str, str, str, str]]:
@@ -147,13 +150,14 @@ def check_directory(directory: Path, settings: Settings, progress: Progress = No
                     result.files.append(FileResult(str(path), report=_not_reached(str(path))))
                     continue
                 before, clock, file_started = _cpu_seconds(server), time.perf_counter(), time.monotonic()
-                starts = server.starts if server is not None else 0
+                starts, own = (server.starts if server is not None else 0), _own_cpu_seconds()
 
                 def left(file_started=file_started) -> float:
                     return min(remaining(), settings.timeout - (time.monotonic() - file_started))
 
                 checked = check_file(path, source, settings, progress, left)
                 checked.cpu_seconds = _cpu_seconds(server) - before
+                checked.tool_cpu_seconds = _own_cpu_seconds() - own
                 checked.seconds = time.perf_counter() - clock
                 checked.server_start = server is not None and server.starts > starts
                 result.files.append(checked)
@@ -256,6 +260,11 @@ def _not_reached(path: str) -> Report:
     report = Report(path, {})
     report.add(Diagnostic("unsupported", ERROR, "not checked: the time limit (--timeout) was reached before this file"))
     return report
+
+
+def _own_cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def _cpu_seconds(server) -> float:
