@@ -367,11 +367,13 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
         return out
 
     reference_lines = by_line(reference)
+    weights = _pairing_weights(ops)
     pairs = {}
     for line, positions in by_line(ops).items():
         partners = reference_lines.get(line)
         if partners:
-            pairs.update(_aligned([ops[p] for p in positions], [reference[p] for p in partners], positions, partners))
+            pairs.update(_aligned([ops[p] for p in positions], [reference[p] for p in partners], positions, partners,
+                                  [weights[p] for p in positions]))
     return {position: partner for position, partner in pairs.items()
             if len(reference[partner].results) == len(ops[position].results)}
 
@@ -379,13 +381,29 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
 _ALIGNMENT_CELLS = 250_000  # a line's rank ops x reference ops above which pairs go by occurrence
 
 
-def _aligned(ops: list[Op], reference: list[Op], positions: list[int], partners: list[int]) -> dict[int, int]:
+def _aligned(ops: list[Op], reference: list[Op], positions: list[int], partners: list[int],
+             weights: list[int]) -> dict[int, int]:
     kinds, reference_kinds = [op.kind for op in ops], [op.kind for op in reference]
     if len(kinds) * len(reference_kinds) > _ALIGNMENT_CELLS:
         matches = _by_occurrence(kinds, reference_kinds)
     else:
-        matches = _by_subsequence(kinds, reference_kinds)
+        matches = _by_subsequence(kinds, reference_kinds, weights)
     return {positions[i]: partners[j] for i, j in matches}
+
+
+def _pairing_weights(ops: tuple[Op, ...]) -> list[int]:
+    """Per op, how much pairing it counts: an op that computes from the program's values outweighs
+    one that only allocates or reshapes an allocation (a buffer), so where the two runs order a
+    buffer and a computation differently (megatron-core allocates its gather buffer after the
+    sequence-parallel LayerNorm, the single device before it) the computation is paired."""
+    buffers: set[str] = set()
+    weights = []
+    for op in ops:
+        allocates = all(arg in buffers for arg in op.args)
+        if allocates:
+            buffers.update(op.results)
+        weights.append(1 if allocates else 8)
+    return weights
 
 
 def _by_occurrence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[int, int]]:
@@ -402,17 +420,21 @@ def _by_occurrence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[i
     return [(index, theirs[key]) for key, index in numbered(kinds).items() if key in theirs]
 
 
-def _by_subsequence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[int, int]]:
-    """A longest common subsequence of the two kind lists, taking each match as early as it can."""
+def _by_subsequence(kinds: list[str], reference_kinds: list[str], weights: list[int] | None = None
+                    ) -> list[tuple[int, int]]:
+    """A heaviest common subsequence of the two kind lists (a match weighs its rank op's weight,
+    1 by default: the longest), taking each match as early as it can."""
     n, m = len(kinds), len(reference_kinds)
-    suffix = [[0] * (m + 1) for _ in range(n + 1)]  # LCS length of kinds[i:] and reference_kinds[j:]
+    weights = weights or [1] * n
+    suffix = [[0] * (m + 1) for _ in range(n + 1)]  # best weight of kinds[i:] and reference_kinds[j:]
     for i in range(n - 1, -1, -1):
         row, below = suffix[i], suffix[i + 1]
         for j in range(m - 1, -1, -1):
-            row[j] = below[j + 1] + 1 if kinds[i] == reference_kinds[j] else max(below[j], row[j + 1])
+            skip = max(below[j], row[j + 1])
+            row[j] = max(below[j + 1] + weights[i], skip) if kinds[i] == reference_kinds[j] else skip
     out, i, j = [], 0, 0
     while i < n and j < m:
-        if kinds[i] == reference_kinds[j] and suffix[i][j] == suffix[i + 1][j + 1] + 1:
+        if kinds[i] == reference_kinds[j] and suffix[i][j] == suffix[i + 1][j + 1] + weights[i]:
             out.append((i, j))
             i, j = i + 1, j + 1
         elif suffix[i + 1][j] >= suffix[i][j + 1]:
