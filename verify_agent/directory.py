@@ -133,7 +133,7 @@ def check_directory(directory: Path, settings: Settings, progress: Progress = No
         if source is None:
             result.files.append(FileResult(str(path), failure=located(INPUT_ERROR, "input", f"{path}: {why}",
                                                                        str(path))))
-        elif not wants_tracing(source):
+        elif not wants_tracing(source) and _parses(source):   # a syntax error is an input error, said at its line
             result.skipped.append((str(path), "does not import torch (or torch is not installed here)"))
         else:
             chosen.append((path, source))
@@ -256,6 +256,16 @@ def _source(path: Path) -> tuple[Optional[str], str]:
         return None, f"cannot read ({error.__class__.__name__})"
 
 
+def _parses(source: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def _not_reached(path: str) -> Report:
     report = Report(path, {})
     report.add(Diagnostic("unsupported", ERROR, "not checked: the time limit (--timeout) was reached before this file"))
@@ -287,7 +297,7 @@ def render_table(result: DirectoryResult, console) -> None:
     from .render import _VERDICT_STYLE
 
     styles = {**_VERDICT_STYLE, INPUT_ERROR: "bold yellow", INTERNAL_ERROR: "bold magenta"}
-    table = Table(title=escape(f"{result.directory}: {len(result.files)} file(s) that import torch"))
+    table = Table(title=escape(f"{result.directory}: {len(result.files)} file(s) checked"))
     for column in ("file", "entry", "verdict", "line", "why / what was proven"):
         table.add_column(column, overflow="fold")
     for checked in result.files:
