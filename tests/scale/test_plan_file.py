@@ -78,3 +78,22 @@ def test_fault_in_the_users_layer_code_makes_the_step_a_violation():
     assert document["step"]["verdict"] == "verified"
     assert any("final_layernorm" in d["message"] for d in document["layers"]["diagnostics"])
     assert document["assumptions"]
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(importlib.util.find_spec("megatron") is None or importlib.util.find_spec("torch") is None,
+                    reason="megatron-core and torch needed")
+def test_users_tp_sp_gpt_and_its_plan_are_verified_together_within_a_minute_of_cpu():
+    """megatron-core's GPTModel with tensor + sequence parallelism (the layers, traced) and TP2+SP, PP2 1F1B,
+    DP2, 4 micro-batches (the step, composed): one verified step, forward and backward, in CPU seconds that
+    count the tracing child (the issue's bound: 60 CPU s and 4 GiB on 2 cores)."""
+    proc = subprocess.run([sys.executable, "-c", "from verify_agent.cli import main; main()", "plan",
+                           str(EXAMPLES / "megatron_gpt_tp_sp_pp2_dp2.py"), "--format", "json", "--timeout", "1500"],
+                          capture_output=True, text=True, cwd=REPO, timeout=1800)
+    document = json.loads(proc.stdout)
+    assert proc.returncode == 0 and document["verdict"] == "verified", document
+    layers = document["layers"]
+    assert layers["verdict"] == "verified"
+    assert any(p.startswith("backward: gradients of 17 leaf") and "linear_qkv.weight" in p for p in layers["proven"])
+    assert document["step"]["verdict"] == "verified"
+    assert document["stats"]["cpu_seconds"] < 60
