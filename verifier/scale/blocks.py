@@ -92,8 +92,11 @@ def attention(plan: "Plan", layer: int) -> Block:
     x = b.input("x", ["S", "H"], RESIDUAL)
     g1 = b.input("g1", ["H"])
     wq = b.input("wq", ["H", "NH*D"], {"tp": "S(1)"})
-    wk = b.input("wk", ["H", "NKV*D"], {"tp": "S(1)"})
-    wv = b.input("wv", ["H", "NKV*D"], {"tp": "S(1)"})
+    # multi-head attention (as many kv heads as query heads) has one head count: with two symbols
+    # the reduced sizes could give them different extents, and k's reshape to NH heads would fail
+    kv = "NKV" if m.heads != m.kv_heads else "NH"
+    wk = b.input("wk", ["H", f"{kv}*D"], {"tp": "S(1)"})
+    wv = b.input("wv", ["H", f"{kv}*D"], {"tp": "S(1)"})
     wo = b.input("wo", ["NH*D", "H"], {"tp": "S(0)"})
     n = b.op("n1", "rms_norm", x, g1)
     full = b.op("n1_full", "all_gather", n, mesh_dim="tp", dim=0)
