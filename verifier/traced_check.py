@@ -447,13 +447,18 @@ def _by_subsequence(kinds: list[str], reference_kinds: list[str], weights: list[
 def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
     """Rank value name -> reference value name of the paired op."""
     pairs, read = {}, {}
+    cut = {name for op in ops if op.kind.startswith(_CUT_KINDS) for name in op.results}
     for position, partner in paired_positions(reference, ops).items():
         pairs.update(zip(ops[position].results, reference[partner].results))
         if len(ops[position].args) == len(reference[partner].args):
-            read.update(zip(ops[position].args, reference[partner].args))
-    # a value with no paired producer (a rank's shard cut by an op the single device does not
-    # record: chunk(w, 1)[0] is w itself) pairs with what the paired reader reads there
+            read.update((mine, theirs) for mine, theirs in zip(ops[position].args, reference[partner].args)
+                        if mine in cut)
+    # a rank's shard cut by an op the single device does not record (chunk(w, 1)[0] is w itself)
+    # pairs with what the paired reader reads there
     return {**read, **pairs}
+
+
+_CUT_KINDS = ("aten.split", "aten.slice.", "aten.chunk", "aten.narrow", "aten.select.", "aten.unbind")
 
 
 def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, world: int | None = None) -> bool:
@@ -488,7 +493,7 @@ def _own_block(counts: list[int], rank: int | None, world: int | None) -> tuple[
     return tuple(rank if d == cut[0] else 0 for d in range(len(counts)))
 
 
-def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | None:
+def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line: int | None = None) -> Op | None:
     """The op where the compared value starts to differ: walk back from it through operands
     that differ from their single-device counterparts; stop where every operand agrees."""
     ops = program.ranks[rank]
@@ -498,8 +503,8 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
     others: list[dict[str, str]] | None = None   # per rank: reference value -> that rank's value
 
     def partial(partner: str) -> bool:
-        """Every rank's value of ``partner`` is a term of it: summed (or averaged) over the ranks they
-        make the single device's value, a partial sum the code reduces later, not a wrong value."""
+        """Every rank's value of ``partner`` is a term of it: summed over the ranks they make the
+        single device's value, a partial sum the code reduces later, not a wrong value."""
         nonlocal others
         if others is None:
             others = [{theirs: mine for mine, theirs in _pairing(program.reference, rank_ops).items()
@@ -531,20 +536,28 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str) -> Op | 
             op = producer[op.args[0]]   # the cut of the compared block is ours: look at what it cuts
             continue
         if not wrong:
+            if no_line is not None and op.span.line == no_line and op.span.within is None:
+                # an op of autograd's own (a gradient buffer) at no line of the user's: a partial sum
+                # it reads is where the reduction it misses belongs
+                try:
+                    terms = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
+                except (TypeError, ValueError):
+                    terms = []
+                if terms:
+                    return producer[max(terms, key=lambda name: ops.index(producer[name]))]
             return _own_draw(program, op) or op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
     return op
 
 
 def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:
-    """The ranks' values sum (or average) to ``want`` and are not all the same: per-rank terms of a
-    reduction.  Equal values that sum to it are the single device's value scaled by 1 / world (a
-    division too many), which is wrong where it happens."""
+    """The ranks' values sum to ``want`` and are not all the same: per-rank terms of a sum.  Equal
+    values that sum to it are the single device's value scaled by 1 / world (a division too many),
+    and values that average to it may be pieces scaled by world: both wrong where they happen."""
     floats = [v.astype(float) for v in values]
     if all(_close(v, floats[0]) for v in floats[1:]):
         return False
-    total = np.sum(floats, axis=0)
-    return _close(total, want) or _close(total / world, want)
+    return _close(np.sum(floats, axis=0), want)
 
 
 _COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
@@ -575,7 +588,7 @@ def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, r
                     continue
             except (KeyError, TypeError, ValueError):
                 continue
-        op = culprit(program, runs, r, name)
+        op = culprit(program, runs, r, name, comparison.span.line if comparison.kind == "gradient" else None)
         if op is None:
             continue
         position = next((i for i, o in enumerate(program.ranks[r]) if o is op), len(program.ranks[r]))
@@ -588,10 +601,12 @@ def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, r
 
 
 def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> Op | None:
-    """The compared value is, on every rank, a term of the single device's: summed (or averaged) over
-    the ranks they make it.  Nothing is wrong up to its last op; the reduction it misses belongs where
-    the value is handed back (the entry's ``return`` for an output), so that is where it is named."""
-    if program.world < 2 or any(n is None for n in comparison.per_rank) or comparison.kind != "output" \
+    """The compared value is, on every rank, a term of the single device's: summed over the ranks
+    they make it.  Nothing is wrong up to its last op; the reduction it misses belongs where
+    the value is handed back (the entry's ``return`` for an output; for a parameter's gradient the line
+    that made the parameter, where it is marked for the reduction), so that is where it is named."""
+    if program.world < 2 or any(n is None for n in comparison.per_rank) \
+            or comparison.kind not in ("output", "gradient") \
             or comparison.span.line is None:
         return None
     try:

@@ -33,6 +33,7 @@ from .entries import (EntryError, EntrySpec, construct_module, construct_style, 
 from .location import locate
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
+from .parameter_lines import ParameterLines
 from .spans import SpanFinder
 
 Region = tuple[tuple[int, int], ...]
@@ -56,6 +57,7 @@ class Leaf:
     # an input whose every autograd consumer is a slicing view (SliceBackward0, SplitBackward0, ...):
     # torch makes its gradient zero outside the blocks the run read
     read_by_autograd_slices: bool = False
+    made: Span = field(default_factory=Span)   # a parameter: the user's line that made it
 
 
 @dataclass(frozen=True)
@@ -486,14 +488,17 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         constants = size_constants(module)
         apply_sizes(module, request.sizes)
         guard = None
+        made = ParameterLines()
         if request.harness:   # the harness builds the entry and its inputs; its guard holds over the run
-            spec, target, names, inputs, guard = _from_harness(module, request, world)
+            with made.watching(spans):
+                spec, target, names, inputs, guard = _from_harness(module, request, world)
             fn, mesh, frozen = target, {"tp": world}, set(request.no_grad)
             call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         else:
             spec = find_entry(module, request.entry)
             try:
-                target, mesh = _construct(module, spec, world, request.shapes, request.args)
+                with made.watching(spans):
+                    target, mesh = _construct(module, spec, world, request.shapes, request.args)
                 fn = target
                 call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
                 names, inputs = example_inputs(module, call_fn, request.shapes,
@@ -509,7 +514,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
                                        vocab if type(vocab) is int else None, frozen,
-                                       blocks=(request.layouts, world, rank))
+                                       blocks=(request.layouts, world, rank), made=made)
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             try:
@@ -709,7 +714,8 @@ def _parallel_states(module) -> list:
 
 def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
                  reference: RunResult | None, bounds_hint: int | None = None,
-                 frozen: set[str] = frozenset(), blocks: tuple = ({}, 1, 0)) -> tuple[list[Leaf], list[Any]]:
+                 frozen: set[str] = frozenset(), blocks: tuple = ({}, 1, 0),
+                 made: ParameterLines | None = None) -> tuple[list[Leaf], list[Any]]:
     """Every floating input and parameter is differentiable unless ``frozen`` names it (``--no-grad``,
     or ``requires_grad=False`` written in ``example_inputs()``): an entry's inputs are activations
     whose gradients flow on to earlier layers.  A parameter the code itself froze stays frozen.
@@ -754,7 +760,8 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
             if why:
                 recorder.problem(Span(None), f"parameter {full}: {why}")
             leaves.append(Leaf(full, local_name, tuple(param.shape), tuple(local.shape), param.requires_grad,
-                               "parameter", region, source, megatron))
+                               "parameter", region, source, megatron,
+                               made=made.of(param) if made is not None else Span()))
     unknown = set(frozen) - {leaf.name for leaf in leaves} - set(names)
     if unknown:
         raise EntryError(f"--no-grad {', '.join(sorted(unknown))}: no input or parameter of that name "
@@ -1029,8 +1036,10 @@ def _shape_region(global_shape, local_shape, world: int, recorder: Recorder | No
 
 
 def _gradient_value(recorder: Recorder, leaf: Leaf, tensors, fn) -> Value:
+    """A parameter's gradient is named at the line that made the parameter (where a reduction it misses
+    is marked), an input's at the entry."""
     tensor = _leaf_tensor(recorder, leaf, tensors, fn)
-    span = Span(recorder.spans.fallback, recorder.spans.shown_as)
+    span = leaf.made if leaf.made.line is not None else Span(recorder.spans.fallback, recorder.spans.shown_as)
     grad = None if tensor is None else tensor.grad
     if grad is None:
         return Value(f"gradient of {leaf.name}", "gradient", leaf.name, None, leaf.local_shape, leaf.region, span)
