@@ -76,7 +76,7 @@ def test_fault_in_the_users_layer_code_makes_the_step_a_violation():
     document = json.loads(proc.stdout)
     assert proc.returncode == 1 and document["verdict"] == "violations"
     assert document["step"]["verdict"] == "verified"
-    assert any("final_layernorm" in d["message"] for d in document["layers"]["diagnostics"])
+    assert any("final_layernorm" in d["message"] and d["line"] == 42 for d in document["layers"]["diagnostics"])
     assert document["assumptions"]
 
 
