@@ -18,7 +18,9 @@ touched).  For each one:
 
 For every mutant found (ground truth differs, tool says violations) of a file the tool reads, the
 report counts whether the tool's first error names the mutated line (primary line) and whether
-any error's repair line (``repair_line``) does.
+any error's repair line (``repair_line``) does: a driver mutant's line in the checked file itself
+(the error names no other ``file``), a library mutant's line in the mutated library file (the
+error's ``file`` ends with its path in the package), counted apart.
 
 Prints the confusion matrix ground truth {agree, differ} x tool {verified, violations,
 unsupported, input-error, error}, the mutants left out (invalid: raises the same way on

@@ -607,7 +607,7 @@ def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> O
     that made the parameter, where it is marked for the reduction), so that is where it is named."""
     if program.world < 2 or any(n is None for n in comparison.per_rank) \
             or comparison.kind not in ("output", "gradient") \
-            or comparison.span.line is None:
+            or comparison.span.line is None or _at_no_line_of_its_own(program, comparison):
         return None
     try:
         want = np.asarray(runs.reference[comparison.reference])
@@ -622,6 +622,16 @@ def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> O
     except (KeyError, TypeError, ValueError):
         return None
     return Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {}, comparison.span)
+
+
+def _at_no_line_of_its_own(program: TracedProgram, comparison: Comparison) -> bool:
+    """An entry input's gradient: it carries the entry's own line (where its leaf was bound), not a
+    line that made it; the walk names where its partial sums are made instead."""
+    if comparison.kind != "gradient":
+        return False
+    leaf = comparison.label.split("gradient of ", 1)[-1].strip()
+    spec = next((s for s in program.inputs if s.name == leaf), None)
+    return spec is not None and spec.span.line == comparison.span.line
 
 
 def _own_draw(program: TracedProgram, op: Op) -> Op | None:
