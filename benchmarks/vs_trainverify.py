@@ -47,6 +47,7 @@ PLANS = (
     ("llama3_default_dp1_pp1_tp1_nm1_gbs32_ly2_h32_hi128_sq256", "llama3_default_dp2_pp2_tp2_nm2_gbs32_ly2_h32_hi128_sq256"),
     ("llama3_default_dp1_pp1_tp1_nm1_gbs512_ly2_h32_hi4096_sq128", "llama3_default_dp2_pp2_tp2_nm2_gbs512_ly2_h32_hi4096_sq128"),
     ("llama3_default_dp1_pp1_tp1_nm1_gbs512_ly2_h32_hi4096_sq128", "llama3_default_dp2_pp4_tp8_nm8_gbs512_ly2_h32_hi4096_sq128"),
+    ("llama3_default_dp1_pp1_tp1_nm1_gbs512_ly2_h32_hi4096_sq128", "llama3_default_dp16_pp4_tp8_nm8_gbs512_ly2_h32_hi4096_sq128"),
     ("moe_default_dp1_pp1_tp1_nm1_gbs1024_ly2_h16_hi512_sq128_a2_r16", "moe_default_dp2_pp2_tp2_nm2_gbs1024_ly2_h16_hi512_sq128_a2_r16"),
 )
 
@@ -223,7 +224,7 @@ def main() -> int:
     parser.add_argument("--python", default=sys.executable, help="the interpreter of TrainVerify's environment")
     parser.add_argument("--plan", action="append", metavar="STEM",
                         help="a parallel pickle's name (without .pkl); its single-device pickle is the dp1_pp1_tp1_nm1 "
-                             "one of the same model; repeatable; default: the four plans of the table")
+                             "one of the same model; repeatable; default: the five plans of the table")
     parser.add_argument("--procs", type=int, default=2, help="processes for each tool's pool (default 2)")
     parser.add_argument("--ours-child", metavar="STEM", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
