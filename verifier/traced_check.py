@@ -447,18 +447,44 @@ def _by_subsequence(kinds: list[str], reference_kinds: list[str], weights: list[
 def _pairing(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[str, str]:
     """Rank value name -> reference value name of the paired op."""
     pairs, read = {}, {}
-    cut = {name for op in ops if op.kind.startswith(_CUT_KINDS) for name in op.results}
+    cut = _cut_values(ops)
     for position, partner in paired_positions(reference, ops).items():
         pairs.update(zip(ops[position].results, reference[partner].results))
         if len(ops[position].args) == len(reference[partner].args):
             read.update((mine, theirs) for mine, theirs in zip(ops[position].args, reference[partner].args)
                         if mine in cut)
     # a rank's shard cut by an op the single device does not record (chunk(w, 1)[0] is w itself)
-    # pairs with what the paired reader reads there
+    # pairs with what the paired reader reads there; a copy's input pairs as the copy does
+    for op in reversed(ops):
+        if op.kind.startswith(_COPY_KINDS) and op.args and op.results and op.results[0] in read \
+                and op.args[0] in cut and op.args[0] not in pairs:
+            read.setdefault(op.args[0], read[op.results[0]])
+    # a mask the rank writes into a paired value (a vocabulary-parallel lookup zeroing foreign ids)
+    # leaves the value that value's counterpart: a term of it, which the walk judges
+    for op in ops:
+        if op.kind.startswith(_MASK_KINDS) and op.args and op.args[0] in pairs and op.results \
+                and op.results[0] not in pairs:
+            pairs[op.results[0]] = pairs[op.args[0]]
     return {**read, **pairs}
 
 
 _CUT_KINDS = ("aten.split", "aten.slice.", "aten.chunk", "aten.narrow", "aten.select.", "aten.unbind")
+_COPY_KINDS = ("aten.clone.", "aten.contiguous.", "aten.alias.", "aten._to_copy.")
+_VIEW_KINDS = ("aten.view.", "aten._unsafe_view.", "aten.reshape.")
+_MASK_KINDS = ("aten.index_put", "aten.masked_fill")
+
+
+def _cut_values(ops: tuple[Op, ...]) -> set[str]:
+    """Values a paired reader's operand may pair through: a rank's shard cut by an op, a copy of one
+    (megatron-core's scatter to the sequence-parallel region slices, then makes the slice contiguous),
+    or a view the rank takes where the single device takes another (megatron-core views its embedding
+    twice on the ranks, once on one device)."""
+    cut: set[str] = set()
+    for op in ops:
+        if op.kind.startswith(_CUT_KINDS + _VIEW_KINDS) \
+                or (op.kind.startswith(_COPY_KINDS) and op.args and op.args[0] in cut):
+            cut.update(op.results)
+    return cut
 
 
 def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, world: int | None = None) -> bool:
@@ -522,8 +548,10 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         partner = pairs.get(name)
         if partner is None or name not in env or partner not in reference:
             return False
-        try:
-            return not _consistent(env[name], reference[partner], rank, program.world) and not partial(partner)
+        reduced = producer[name].kind.startswith(_COLLECTIVE_KINDS) if name in producer else False
+        try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction
+            return not _consistent(env[name], reference[partner], rank, program.world) \
+                and (reduced or not partial(partner))
         except (TypeError, ValueError):
             return False
 
