@@ -160,7 +160,8 @@ def to_json(result: PlanResult, path: str) -> dict[str, Any]:
     return {"verdict": result.verdict, "file": path, "plan": result.plan,
             "layers": None if layers is None else {
                 "verdict": layers.verdict, "proven": list(layers.proven),
-                "diagnostics": [{"check": d.check, "severity": d.severity, "line": d.line, "message": d.message}
+                "diagnostics": [{"check": d.check, "severity": d.severity, "line": d.line, "file": d.file,
+                                 "message": d.message}
                                 for d in layers.diagnostics if d.severity != "note"]},
             "step": None if result.step is None else {k: v for k, v in result.step.to_json().items()
                                                       if k in ("verdict", "ops", "ranks", "seconds", "peak_mib",
