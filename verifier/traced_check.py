@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 import z3
+from z3 import z3core as Z3core
 
 from .budget import clock, rlimit
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
@@ -841,6 +842,8 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
 
 _EXP_MEMO: dict[int, bool] = {}  # Z3 subterm id -> holds an exp, for the terms of one proof attempt
 _ITE_MEMO: dict[int, bool] = {}  # and -> holds an If
+# and -> (the subterm, kept alive so its id is not reused; whether it selects by integer data)
+_SELECTS_MEMO: dict[int, tuple[z3.ExprRef | None, bool]] = {}
 
 
 
@@ -969,6 +972,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     xp = Z3Backend()
     _EXP_MEMO.clear()
     _ITE_MEMO.clear()
+    _SELECTS_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     memo = ProofMemo(domain, report.extra["solver"])
     try:
@@ -1218,30 +1222,55 @@ def _identical(a: Any, b: Any) -> bool:
 def _selects_on_integers(array: np.ndarray) -> bool:
     """Whether the value's first element picks between terms by a condition on integer data
     (a lookup or a mask by token id): equal values that normal forms cannot show equal, since
-    that takes a case split over the ids, which the solver does."""
+    that takes a case split over the ids, which the solver does.  Each subterm is judged once per
+    proof attempt (``_SELECTS_MEMO``): a model's later values are built on its earlier ones, and
+    walking each value's whole term again cost a 1-layer Llama 137 of its 141 s."""
     flat = array.reshape(-1)
     if not flat.size or not isinstance(flat[0], z3.ExprRef):
         return False
-    seen, stack = set(), [flat[0]]
+    return _selects_term(flat[0])
+
+
+def _selects_term(term: z3.ExprRef) -> bool:
+    """The walk on Z3's own handles (no Python wrapper per subterm: a 1-layer Llama's values share
+    some 400,000 subterms).  Subterms stay alive while ``term`` does; it is kept in the memo."""
+    memo, ctx = _SELECTS_MEMO, term.ctx.ref()
+    top = term.get_id()
+    if top in memo:
+        return memo[top][1]
+    stack = [(term.as_ast(), False)]
     while stack:
-        node = stack.pop()
-        if node.get_id() in seen or not z3.is_app(node):
+        ast, expanded = stack.pop()
+        key = Z3core.Z3_get_ast_id(ctx, ast)
+        if key in memo:
             continue
-        seen.add(node.get_id())
-        if z3.is_app_of(node, z3.Z3_OP_ITE) and _mentions_integer(node.arg(0)):
-            return True
-        stack.extend(node.children())
-    return False
+        if Z3core.Z3_get_ast_kind(ctx, ast) != z3.Z3_APP_AST:
+            memo[key] = (None, False)
+            continue
+        count = Z3core.Z3_get_app_num_args(ctx, ast)
+        children = [Z3core.Z3_get_app_arg(ctx, ast, i) for i in range(count)]
+        if count == 3 and Z3core.Z3_get_decl_kind(ctx, Z3core.Z3_get_app_decl(ctx, ast)) == z3.Z3_OP_ITE \
+                and _mentions_integer_ast(ctx, children[0]):
+            memo[key] = (None, True)
+            continue
+        if expanded:
+            memo[key] = (None, any(memo[Z3core.Z3_get_ast_id(ctx, child)][1] for child in children))
+            continue
+        stack.append((ast, True))
+        stack.extend((child, False) for child in children)
+    memo[top] = (term, memo[top][1])
+    return memo[top][1]
 
 
-def _mentions_integer(condition: z3.ExprRef) -> bool:
+def _mentions_integer_ast(ctx, condition) -> bool:
     stack = [condition]
     while stack:
-        node = stack.pop()
-        if z3.is_int(node):
+        ast = stack.pop()
+        kind = Z3core.Z3_get_sort_kind(ctx, Z3core.Z3_get_sort(ctx, ast))
+        if kind == z3.Z3_INT_SORT:
             return True
-        if z3.is_app(node) and z3.is_bool(node):
-            stack.extend(node.children())
+        if kind == z3.Z3_BOOL_SORT and Z3core.Z3_get_ast_kind(ctx, ast) == z3.Z3_APP_AST:
+            stack.extend(Z3core.Z3_get_app_arg(ctx, ast, i) for i in range(Z3core.Z3_get_app_num_args(ctx, ast)))
     return False
 
 
