@@ -80,6 +80,13 @@ def _at_line(document: dict, file: str, line: int) -> bool:
                for d in layers.get("diagnostics", []) if d.get("severity") == "error")
 
 
+def _named(document: dict) -> str | None:
+    """The first layer error's file:line, as the tool named it."""
+    layers = document.get("layers") or {}
+    first = next((d for d in layers.get("diagnostics", []) if d.get("severity") == "error"), None)
+    return None if first is None else f"{first.get('file') or 'the plan file'}:{first.get('line')}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=20)
@@ -96,11 +103,13 @@ def main(argv=None) -> int:
             code, document, seconds = _tool(driver, lib, args.timeout)
             row = {"file": m.file, "line": m.line, "operator": m.operator, "change": m.description,
                    "truth": truth, "verdict": document.get("verdict"), "exit": code,
-                   "at_line": _at_line(document, m.file, m.line), "seconds": round(seconds, 1),
+                   "at_line": _at_line(document, m.file, m.line), "named": _named(document),
+                   "seconds": round(seconds, 1),
                    "cpu_seconds": (document.get("stats") or {}).get("cpu_seconds")}
             rows.append(row)
+            where = " at its line" if row["at_line"] else f" named at {row['named']}" if row["named"] else ""
             print(f"[{index}/{len(mutants)}] {m.file}:{m.line} {m.operator}: truth {truth}, plan {row['verdict']}"
-                  f"{' at its line' if row['at_line'] else ''} ({row['cpu_seconds']} CPU s)", flush=True)
+                  f"{where} ({row['cpu_seconds']} CPU s)", flush=True)
     differ = [r for r in rows if r["truth"] == "differ"]
     agree = [r for r in rows if r["truth"] == "agree"]
     print(f"\nmutants {len(rows)}: numbers differ on gloo {len(differ)}, agree {len(agree)}, "

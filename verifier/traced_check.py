@@ -549,7 +549,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         partner = pairs.get(name)
         if partner is None or name not in env or partner not in reference:
             return False
-        reduced = producer[name].kind.startswith(_COLLECTIVE_KINDS) if name in producer else False
+        reduced = _reduced(producer, name)
         try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction
             return not _consistent(env[name], reference[partner], rank, program.world) \
                 and (reduced or not partial(partner))
@@ -597,10 +597,23 @@ def _through_collectives(ops: tuple[Op, ...], pairs: dict[str, str]) -> dict[str
     unpaired collective's result pairs with what its input pairs with there."""
     out = dict(pairs)
     for op in ops:
-        if op.kind.startswith(_COLLECTIVE_KINDS) and len(op.results) == 1 and op.args \
+        if op.kind.startswith(_COLLECTIVE_KINDS + _SCALING_KINDS) and len(op.results) == 1 and op.args \
                 and op.results[0] not in out and op.args[0] in out:
             out[op.results[0]] = out[op.args[0]]
     return out
+
+
+def _reduced(producer: dict[str, Op], name: str) -> bool:
+    """The value is a collective's result, or a scaling of one (gloo's average divides the sum)."""
+    op = producer.get(name)
+    while op is not None and op.kind.startswith(_SCALING_KINDS) and op.args:
+        op = producer.get(op.args[0])
+    return op is not None and op.kind.startswith(_COLLECTIVE_KINDS)
+
+
+# a scaling the rank does where one device does none (gloo's average: a sum, then a division in place)
+# pairs like a collective: the scaled value is still its input's counterpart, right or wrong
+_SCALING_KINDS = ("aten.div", "aten.mul")
 
 
 def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int) -> tuple[Op | None, int]:
