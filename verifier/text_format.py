@@ -344,6 +344,9 @@ def _parse_op(line: _Line, file: str | None) -> Op:
         token = line.take(kind="name", expected="an argument name or key=value")
         if line.accept("="):
             attrs[token.text] = _parse_value(line)
+            if token.text in _INTEGER_ATTRS and isinstance(attrs[token.text], (str, float, bool)):
+                raise ParseError(file, line.lineno, token.col,
+                                 f"{token.text}= takes an integer (or a size expression), got {attrs[token.text]!r}")
         elif attrs:
             raise ParseError(file, line.lineno, token.col, "expected key=value after the first attribute")
         else:
@@ -354,6 +357,10 @@ def _parse_op(line: _Line, file: str | None) -> Op:
     span = _parse_span(line, file)
     line.expect_end()
     return Op(tuple(results), kind, tuple(args), attrs, span)
+
+
+# attributes the op rules read as integers (ranks and peers may be rank expressions: not listed)
+_INTEGER_ATTRS = frozenset({"dim", "split_dim", "concat_dim", "chunks"})
 
 
 # --- printing -----------------------------------------------------------------------------
