@@ -237,34 +237,47 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
 
     chosen: list[str] = []
     concrete: dict[str, int] = {}
+    loops = False  # fixed sizes raised past the factory's own assertions: its loops are compared too
     func = _try(build, dict(base, **symbolic(consts + list(problem))))
     if func is not None:
         chosen = consts + list(problem)
     else:
-        for name in consts + list(problem):
+        # a declared size is only given symbolically (its real value comes from the tensors), so
+        # every one stays symbolic while each argument size is tried symbolic on its own
+        chosen = list(consts)
+        for name in problem:
             trial = dict(base, **symbolic(chosen + [name]))
             if _try(build, trial) is not None:
                 chosen.append(name)
         fixed = [n for n in problem if n not in chosen]
         concrete = {n: _reduced_problem(problem[n], tiles, reduced_tiles) for n in fixed}
         func = _try(build, dict(base, **concrete, **symbolic(chosen)))
-        if func is None:
-            err = _error(build, dict(base, **concrete, **symbolic(chosen)))
-            raise Unsupported(instance.line, f"TileLang could not build {instance.name} at reduced sizes ({err})")
+        if func is None:  # the factory asserts more of its sizes (a multiple of its own tile, dim == 128)
+            raised = _raised(lambda trial: build(dict(base, **trial, **symbolic(chosen))), concrete,
+                             {n: problem[n] for n in concrete}, tiles, reduced_tiles)
+            if raised is None:
+                err = _error(build, dict(base, **concrete, **symbolic(chosen)))
+                raise Unsupported(instance.line, f"TileLang could not build {instance.name} at reduced sizes ({err})")
+            concrete, func = raised
+            loops = True
     real_base = dict(base, **tiles, **counts)
     real_func = _try(build, dict(real_base, **{n: problem[n] for n in concrete}, **symbolic(chosen)))
     real_kernel = _lifted(lift, real_func, instance.name)
     kernel = lift(func, instance.name)
-    if real_kernel is not None and _degenerate(kernel, real_kernel):
+    if loops and real_kernel is None:
+        raise Unsupported(instance.line, f"{instance.name} builds at raised sizes {concrete} only, and its real-size "
+                          "build to compare their loops with failed")
+    if real_kernel is not None and _degenerate(kernel, real_kernel, loops):
         # a size computed from the reduced ones came out 1 where the real one is more (gcd(hidden,
         # h_blk), heads // groups): an index mixed up with it would not show; larger fixed sizes
         for trial in _larger(concrete):
             lifted = _lifted(lift, _try(build, dict(base, **trial, **symbolic(chosen))), instance.name)
-            if lifted is not None and not _degenerate(lifted, real_kernel):
+            if lifted is not None and not _degenerate(lifted, real_kernel, loops):
                 concrete, kernel = trial, lifted
                 break
         else:
-            raise Unsupported(instance.line, f"at the reduced sizes {_degenerate(kernel, real_kernel)[0]}: a size "
+            first = _degenerate(kernel, real_kernel, loops)[0]
+            raise Unsupported(instance.line, f"at the reduced sizes {first}: a size "
                               "computed from them is 1 where the real one is more, so an index mixed up with it "
                               "would not show")
     real_values = dict(problem)
@@ -345,6 +358,67 @@ def _reduced_problem(value: int, tiles: dict[str, int], reduced: dict[str, int])
     return max(r for _, r in relevant) * 2
 
 
+_MAX_RAISE_BUILDS = 40  # TileLang builds spent looking for larger fixed sizes it accepts
+
+
+def _raised(build: Callable[[dict], Any], concrete: dict[str, int], real: dict[str, int], tiles: dict[str, int],
+            reduced_tiles: dict[str, int]) -> tuple[dict[str, int], Any] | None:
+    """Fixed sizes raised, one at a time, through larger values that keep the real tiling case
+    (up to the real value itself) until TileLang builds the kernel: a factory asserting
+    ``S % 64 == 0`` or ``dim == 128`` of its own accepts no smaller one.  A raise is kept when
+    the build then fails elsewhere (the next assertion), so sizes each asserted on their own are
+    found one after another; at most ``_MAX_RAISE_BUILDS`` builds."""
+    failure = _failure(build, concrete)
+    builds = 1
+    while failure is not None:
+        for name in concrete:
+            for value in _raise_candidates(concrete[name], real[name], tiles, reduced_tiles):
+                trial = {**concrete, name: value}
+                builds += 1
+                found = _failure(build, trial)
+                if found is None:
+                    return trial, build(trial)
+                if found != failure:  # past the assertion that stopped it
+                    concrete, failure = trial, found
+                    break
+                if builds >= _MAX_RAISE_BUILDS:
+                    return None
+            else:
+                continue
+            break
+        else:
+            return None
+    return concrete, build(concrete)
+
+
+def _failure(build: Callable[[dict], Any], kwargs: dict) -> tuple[str, str, int] | None:
+    """Where a build fails: the exception type, the file and line of its innermost frame."""
+    try:
+        build(kwargs)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not at these arguments"
+        frame = exc.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        where = (frame.tb_frame.f_code.co_filename, frame.tb_lineno) if frame is not None else ("", 0)
+        return (type(exc).__name__, *where)
+    return None
+
+
+def _raise_candidates(value: int, real: int, tiles: dict[str, int], reduced: dict[str, int]) -> list[int]:
+    """Larger values than ``value`` up to ``real``, doubling, that keep each tile's case (exact
+    multiple or partial last tile, at least as many tiles up to 2); the real value last."""
+    relevant = [(tiles[n], reduced[n]) for n in tiles if tiles[n] <= real]
+
+    def keeps(candidate: int) -> bool:
+        return all((real % t == 0) == (candidate % r == 0) and candidate // r >= min(real // t, 2) for t, r in relevant)
+    out, candidate = [], value * 2
+    while candidate < real:
+        if keeps(candidate):
+            out.append(candidate)
+        candidate *= 2
+    return out + ([real] if real > value else [])
+
+
 def _const_values(kernel: Kernel, consts: list[str], tensors: dict[str, tuple[int, ...]]) -> dict[str, int]:
     from .program import Var
     values: dict[str, int] = {}
@@ -395,8 +469,9 @@ def _lifted(lift: Callable[[Any, str], Kernel], func: Any, name: str) -> Kernel 
         return None
 
 
-def _degenerate(reduced: Kernel, real: Kernel) -> list[str]:
-    """On-chip buffers with an axis 1 wide at the reduced sizes and wider in the real build."""
+def _degenerate(reduced: Kernel, real: Kernel, loops: bool = False) -> list[str]:
+    """On-chip buffers with an axis 1 wide at the reduced sizes and wider in the real build;
+    with ``loops``, loops and grid axes run once where the real build runs them more often."""
     real_shapes = {buf.name: buf.shape for buf in real.allocs}
     found = []
     for buf in reduced.allocs:
@@ -404,6 +479,25 @@ def _degenerate(reduced: Kernel, real: Kernel) -> list[str]:
         if len(shape) == len(buf.shape) and any(small == Const(1) and isinstance(big, Const) and big.value > 1
                                                  for small, big in zip(buf.shape, shape)):
             found.append(f"{buf.name} is {[str(d) for d in buf.shape]} (real {[str(d) for d in shape]})")
+    # a loop or grid axis run once where the real build runs it more often (a fixed size over a
+    # tile the factory sets itself: S // 64 chunks): what one iteration leaves for the next is unchecked
+    ours, theirs = _extents(reduced), _extents(real)
+    if loops and len(ours) == len(theirs):
+        found += [f"the {what} over {var} runs once (real {big.value} times)"
+                  for (what, var, small), (_, _, big) in zip(ours, theirs)
+                  if small == Const(1) and isinstance(big, Const) and big.value > 1]
+    return found
+
+
+def _extents(kernel: Kernel) -> list[tuple[str, str, Any]]:
+    """Loop and grid extents in program order: ("loop" | "grid", variable, extent)."""
+    from .program import GridLaunch, Loop, walk_stmts
+    found = [("grid", axis.var, axis.extent) for axis in kernel.grid]
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, Loop):
+            found.append(("loop", stmt.var, stmt.extent))
+        elif isinstance(stmt, GridLaunch):
+            found += [("grid", axis.var, axis.extent) for axis in stmt.axes]
     return found
 
 

@@ -95,15 +95,23 @@ def lift_module(path: str, kernel: str | None = None, sizes: dict[str, int] | No
 
 # --- PrimFunc -> Kernel -------------------------------------------------------------------
 
+# extern calls that only record a trace event for TileLang's IKET profiler (``iket.mark``,
+# ``iket.range``): the macro stores a timestamp in the profiler's own trace slot and changes no
+# value of the kernel (an optional payload is only read)
+_TRACE_EXTERNS = {"TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_PAYLOAD_F32"}
+# ``T.sync_threads()`` of the whole block: the lifter already runs a block's statements in program
+# order, the order such a barrier enforces (a named barrier of some threads is per-thread code)
+_BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared.dyn"}
+# calls evaluated for their effect on the hardware only (register budgets, trace events, the
+# block's barrier): no statement of the program
+_NO_OPS = {"tl.no_set_max_nreg"} | {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | _BLOCK_BARRIERS
 _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce", "tl.tileop.atomicadd",
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.no_set_max_nreg", "tl.tileop.im2col"} | {
+               "tl.tileop.im2col"} | _NO_OPS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
-# calls evaluated for their effect on the hardware only (register budgets): no statement of the program
-_NO_OPS = {"tl.no_set_max_nreg"}
 
 
 # ``T.use_swizzle``: blocks are renumbered by a bijection of the grid; every block still runs
@@ -113,7 +121,12 @@ _HARMLESS_ATTRS = {"threadblock_swizzle_pattern"}
 
 def _op_name(call: Any) -> str:
     op = call.op
-    return getattr(op, "name", str(op))
+    name = getattr(op, "name", str(op))
+    if name == "tirx.call_extern" and call.args and type(call.args[0]).__name__ == "StringImm":
+        return f"{name}:{call.args[0].value}"  # an extern call is known by the function it calls
+    if name == "tirx.tvm_storage_sync":  # the whole block's barrier, or a named one of some threads
+        return f"{name}:{call.args[0].value}" if len(call.args) == 1 else f"{name}:named barrier"
+    return name
 
 
 def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
@@ -208,6 +221,7 @@ class _Walker:
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
         self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
+        self.onchip_data: dict[int, str] = {}  # data pointer of an on-chip buffer -> its name
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
 
@@ -243,6 +257,10 @@ class _Walker:
         (``T.Tensor(shape, dtype, X.data)``) is recorded as a view of that tensor."""
         tensor = self.tensor_data.get(buf.data.__chandle__())
         base = tensor.name if tensor is not None else None
+        onchip = self.onchip_data.get(buf.data.__chandle__())
+        if onchip is not None and onchip != buf.name:
+            raise Unsupported(None, f"{buf.name} is another shape of the on-chip buffer {onchip} (T.reshape), which "
+                              "is not modelled")
         if base is not None and base != buf.name and all(view.name != buf.name for view, _ in self.views):
             offset = self.expr(buf.elem_offset) if buf.elem_offset is not None else Const(0)
             if str(buf.dtype) != str(tensor.dtype) or offset != Const(0) or not _row_major(buf):
@@ -271,6 +289,7 @@ class _Walker:
     def _s_SBlock(self, node: Any) -> tuple[Stmt, ...]:
         for buf in node.alloc_buffers:
             self.allocs.append(self.buffer(buf))
+            self.onchip_data[buf.data.__chandle__()] = buf.name
         for key, value in (node.annotations or {}).items():
             if str(key) == "tl.launch_threads":
                 self.threads = int(value[0])
@@ -335,6 +354,7 @@ class _Walker:
 
     def _s_AllocBuffer(self, node: Any) -> tuple[Stmt, ...]:
         self.allocs.append(self.buffer(node.buffer))
+        self.onchip_data[node.buffer.data.__chandle__()] = node.buffer.name
         return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
 
     def _s_IfThenElse(self, node: Any) -> tuple[Stmt, ...]:
