@@ -34,6 +34,7 @@ class TracedResult:
     report: Optional[Report] = None
     usage_error: Optional[str] = None
     program: Optional[object] = None   # the TracedProgram proven (repair confirms its fixes with it)
+    scaled_program: Optional[object] = None   # the TracedProgram of the 4-rank run, when recorded (same use)
     options: Optional[object] = None   # the TraceOptions it was run with
     not_traced: Optional[str] = None   # why the file could not be run here: the static reader decides
     not_traced_line: Optional[int] = None
@@ -170,7 +171,9 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
     _shown_files(report)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
     report.seconds = time.perf_counter() - started
-    return TracedResult(report, program=outcome, options=options)
+    scaled_program = scaled.get(SCALED_WORLD)
+    return TracedResult(report, program=outcome, options=options,
+                        scaled_program=None if isinstance(scaled_program, TraceFailure) else scaled_program)
 
 
 def _shown_files(report: Report) -> None:

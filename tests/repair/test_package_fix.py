@@ -97,7 +97,7 @@ def test_missing_reduction_in_a_package_module_gets_a_confirmed_fix(tmp_path):
     report, fixes = find_fixes(model, top_k=1)
     assert report.verdict == "violations"
     assert fixes, "no verified fix"
-    assert "confirmed on 2 gloo ranks" in fixes[0].description
+    assert "confirmed on 2 and 4 gloo ranks" in fixes[0].description
     # the reduction goes where the violation names the unreduced value: after the matmul, or at the return
     assert any(form in fixes[0].patched for form in ("dist.all_reduce(y)", "_ReduceFromRanks.apply(y)",
                                                       "    dist.all_reduce(out)\n    return out\n"))

@@ -72,7 +72,7 @@ def test_suggestion_is_posted_at_the_backward_that_lost_its_all_reduce(reviewed)
     assert comment["path"] == "tp_mlp.py" and comment["side"] == "RIGHT"
     assert comment["line"] == backward
     assert "dist.all_reduce(grad_output)" in comment["body"]
-    assert "confirmed on 2 gloo ranks" in comment["body"]
+    assert "confirmed on 2 and 4 gloo ranks" in comment["body"]
 
 
 def test_sarif_result_carries_the_same_fix(reviewed):

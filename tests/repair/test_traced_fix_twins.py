@@ -73,7 +73,7 @@ def test_buggy_file_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
     assert fixes, "no verified fix"
     fix = fixes[0]
     assert fix.report.verdict == "verified"
-    assert "confirmed on 2 gloo ranks" in fix.description
+    assert "confirmed on 2 and 4 gloo ranks" in fix.description
     assert any(text in fix.patched for text in ((added,) if isinstance(added, str) else added))
     assert path.read_text() == before          # fix without --write leaves the file alone
     patched = tmp_path / f"patched_{buggy}"

@@ -124,6 +124,7 @@ class Checked:
     report: Optional[Report]
     program: object = None
     options: object = None
+    scaled_program: object = None   # the 4-rank recording, when there was one
 
 
 def check_candidate(patched: str, path: str, settings: TracedSettings, timeout: float) -> tuple[Checked, Path]:
@@ -139,12 +140,33 @@ def check_candidate(patched: str, path: str, settings: TracedSettings, timeout: 
                               confirm_findings=False, harness=settings.harness)
     if traced is None or traced.report is None:
         return Checked(None), copy
-    return Checked(traced.report, traced.program, traced.options), copy
+    return Checked(traced.report, traced.program, traced.options, traced.scaled_program), copy
 
 
 def confirm_fix(checked: Checked, copy: Path, path: str, timeout: float = CONFIRM_TIMEOUT) -> tuple[str, str]:
-    """("agrees" | "reproduced" | "not-run", sentence): the patched file on one device and on its
-    gloo ranks with seeded inputs, every compared output and gradient."""
+    """("agrees" | "reproduced" | "not-run", sentence): the patched file on one device and on gloo
+    ranks with seeded inputs, every compared output and gradient (the entry's inputs' among them),
+    on the proof's ranks and then on the 4-rank run's.  It agrees only when every world run agrees."""
+    outcome, detail = _confirm_at(checked.program, checked, copy, path, timeout)
+    scaled = checked.scaled_program
+    if outcome != "agrees" or scaled is None or getattr(scaled, "world", None) == checked.program.world:
+        return outcome, detail
+    more, more_detail = _confirm_at(scaled, checked, copy, path, timeout)
+    if more == "agrees":
+        return more, f"{detail}; {more_detail}"
+    return more, more_detail
+
+
+def confirmed_worlds(checked: Checked) -> str:
+    """"2 and 4": the numbers of ranks ``confirm_fix`` ran the patched file on."""
+    worlds = [checked.program.world]
+    scaled = checked.scaled_program
+    if scaled is not None and getattr(scaled, "world", None) not in worlds and getattr(scaled, "comparisons", ()):
+        worlds.append(scaled.world)
+    return " and ".join(str(w) for w in worlds)
+
+
+def _confirm_at(program, checked: Checked, copy: Path, path: str, timeout: float) -> tuple[str, str]:
     try:
         import numpy as np
 
@@ -153,7 +175,6 @@ def confirm_fix(checked: Checked, copy: Path, path: str, timeout: float = CONFIR
         from verifier.equivalence import random_values
     except ImportError as missing:   # the real-rank runner is not part of this installation
         return "not-run", f"no real-rank runner ({missing})"
-    program = checked.program
     if program is None or not getattr(program, "comparisons", ()):
         return NOT_RUN, "nothing to compare"
 
@@ -187,8 +208,12 @@ def traced_fixes(source: str, path: str, report: Report, settings: TracedSetting
         if progress:
             progress(f"repair: building on `{description}` (it fixed part of the finding)")
         _search(source, base, path, base_report, settings, progress, top_k, started, found, description + "; ")
-    found.sort(key=lambda fix: fix.comm_cost)
+    found.sort(key=lambda fix: (not _confirmed(fix), fix.comm_cost))   # a fix real ranks confirmed first
     return found[:top_k]
+
+
+def _confirmed(fix: SourceFix) -> bool:
+    return fix.report is not None and str(fix.report.extra.get("fix_confirmation", "")).startswith("confirmed")
 
 
 def _violated(report: Report) -> set[str]:
@@ -241,7 +266,7 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
                     if progress:
                         progress(f"  candidate verified but real ranks disagree ({detail}): {candidate.description}")
                     continue
-                confirmed = (f"confirmed on {checked.program.world} gloo ranks" if outcome == "agrees"
+                confirmed = (f"confirmed on {confirmed_worlds(checked)} gloo ranks" if outcome == "agrees"
                              else f"not confirmed on real ranks: {detail}")
             checked.report.file = path
             checked.report.extra["fix_confirmation"] = confirmed
