@@ -199,6 +199,7 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             candidates.append(((False, False, False), ref, binding, outputs))
     by_id_all: dict[int, str] = {}
     output_ids: set[int] = set()
+    uncompared: dict[int, tuple[str, ...]] = {}  # per reference call: the outputs it returns no value for
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
@@ -225,7 +226,9 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             # rank: reads every input of the kernel, is named after it, is named like a reference
             rank = (len(read) < len(by_id),
                     instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
-            candidates.append((rank, ref, binding, _returned_outputs(launch, params, written, capture)))
+            outputs = _returned_outputs(launch, params, written, capture)
+            outputs, uncompared[id(ref)] = _compared_outputs(number, outputs, launch, params, written, capture)
+            candidates.append((rank, ref, binding, outputs))
     if not candidates:
         return [], NOT_FOUND
     candidates.sort(key=lambda c: c[0])
@@ -252,13 +255,13 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
             return [], (f"several functions are called with the kernel's inputs ({', '.join(names)}) and the file "
                         "compares none of their results with the kernel's")
-    return [_traced_spec(ref, binding, outputs, written, instances, params, capture, path)
+    return [_traced_spec(ref, binding, outputs, written, instances, params, capture, path, uncompared.get(id(ref), ()))
             for _, ref, binding, outputs in chosen.values()], ""
 
 
 def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], outputs: tuple[str, ...],
                  written: list[str], instances: list[Instance], params: list[str], capture: Capture,
-                 path: str) -> TracedSpec:
+                 path: str, uncompared: tuple[str, ...] = ()) -> TracedSpec:
     real_shapes, dtypes = _launched_shapes(instances, params, capture)
     arguments = tuple(Argument(n, value) if kind == "tensor" else Argument(n, value[0], view=value[1])
                       if kind == "view" else Argument(n, None, value) for n, (kind, value) in binding.items())
@@ -272,7 +275,10 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
              if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
     if sizes:
         via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
-    scratch = [w for w in written if w not in outputs]
+    if uncompared:
+        via += (f"; {', '.join(uncompared)} not compared (the reference returns no value for "
+                f"{'it' if len(uncompared) == 1 else 'them'}; the file compares its result with {', '.join(outputs)})")
+    scratch = [w for w in written if w not in outputs and w not in uncompared]
     if scratch:
         via += f"; {', '.join(scratch)} written but not returned by the kernel: not compared"
     return TracedSpec(text=f"{', '.join(outputs)} = {name}({shown})", inputs=used, outputs=outputs,
@@ -324,6 +330,33 @@ def _returned_outputs(launch: Launch, params: list[str], written: list[str], cap
     out_idx = launch.out_idx or _instance_out_idx(launch.instance, capture) or ()
     returned = tuple(params[i % len(params)] for i in sorted(out_idx)) if params else ()
     return returned if returned and all(r in written for r in returned) else tuple(written)
+
+
+def _compared_outputs(number: int, outputs: tuple[str, ...], launch: Launch, params: list[str], written: list[str],
+                      capture: Capture) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A reference returning fewer values than the kernel's outputs (the attention output, not
+    its ``lse``; ``y`` without the saved mean and rstd): each value it returned is paired with
+    the one kernel output the file compares it with, the rest are not compared.  When a value
+    is compared with no output or several, or two with one, the outputs stay as they are (and
+    the count mismatch is reported)."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+    flat = [t for t in tree_flatten(capture.results.get(number))[0] if isinstance(t, torch.Tensor)]
+    if not flat or len(flat) >= len(outputs):
+        return outputs, ()
+    tensors = {**dict(launch.outputs), **{p: t for p, t in launch_tensors(launch, params).items() if p in written}}
+    output_of = {id(t): p for p, t in tensors.items() if p in outputs}
+    pairs = compared_pairs(capture)
+    mapped = []
+    for value in flat:
+        partners = {output_of[id(other)] for a, b, _ in pairs for mine, other in ((a, b), (b, a))
+                    if mine is value and id(other) in output_of}
+        if len(partners) != 1:
+            return outputs, ()
+        mapped.append(partners.pop())
+    if len(set(mapped)) != len(mapped):
+        return outputs, ()
+    return tuple(mapped), tuple(o for o in outputs if o not in mapped)
 
 
 def _result_compared(ref: ReferenceCall, capture: Capture, compared: set[int]) -> bool:

@@ -146,6 +146,39 @@ a = torch.randn(256, 8, device="cuda")
 torch.testing.assert_close(kernel(a), a)
 '''
 
+# the kernel writes Y and the row sums S; the reference returns Y only, which the file compares
+SCALE_AND_SUM = '''
+import torch
+import tilelang
+import tilelang.language as T
+
+
+def scale_and_sum(M, N, block_M=32, dtype=T.float32):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), S: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            tile = T.alloc_fragment((block_M, N), dtype)
+            total = T.alloc_fragment((block_M,), dtype)
+            T.copy(X[bx * block_M, 0], tile)
+            T.reduce_sum(tile, total, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                tile[i, j] = tile[i, j] * 2.0
+            T.copy(tile, Y[bx * block_M, 0])
+            T.copy(total, S[bx * block_M])
+
+    return main
+
+
+def ref_program(x):
+    return x * 2.0
+
+
+kernel = tilelang.compile(scale_and_sum(256, 8), out_idx=[1, 2])
+x = torch.randn(256, 8, device="cuda")
+y, s = kernel(x)
+torch.testing.assert_close(y, ref_program(x))
+'''
+
 
 def _mutate(source: str, before: str, after: str) -> str:
     assert before in source, before
@@ -166,6 +199,8 @@ FILES = {
     "synced_shift_wrong.py": _mutate(SYNCED_SHIFT, "tile[i, j] + 1.0", "tile[i, j] - 1.0"),
     "named_barrier.py": _mutate(SYNCED_SHIFT, "T.sync_threads()", "T.sync_threads(1, 64)"),
     "reshaped.py": RESHAPED,
+    "scale_and_sum.py": SCALE_AND_SUM,
+    "scale_and_sum_wrong.py": _mutate(SCALE_AND_SUM, "tile[i, j] * 2.0", "tile[i, j] * 2.0 + total[i]"),
 }
 
 
@@ -190,13 +225,14 @@ def _messages(report) -> list[str]:
     return [d.message for d in report.diagnostics]
 
 
-@pytest.mark.parametrize("name", ["const_rows.py", "chunk_sum.py", "traced_add.py", "synced_shift.py"])
+@pytest.mark.parametrize("name", ["const_rows.py", "chunk_sum.py", "traced_add.py", "synced_shift.py",
+                                  "scale_and_sum.py"])
 def test_the_right_kernel_is_verified(reports, name):
     assert reports[name].verdict == "verified", _messages(reports[name])
 
 
 @pytest.mark.parametrize("name", ["const_rows_wrong.py", "chunk_sum_first_only.py", "traced_sub.py",
-                                  "synced_shift_wrong.py"])
+                                  "synced_shift_wrong.py", "scale_and_sum_wrong.py"])
 def test_its_mutant_is_a_confirmed_violation(reports, name):
     report = reports[name]
     assert report.verdict == "violations", _messages(report)
@@ -225,3 +261,9 @@ def test_what_may_change_values_stays_unsupported(reports, name, reason):
     report = reports[name]
     assert report.verdict == "unsupported", _messages(report)
     assert any(reason in message for message in _messages(report)), _messages(report)
+
+
+def test_a_reference_returning_fewer_values_is_compared_with_the_output_the_file_compares_it_with(reports):
+    proven = " ".join(reports["scale_and_sum.py"].proven)
+    assert "kernel computes Y = ref_program(X)" in proven
+    assert "S not compared (the reference returns no value for it; the file compares its result with Y)" in proven
