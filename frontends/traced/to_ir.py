@@ -113,11 +113,9 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if region is None and value.kind == "output" and tuple(theirs.shape) != tuple(value.shape):
                 # a plain tensor returned by a rank is the value itself: a piece of it is not the
                 # single-device result (a DTensor output says which piece it is, through its placements)
-                return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} "
-                                                 f"but {tuple(value.shape)} on one device: "
-                                                 f"{_shape_mismatch(value.shape, theirs.shape, world)}",
-                                    value.span.line)
-            layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" else None
+                return _wrong_output_shape(value, theirs, reference, run, world)
+            layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" \
+                and not _placed_otherwise(run, value.key, theirs) else None
             if layout is not None:
                 region = layout.region   # the parameter's piece (None: not one block; reordered below)
             if region is None and layout is None:
@@ -311,6 +309,15 @@ def _cannot_be_a_piece(global_shape, local_shape) -> bool:
     return len(global_shape) != len(local_shape) or any(int(n) > int(g) for g, n in zip(global_shape, local_shape))
 
 
+def _placed_otherwise(run: RunResult, key: str, gradient: Value) -> bool:
+    """A DTensor gradient whose own placements give another piece than its parameter's (DTensor's
+    backward may leave a ``Shard(1)`` weight's gradient ``Replicate``): the gradient's placements
+    say which piece its local tensor is, not the parameter's layout."""
+    leaf = next((leaf for leaf in run.leaves if leaf.name == key), None)
+    return gradient.region is not None and leaf is not None and leaf.region is not None \
+        and tuple(gradient.region) != tuple(leaf.region)
+
+
 def _infer_region(global_shape, local_shape, rank: int, world: int):
     if len(global_shape) != len(local_shape):
         return None
@@ -321,6 +328,22 @@ def _infer_region(global_shape, local_shape, rank: int, world: int):
         return None
     d, size = shrunk[0], int(local_shape[shrunk[0]])
     return tuple((rank * size, (rank + 1) * size) if i == d else (0, int(n)) for i, n in enumerate(global_shape))
+
+
+def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, world: int) -> TraceFailure:
+    """A rank returns an output of another shape: a violation, named where its shape stopped being a
+    block of the single device's value (``shape_origin``) when that is another line than the return."""
+    from .shape_origin import located, where_output_shape
+
+    message = (f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} but {tuple(value.shape)} on one "
+               f"device: {_shape_mismatch(value.shape, theirs.shape, world)}")
+    origin = located(where_output_shape(reference.recording, run.recording, theirs.name), value.span.line) \
+        if theirs.name is not None else None
+    if origin is None:
+        return TraceFailure("violation", message, value.span.line)
+    line, file, where = origin
+    return TraceFailure("violation", f"{message}; its shape stops being a block of the single device's value at "
+                                     f"{where}", line, file=file)
 
 
 def _piece_ops(leaf: Leaf, layout: Layout) -> list[Op]:
