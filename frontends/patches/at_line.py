@@ -522,9 +522,39 @@ def communicating_lines(source: str, path: str, scaling: bool = False) -> list[S
     return [sites[line] for line in sorted(sites)]
 
 
+# the recipes that answer the kind of op a run names at its culprit line: tried first (the rest follow
+# in their prior order); a division at a collective's line is the collective's own (gloo's AVG)
+AFFINITY = {
+    "collective": ("change_op", "remove_collective", "dim_keyword", "unwrap_twice", "wrap_mapping"),
+    "scale": ("remove_scaling", "add_scaling", "change_op", "remove_collective"),
+    "matmul": ("reduce_after", "copy_before", "reduce_in_function", "reduce_region", "copy_region"),
+    "layout": ("change_dim", "shard_dim", "dim_keyword"),
+    "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
+}
+
+
+def op_kind(op: str) -> str:
+    """The recorded op's kind for ``AFFINITY``: collective, scale, embedding, matmul, layout or ""."""
+    if op in COLLECTIVE_CALLS or op.startswith(("all_", "reduce_scatter", "broadcast")):
+        return "collective"
+    if op == "embedding":
+        return "embedding"
+    if op in SCALE_OPS and op != "mul":
+        return "scale"
+    if op in MATMUL_OPS or op == "partial":
+        return "matmul"
+    return "layout" if op in LAYOUT_OPS else ""
+
+
+def _affine(recipe: str, site: Site) -> bool:
+    return not site.guessed and recipe in AFFINITY.get(op_kind(site.op), ())
+
+
 def candidates(source: str, path: str, sites: list[Site], limit: int = 24) -> list[Candidate]:
-    """Every recipe at every site, distinct patched texts, best prior first (at most ``limit``)."""
+    """Every recipe at every site, distinct patched texts (at most ``limit``): first the recipes that
+    answer the op named at a culprit line (``AFFINITY``), then the others, each group best prior first."""
     found: dict[str, Candidate] = {}
+    affine: set[str] = set()
     for rank, site in enumerate(sites):
         for recipe in RECIPES + _more_recipes():
             try:
@@ -532,6 +562,8 @@ def candidates(source: str, path: str, sites: list[Site], limit: int = 24) -> li
                     if patched != source and patched not in found:
                         found[patched] = Candidate(description, patched, prior * 10 + rank + 15 * site.guessed,
                                                    recipe.__name__)
+                        if _affine(recipe.__name__, site):
+                            affine.add(patched)
             except (CannotPatch, cst.ParserSyntaxError, ValueError, KeyError, IndexError, StopIteration):
                 continue
-    return sorted(found.values(), key=lambda c: c.prior)[:limit]
+    return sorted(found.values(), key=lambda c: (c.patched not in affine, c.prior))[:limit]

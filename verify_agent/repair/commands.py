@@ -114,11 +114,26 @@ def find_fixes(path: str | Path, top_k: int = 3, options=None, progress: Progres
                original: SourceText | None = None) -> tuple[Report, list[SourceFix]]:
     """The file's report (with ``report.fixes`` filled in) and its verified source fixes, cheapest first."""
     source = (original or read_file(path)).text
-    result = check_text(path, source, options, progress)
-    report = result.report
-    fixes = fixes_for(path, source, result, options, progress, top_k=top_k)
+    with warm(path, source, options):
+        result = check_text(path, source, options, progress)
+        report = result.report
+        fixes = fixes_for(path, source, result, options, progress, top_k=top_k)
     report.fixes = [fix.as_fix() for fix in fixes]
     return report, fixes
+
+
+def warm(path: str | Path, source: str, options=None):
+    """For a file that is traced: the fork server its runs (the file, each candidate, each real-rank
+    confirmation, the written file) are forked from (``traced_fixes.warm_for``)."""
+    import contextlib
+
+    from ..traced import wants_tracing
+
+    if _options(options).no_exec or not wants_tracing(source):
+        return contextlib.nullcontext(None)
+    from .traced_fixes import warm_for
+
+    return warm_for(str(path), source, cpu_seconds=FIX_BUDGET + 2 * TRACE_TIMEOUT)
 
 
 def fix_file(path: str | Path, top_k: int = 3, write: bool = False, *, options=None, progress: Progress = None,
@@ -131,14 +146,15 @@ def fix_file(path: str | Path, top_k: int = 3, write: bool = False, *, options=N
     what the file says now.
     """
     original = read_file(path)
-    report, fixes = find_fixes(path, top_k, options, progress, original=original)
-    if not write or not fixes:
-        return report, report.fixes, None
-    try:
-        saved = replace_source(original, fixes[0].patched, backup=backup)
-    except WriteRefused as refused:
-        raise UsageError(str(refused)) from None
-    if progress and saved is not None:
-        progress(f"the original is kept as {saved}")
-    _, after = check_file(path, options, progress)
+    with warm(path, original.text, options):
+        report, fixes = find_fixes(path, top_k, options, progress, original=original)
+        if not write or not fixes:
+            return report, report.fixes, None
+        try:
+            saved = replace_source(original, fixes[0].patched, backup=backup)
+        except WriteRefused as refused:
+            raise UsageError(str(refused)) from None
+        if progress and saved is not None:
+            progress(f"the original is kept as {saved}")
+        _, after = check_file(path, options, progress)
     return report, report.fixes, after.report

@@ -202,18 +202,53 @@ def traced_fixes(source: str, path: str, report: Report, settings: TracedSetting
     first.  Candidates are checked best prior first until ``top_k`` verify or the budget is spent."""
     started = time.perf_counter()
     found: list[SourceFix] = []
-    partial = _search(source, source, path, report, settings, progress, top_k, started, found, "")
-    if partial is not None and len(found) < top_k:   # one edit fixed part: a second edit on top of it
-        base, base_report, description = partial
-        if progress:
-            progress(f"repair: building on `{description}` (it fixed part of the finding)")
-        _search(source, base, path, base_report, settings, progress, top_k, started, found, description + "; ")
+    with warm_for(path, source, cpu_seconds=settings.budget_seconds + 120.0):
+        partial = _search(source, source, path, report, settings, progress, top_k, started, found, "")
+        if partial is not None and len(found) < top_k:   # one edit fixed part: a second edit on top of it
+            base, base_report, description = partial
+            if progress:
+                progress(f"repair: building on `{description}` (it fixed part of the finding)")
+            _search(source, base, path, base_report, settings, progress, top_k, started, found, description + "; ")
     found.sort(key=lambda fix: (not _confirmed(fix), fix.comm_cost))   # a fix real ranks confirmed first
     return found[:top_k]
 
 
 def _confirmed(fix: SourceFix) -> bool:
     return fix.report is not None and str(fix.report.extra.get("fix_confirmation", "")).startswith("confirmed")
+
+
+def pool_for(source: str, path: str, report: Report) -> list:
+    """The candidate edits for ``report``'s findings: at the sites it names, then at the file's
+    communicating lines, best prior first."""
+    from frontends.patches.at_line import SCALE_OPS, candidates, communicating_lines
+
+    sites = sites_of(report)
+    if not sites:
+        return []
+    named = {site.line for site in sites}
+    scaling = any(site.op in SCALE_OPS for site in sites)
+    sites += [site for site in communicating_lines(source, path, scaling) if site.line not in named]
+    return candidates(source, path, sites)
+
+
+def warm_for(path: str, source: str, cpu_seconds: float = 3600.0):
+    """The fork server ``translate DIR`` uses (``frontends/fork_server.py``), for the runs of one file's
+    repair: torch and the file's installed imports are loaded once, each trace and confirmation is a
+    sandboxed grandchild forked from it.  Inside an active server (``translate DIR``): that one."""
+    import contextlib
+
+    from frontends import sandbox
+
+    if sandbox._WARM is not None:
+        return contextlib.nullcontext(sandbox._WARM)
+    from frontends.fork_server import installed_imports, warm_runs
+    from frontends.traced.location import locate
+
+    try:
+        roots = [Path(locate(str(path)).root)]
+    except (OSError, ValueError):
+        roots = [Path(path).resolve().parent]
+    return warm_runs(cpu_seconds=cpu_seconds, libraries=installed_imports([(Path(path), source)], roots))
 
 
 def _violated(report: Report) -> set[str]:
@@ -230,7 +265,6 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
             top_k: int, started: float, found: list[SourceFix], prefix: str):
     """Check the candidates at ``report``'s sites on ``source``; verified ones go to ``found``.
     Returns the first candidate that fixed part of the finding (patched text, its report, description)."""
-    from frontends.patches.at_line import SCALE_OPS, candidates, communicating_lines
     from frontends.patches.editor import unified_diff
     from verifier.synthesis.cost import traced_cost
 
@@ -238,9 +272,7 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
     if not sites:
         return None
     named = {site.line for site in sites}
-    scaling = any(site.op in SCALE_OPS for site in sites)
-    sites += [site for site in communicating_lines(source, path, scaling) if site.line not in named]
-    pool = candidates(source, path, sites)
+    pool = pool_for(source, path, report)
     if progress:
         progress(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(str(s) for s in sorted(named))} "
                  f"(and the file's communicating lines)")
