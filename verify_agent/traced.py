@@ -148,9 +148,10 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
         check = "equivalence" if outcome.kind == "violation" else "unsupported"
-        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line))
+        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=getattr(outcome, "file", None)))
         if outcome.kind == "harness-refused":
             report.extra[HARNESS_REFUSED] = outcome.message
+        _shown_files(report)
         report.seconds = time.perf_counter() - started
         return TracedResult(report)
     if progress:
@@ -229,7 +230,8 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         return
     if isinstance(program, TraceFailure):
         if program.kind == "violation":
-            report.add(Diagnostic("equivalence", ERROR, f"{where}: {program.message}", line=program.line))
+            report.add(Diagnostic("equivalence", ERROR, f"{where}: {program.message}", line=program.line,
+                                  file=getattr(program, "file", None)))
         else:
             reason = program.message.strip().splitlines()[-1] if program.message.strip() else program.kind
             report.add(Diagnostic("scale", NOTE, f"not checked {where}: the code did not run there ({reason})",

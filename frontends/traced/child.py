@@ -94,7 +94,7 @@ def _shape_error(error: BaseException) -> bool:
     return "INTERNAL ASSERT" not in text and any(word in text for word in _SHAPE_WORDS)
 
 
-def _rank_raised(error, rank: int, world: int):
+def _rank_raised(error, rank: int, world: int, reference=None):
     """A rank raised where the single-device run did not.  Evidence (a violation at the line) unless the
     exception may come from the simulation: values read after a simulated collective are not real,
     and torch.distributed's process-group layer is stood in for by the fake group.  Shapes and ranks
@@ -113,8 +113,26 @@ def _rank_raised(error, rank: int, world: int):
                                            f"({error}), on values the harness drew for {', '.join(drawn)}: not "
                                            f"evidence of a bug (give them with --input/--arg, or write a --harness)",
                             error.line)
+    origin = _shape_origin(error, reference) if _shape_error(error) else None
+    if origin is not None:
+        line, file, where = origin
+        return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
+                                         f"{error} (raised at line {error.line}); the shape it could not take was made "
+                                         f"at {where}", line, file=file)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
                         error.line)
+
+
+def _shape_origin(error, reference):
+    """(line, file, description) of the op whose shape the raising op could not take, when it is
+    another line than the raise's (``shape_origin.where_raised``)."""
+    from .shape_origin import located, where_raised
+
+    recording = getattr(error, "recording", None)
+    if recording is None or reference is None:
+        return None
+    op = where_raised(reference.recording, recording, recording.failed)
+    return located(op, error.line)
 
 
 def trace(request: dict):
@@ -151,7 +169,7 @@ def trace(request: dict):
             try:
                 ranks.append(run_once(run_request, request["world"], rank, reference))
             except UserCodeError as error:
-                return _rank_raised(error, rank, request["world"])
+                return _rank_raised(error, rank, request["world"], reference)
     except HarnessError as error:   # the harness (not the user's code) failed: what it raised, its line
         return TraceFailure("harness-error", str(error), error.line)
     except HarnessRefused as error:   # the harness did more than build arguments

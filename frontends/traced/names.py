@@ -32,6 +32,7 @@ class NameTable:
         self._by_address: dict[tuple, tuple[Binding, Any]] = {}
         self._alive: list[Any] = []
         self._count = 0
+        self.shapes: dict[str, tuple[int, ...]] = {}   # name -> the shape torch gave its value
 
     def fresh(self, hint: str = "t") -> str:
         self._count += 1
@@ -41,6 +42,11 @@ class NameTable:
         """``pending``: an in-place aten op just wrote ``tensor``; torch bumps ``_version`` (once)
         in the ADInplaceOrView kernel, which runs after the dispatch mode returns."""
         binding = Binding(name, int(tensor._version), pending)
+        if name not in self.shapes:
+            try:
+                self.shapes[name] = tuple(int(d) for d in tensor.shape)
+            except (RuntimeError, TypeError):   # a tensor without sizes (sparse, nested)
+                pass
         if id(tensor) not in self._by_id:
             self._alive.append(tensor)
         self._by_id[id(tensor)] = binding

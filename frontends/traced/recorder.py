@@ -87,6 +87,16 @@ class ViewOrigin:
     attrs: dict
 
 
+@dataclass(frozen=True)
+class FailedOp:
+    """The op torch refused (it raised in the dispatcher): its kind, the names of its tensor operands
+    (None for one the recorder never named) and the line it ran at."""
+
+    kind: str
+    args: tuple[str | None, ...]
+    span: Span
+
+
 @dataclass
 class Recording:
     """What one run did (mutable while it runs; ``to_ir`` turns it into IR)."""
@@ -98,6 +108,8 @@ class Recording:
     parameters: dict[str, Any] = field(default_factory=dict)  # parameter -> this run's piece as built (NumPy)
     problems: list[Problem] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)   # value name -> shape (from torch)
+    failed: FailedOp | None = None   # the last op torch raised on (where a run that raised stopped)
 
 
 def dtype_name(dtype: Any) -> str:
@@ -187,6 +199,7 @@ class Recorder(TorchDispatchMode):
         self.simulated = simulated
         self.names = NameTable()
         self.recording = Recording()
+        self.recording.shapes = self.names.shapes
         self.views: dict[int, ViewOrigin] = {}
         self.tainted: set[str] = set()
         self.handles: dict[int, str] = {}              # id(Work) -> handle of an async c10d call
@@ -230,6 +243,7 @@ class Recorder(TorchDispatchMode):
             if self.simulated and self.read_unreal is None and self._reads_collective(args, kwargs):
                 self.read_unreal = (f"{func} at line {self.spans.span().line} read values a simulated collective "
                                     f"computed (not real values)")
+            self._failed(func, args, kwargs)
             raise
         if self.paused or _involves_fake(args, kwargs, out) or generator_bookkeeping(args, kwargs, out):
             return out
@@ -239,6 +253,15 @@ class Recorder(TorchDispatchMode):
         except _Unrecordable as problem:
             self.problem(span, str(problem))
         return out
+
+    def _failed(self, func, args, kwargs) -> None:
+        """Keep the op torch raised on, with its operands' names (never naming new ones: no op is emitted)."""
+        try:
+            operands = [t for _, t in flat_tensors([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
+            names = tuple(self.names.current(t) for t in operands)
+            self.recording.failed = FailedOp(str(func), names, self.spans.span())
+        except Exception:   # noqa: BLE001 - only a hint for where shapes went wrong; never in the way
+            self.recording.failed = None
 
     # --- helpers used by collectives.py and the runner ------------------------------------
 

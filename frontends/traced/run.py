@@ -127,12 +127,15 @@ class UserCodeError(Exception):
         self.unreal = unreal
         self.tool_arguments = False   # raised on arguments this tool chose (not the file's, not the user's)
         self.drawn: list[str] = []    # the call inputs the harness drew for this run (their values are ours)
+        self.recording = None         # what the run recorded up to the raise (where its shapes went wrong)
 
 
 def _raised(error: BaseException, recorder: Recorder) -> UserCodeError:
     """The user's code raised ``error`` during this run."""
-    return UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}",
-                         _why_unreal(error, recorder))
+    raised = UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}",
+                           _why_unreal(error, recorder))
+    raised.recording = recorder.recording
+    return raised
 
 
 _PROCESS_GROUP_LAYER = os.path.join("torch", "distributed", "")

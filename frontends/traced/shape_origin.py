@@ -1,0 +1,141 @@
+"""Where a rank's shapes part from the single device's: the op a wrong shape comes from.
+
+Two findings have no values of matching shapes for the verifier's culprit walk: a rank that raises on
+shapes where one device runs (``mat1 and mat2 shapes cannot be multiplied``), and a rank that returns an
+output of another shape.  Both are named where the shape went wrong, read from the shapes torch gave
+every recorded value on both runs (ops pair by line and kind, as the culprit walk pairs them):
+
+* a raise: the operand whose shape differs from its single-device counterpart (for a contraction, in a
+  contracted dim) is followed back to the op that made its shape differ while its own operands had the
+  single device's shapes: the split on the wrong dim, not the matmul that could not multiply;
+* an output: the value is followed back through operands that are no block of their counterpart
+  (a rank's legitimate shard is a block of the single device's value: each dim divides it) to the op
+  that made a non-block from blocks: the all-to-all given swapped dims, not the ``return``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+from verifier.ir import Op
+from verifier.traced_check import paired_positions
+
+from .recorder import FailedOp, Recording
+
+# contractions: operand position -> the dim it contracts (a shard there breaks the product)
+_CONTRACTED = {
+    "aten.mm.default": {0: -1, 1: 0},
+    "aten.bmm.default": {0: -1, 1: 1},
+    "aten.addmm.default": {1: -1, 2: 0},
+    "aten.baddbmm.default": {1: -1, 2: 1},
+    "aten.matmul.default": {0: -1, 1: -2},
+}
+
+
+def counterparts(reference: Recording, rank: Recording) -> dict[str, str]:
+    """Rank value name -> the single device's value it stands for.  A leaf pairs with the leaf of its
+    name (a parameter's piece ``p@local`` with ``p``); an op the single device does not record (a
+    collective, or a reshape around one: the identity on one device) stands for its first operand."""
+    made = {name for op in rank.ops for name in op.results}
+    pairs = {name: name for name in rank.shapes if name in reference.shapes and name not in made}
+    pairs.update({name: name.split("@local")[0] for name in rank.shapes
+                  if name.endswith("@local") and name.split("@local")[0] in reference.shapes})
+    ops, theirs = tuple(rank.ops), tuple(reference.ops)
+    for position, partner in paired_positions(theirs, ops).items():
+        pairs.update(zip(ops[position].results, theirs[partner].results))
+    for op in ops:
+        if op.args and op.args[0] in pairs:
+            for name in op.results:
+                pairs.setdefault(name, pairs[op.args[0]])
+    return pairs
+
+
+def _judge(rank: Recording, reference: Recording, pairs: dict[str, str],
+           same: Callable[[tuple[int, ...], tuple[int, ...]], bool]) -> Callable[[str], Optional[bool]]:
+    """Whether a rank value's shape is wrong against its counterpart's (None: no shape or no counterpart)."""
+    def judge(name: str) -> Optional[bool]:
+        partner = pairs.get(name)
+        if partner is None or name not in rank.shapes or partner not in reference.shapes:
+            return None
+        return not same(rank.shapes[name], reference.shapes[partner])
+    return judge
+
+
+def is_block(shape: tuple[int, ...], whole: tuple[int, ...]) -> bool:
+    """``shape`` could be one block of a value of shape ``whole``: same rank, each dim divides."""
+    return len(shape) == len(whole) and all(0 < s <= w and w % s == 0 for s, w in zip(shape, whole))
+
+
+def _walk(rank: Recording, start: str, judge: Callable[[str], Optional[bool]]) -> Optional[Op]:
+    """From ``start``'s producer back through wrong operands (the latest made first) to the op none
+    of whose operands is wrong: where the wrong shape was made.  A value ``judge`` cannot judge (no
+    shape torch gave it, as the whole a gather records before its pieces, or no counterpart) is wrong
+    when an operand of its producer is."""
+    producer = {name: op for op in rank.ops for name in op.results}
+    order = {id(op): i for i, op in enumerate(rank.ops)}
+    memo: dict[str, bool] = {}
+
+    def wrong(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False   # a cycle judges nothing
+            verdict = judge(name)
+            if verdict is None:
+                made = producer.get(name)
+                verdict = made is not None and any(wrong(arg) for arg in made.args if arg in producer)
+            memo[name] = verdict
+        return memo[name]
+
+    op, seen = producer.get(start), set()
+    while op is not None and id(op) not in seen:
+        seen.add(id(op))
+        bad = [name for name in op.args if name in producer and wrong(name)]
+        if not bad:
+            return op
+        op = producer[max(bad, key=lambda name: order[id(producer[name])])]
+    return op
+
+
+def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedOp]) -> Optional[Op]:
+    """The op that made the shape a rank's failing op could not take (None: not found)."""
+    if failed is None:
+        return None
+    pairs = counterparts(reference, rank)
+    differs = _judge(rank, reference, pairs, lambda mine, theirs: mine == theirs)
+    operands = [(i, name) for i, name in enumerate(failed.args) if name is not None and differs(name)]
+    contracted = _CONTRACTED.get(failed.kind)
+    if contracted is not None:
+        operands = [(i, name) for i, name in operands if i in contracted
+                    and _dim_differs(rank.shapes[name], reference.shapes[pairs[name]], contracted[i])]
+    if len(operands) != 1:   # none, or several we cannot tell apart
+        return None
+    return _walk(rank, operands[0][1], differs)
+
+
+def _dim_differs(shape: tuple[int, ...], theirs: tuple[int, ...], dim: int) -> bool:
+    if len(shape) != len(theirs) or not -len(shape) <= dim < len(shape):
+        return False
+    return shape[dim] != theirs[dim]
+
+
+def where_output_shape(reference: Recording, rank: Recording, name: str) -> Optional[Op]:
+    """The op where a rank's output of another shape than the single device's stopped being a block
+    of its counterpart (None: every value on its way is a block, e.g. a gather left out at the end)."""
+    pairs = counterparts(reference, rank)
+    not_block = _judge(rank, reference, pairs, is_block)
+    if not not_block(name):
+        return None
+    return _walk(rank, name, not_block)
+
+
+def located(op: Optional[Op], raised_line: Optional[int]) -> Optional[tuple[int, Optional[str], str]]:
+    """An op's (line, file, words) as a finding names it: the line of the user's package it ran in
+    (with that file), else its line in the checked file; None when that is ``raised_line`` or unknown."""
+    if op is None:
+        return None
+    if op.span.within is not None:
+        file, line = op.span.within
+        called = f", called from line {op.span.line}" if op.span.line is not None else ""
+        return line, file, f"{op.kind} ({os.path.basename(file)} line {line}{called})"
+    if op.span.line is None or op.span.line == raised_line:
+        return None
+    return op.span.line, None, f"{op.kind} (line {op.span.line})"
