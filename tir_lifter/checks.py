@@ -120,6 +120,10 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     if not trace.faults and not trace.conflicts and not any(d.check == "coverage" for d in diagnostics):
         proven.append(f"grid: every element of {', '.join(written) or 'no output'} is written by exactly one block "
                       f"(or only atomically) {where}")
+    if kernel.barriers:
+        proven.append("barriers: every on-chip element one warp group (or the tma_copy engine) writes and another uses "
+                      "is ordered by the kernel's mbarriers, each wait sees one phase in every schedule, so the "
+                      f"groups' program order computes what every schedule does {where}")
     if spec is None:
         return CheckResult(_with_columns(kernel, diagnostics), proven)
     diagnostics_spec, proven_spec = _functional(kernel, spec, reduction, tensors, trace, excluded, where)

@@ -20,9 +20,10 @@ import numpy as np
 
 from .backends import InfinityArithmetic
 from .errors import InfiniteValue, Unsupported
-from .program import (GLOBAL, BinOp, Call, Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Select, Stmt, Store,
-                      TileOp, UnOp, Var, While)
+from .program import (GLOBAL, WARP_GROUP, BinOp, Call, Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Select,
+                      Stmt, Store, TileOp, UnOp, Var, While, walk_stmts)
 from .size_env import eval_size
+from .sync import WarpGroups
 
 _MAX_WHILE = 10_000  # iterations of one while loop at the reduced sizes
 
@@ -106,6 +107,11 @@ class Machine:
         self.reads: dict[tuple[str, tuple[int, ...]], set[int]] = {}
         self.edge_reads: set[int] = set()
         self._view_base = {view.name: base for view, base in kernel.views}
+        # warp groups (T.ws) and mbarriers: the order between them is checked as the block runs
+        grouped = any(isinstance(s, If) and _warp_group(s) for s in walk_stmts(kernel.body))
+        self.sync = WarpGroups(kernel.threads or 128, dict(kernel.barriers)) if grouped or kernel.barriers else None
+        self._default_group = None if grouped else (0, kernel.threads or 128)
+        self._fragment_group: dict[str, tuple[int, int]] = {}
 
     # -- driving --
     def run(self) -> Trace:
@@ -135,6 +141,10 @@ class Machine:
             if self.record_origins:  # on-chip memory is fresh per block
                 local = {buf.name for buf in self.kernel.allocs if buf.scope != GLOBAL}
                 self.origin = {key: lines for key, lines in self.origin.items() if key[0] not in local}
+            if self.sync is not None:
+                self.sync.reset()
+                self.sync.group = self._default_group
+                self._fragment_group = {}
             self.exec_block(body, {**env, **{axis.var: value for axis, value in zip(grid, block)}})
         self.launch_start = outer
 
@@ -154,6 +164,10 @@ class Machine:
                 self.exec_block(stmt.body, env)
             self._loop_lines.pop()
             env.pop(stmt.var, None)
+        elif isinstance(stmt, If) and _warp_group(stmt):
+            outer, self.sync.group = self.sync.group, _warp_group(stmt)
+            self.exec_block(stmt.then, env)
+            self.sync.group = outer
         elif isinstance(stmt, If):
             cond = self.value(stmt.cond, env, stmt.line)
             if not isinstance(cond, (bool, np.bool_)):
@@ -214,6 +228,8 @@ class Machine:
             elif self.scopes[name] == GLOBAL and line is not None:
                 self.edge_reads.add(line)
             return False if self.dtypes.get(name) == "bool" else self.backend.const(0)
+        if self.sync is not None:
+            self._synced(name, index, False, line)
         value = self.array(name)[index]
         if self.scopes[name] == GLOBAL and line is not None:
             self._note_read(name, index, line)
@@ -236,6 +252,8 @@ class Machine:
             if not guarded:
                 self.fault("out-of-bounds", line, f"writes {name}{list(index)} outside its shape {list(self.shapes[name])}")
             return
+        if self.sync is not None:
+            self._synced(name, index, True, line)
         self.array(name)[index] = value
         if self.record_origins:
             self.origin[(name, index)] = frozenset(line for line in self._reads | {line, *self._loop_lines} if line is not None)
@@ -256,6 +274,18 @@ class Machine:
             self.plain[name][index] = True
         if self.record_values:
             self.written_values.setdefault((name, index), []).append((self.block, value))
+
+    def _synced(self, name: str, index: tuple[int, ...], write: bool, line: int | None) -> None:
+        """An access under warp groups: ordered with the other groups' (``sync.WarpGroups``); a
+        fragment lives in the registers of one group's threads, so no other group may use it."""
+        scope, group = self.scopes[name], self.sync.group
+        if scope != GLOBAL and not scope.startswith("shared") and group is not None:
+            owner = self._fragment_group.setdefault(name, group)
+            if owner != group:
+                raise Unsupported(line, f"{name} is in the registers of the threads {owner[0]}..{owner[1] - 1} and "
+                                  f"used by the threads {group[0]}..{group[1] - 1} too, which is not modelled")
+            return
+        self.sync.access(name, index, write, line)
 
     def _block_of(self, block_id: int) -> tuple[int, ...]:
         return self.blocks[block_id]
@@ -363,3 +393,10 @@ def _int_op(op: str, a: int, b: int) -> Any:
         return min(a, b)
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
             "and": a and b, "or": a or b}[op]
+
+
+def _warp_group(stmt: If) -> tuple[int, int] | None:
+    cond = stmt.cond
+    if isinstance(cond, Call) and cond.fn == WARP_GROUP:
+        return (int(cond.args[0].value), int(cond.args[1].value))
+    return None

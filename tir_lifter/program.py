@@ -229,6 +229,10 @@ class GridLaunch:
 
 Stmt = Union[TileOp, Store, Loop, If, While, GridLaunch]
 
+# ``If(Call(WARP_GROUP, (Const(lo), Const(hi))), body)``: the threads lo..hi-1 run ``body`` (``T.ws``),
+# at the same time as the other groups of the block
+WARP_GROUP = "warp_group"
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -250,6 +254,7 @@ class Kernel:
     auto_guard: bool = True  # TileLang's lowering guards global accesses (off: tl.disable_safe_memory_legalize)
     views: tuple[tuple[Buffer, str], ...] = ()  # a global tensor read with another shape, and that tensor's name
     columns: tuple[tuple[int, int], ...] = ()  # (line, 1-based column) of each source statement
+    barriers: tuple[tuple[str, tuple[int, ...]], ...] = ()  # T.alloc_barrier buffer -> arrive count of each
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views):

@@ -74,6 +74,39 @@ def _pair(machine: Any, op: TileOp, env: dict) -> tuple[list, list]:
 
 @handler("copy")
 def copy(machine: Any, op: TileOp, env: dict) -> None:
+    barrier = op.attr("barrier")
+    if barrier is not None:  # tma_copy: asynchronous, its writes seen through the barrier's phase
+        if machine.sync is None:
+            raise Unsupported(op.line, "a tma_copy outside a kernel with barriers is not modelled")
+        key = _barrier_key(machine, barrier, env)
+        machine.sync.async_copy(key, op.line)
+        try:
+            _copy(machine, op, env)
+        finally:
+            machine.sync.end_async_copy(key)
+        return
+    _copy(machine, op, env)
+
+
+def _barrier_key(machine: Any, barrier: Region, env: dict) -> tuple[str, tuple[int, ...]]:
+    return barrier.buffer, tuple(machine.index(i, env) for i in barrier.starts)
+
+
+@handler("barrier_arrive")
+def barrier_arrive(machine: Any, op: TileOp, env: dict) -> None:
+    if machine.sync is None:
+        raise Unsupported(op.line, "a barrier outside a kernel with barriers is not modelled")
+    machine.sync.arrive(_barrier_key(machine, op.operands[0], env), op.line)
+
+
+@handler("barrier_wait")
+def barrier_wait(machine: Any, op: TileOp, env: dict) -> None:
+    if machine.sync is None:
+        raise Unsupported(op.line, "a barrier outside a kernel with barriers is not modelled")
+    machine.sync.wait(_barrier_key(machine, op.operands[0], env), machine.index(op.operands[1], env), op.line)
+
+
+def _copy(machine: Any, op: TileOp, env: dict) -> None:
     src, dst = op.operands[0], op.operands[1]
     have, want = machine.dtypes.get(src.buffer), machine.dtypes.get(dst.buffer)
     for s, d in zip(*_pair(machine, op, env)):

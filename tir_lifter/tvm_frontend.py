@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
                       Expr, GridAxis, GridLaunch, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
-                      UnOp, Var, While, fold_const, walk_stmts)
+                      UnOp, Var, WARP_GROUP, While, fold_const, walk_stmts)
 
 
 def available() -> bool:
@@ -109,7 +109,8 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.tileop.im2col"} | _NO_OPS | {
+               "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier"} | \
+    _NO_OPS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
 
@@ -161,7 +162,8 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     body, grid = _one_launch(walker.stmt(func.body))
     body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
-                  sizes=(), threads=walker.threads, source=source, views=tuple(walker.views))
+                  sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
+                  barriers=tuple(walker.barriers.items()))
 
 
 def _one_launch(body: tuple[Stmt, ...]) -> tuple[tuple[Stmt, ...], tuple[GridAxis, ...]]:
@@ -222,6 +224,7 @@ class _Walker:
         self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
         self.onchip_data: dict[int, str] = {}  # data pointer of an on-chip buffer -> its name
+        self.barriers: dict[str, tuple[int, ...]] = {}  # T.alloc_barrier buffer -> arrive count of each
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
 
@@ -293,6 +296,11 @@ class _Walker:
         for key, value in (node.annotations or {}).items():
             if str(key) == "tl.launch_threads":
                 self.threads = int(value[0])
+            if str(key) == "barrier_init":  # T.alloc_barrier: the arrive count of each barrier
+                for data, counts in value.items():
+                    name = next((b.name for b in node.alloc_buffers if b.data.same_as(data)), None)
+                    if name is not None:
+                        self.barriers[name] = tuple(int(c) for c in counts)
         return self.stmt(node.body)
 
     _s_BlockRealize = _s_SBlockRealize
@@ -358,8 +366,29 @@ class _Walker:
         return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
 
     def _s_IfThenElse(self, node: Any) -> tuple[Stmt, ...]:
+        group = self.warp_group(node)
+        if group is not None:  # T.ws(k): these threads run the body, beside the other groups
+            return (If(Call(WARP_GROUP, (Const(group[0]), Const(group[1]))), self.stmt(node.then_case.body)),)
         orelse = self.stmt(node.else_case) if node.else_case is not None else ()
         return (If(self.expr(node.condition), self.stmt(node.then_case), orelse),)
+
+    def warp_group(self, node: Any) -> tuple[int, int] | None:
+        """``if lo <= tx < hi`` around an ``AttrStmt("warp_specialize")`` (what ``T.ws(k)`` makes): (lo, hi)."""
+        then = node.then_case
+        if node.else_case is not None or type(then).__name__ != "AttrStmt" or str(then.attr_key) != "warp_specialize":
+            return None
+        cond, lo, hi = node.condition, 0, None
+        parts = [cond.a, cond.b] if type(cond).__name__ == "And" else [cond]
+        for part in parts:
+            kind = type(part).__name__
+            if kind not in ("GE", "LT") or type(part.a).__name__ != "Var" or type(part.b).__name__ != "IntImm" \
+                    or self.var_name(part.a) not in self.thread_vars:
+                return None
+            if kind == "GE":
+                lo = int(part.b.value)
+            else:
+                hi = int(part.b.value)
+        return (lo, hi) if hi is not None else None
 
     def _s_While(self, node: Any) -> tuple[Stmt, ...]:
         return (While(self.expr(node.condition), self.stmt(node.body)),)
@@ -386,6 +415,15 @@ class _Walker:
             return (TileOp("atomic_add", (self.region(args[0]), self.region(args[1]))),)
         if name == "tl.tileop.im2col":
             return self.im2col(args)
+        if name == "tl.tileop.tma_copy":  # an asynchronous copy whose completion counts towards a barrier
+            barrier = (call.annotations or {}).get("barrier")
+            if barrier is None or type(barrier).__name__ != "BufferLoad":
+                raise Unsupported(None, "a tma_copy without a barrier is not modelled")
+            return (TileOp("copy", (self.region(args[0]), self.region(args[1])), (("barrier", self.element(barrier)),)),)
+        if name == "tl.mbarrier_wait_parity" and len(args) == 2 and type(args[0]).__name__ == "BufferLoad":
+            return (TileOp("barrier_wait", (self.element(args[0]), self.expr(args[1]))),)
+        if name == "tirx.ptx_arrive_barrier" and len(args) == 1 and type(args[0]).__name__ == "BufferLoad":
+            return (TileOp("barrier_arrive", (self.element(args[0]),)),)
         if name in _NO_OPS:
             return ()
         if name == "tl.atomic_add_elem_op":
@@ -429,6 +467,10 @@ class _Walker:
         target = tuple(col.starts[:-2]) + (b("+", col.starts[-2], i), b("+", col.starts[-1], j))
         store = Store(col.buffer, target, value)
         return (Loop(i.name, block_m, PARALLEL, (Loop(j.name, block_k, PARALLEL, (store,)),)),)
+
+    def element(self, load: Any) -> Region:
+        """One element of a buffer (a barrier) as a region without extents."""
+        return Region(self.name_of(load.buffer), tuple(self.expr(i) for i in load.indices))
 
     def region(self, call: Any) -> Region:
         load = call.args[0]
@@ -480,8 +522,9 @@ class _Walker:
 
 def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
     """Bit operations that are exact arithmetic: on truth values (a mask ``(i < n) & (j != -1)``),
-    a shift by a constant (``x << k`` = x * 2^k, ``x >> k`` = floor(x / 2^k) in two's complement)
-    and a low-bits mask (``x & (2^k - 1)`` = x mod 2^k, non-negative, as two's complement gives)."""
+    a shift by a constant (``x << k`` = x * 2^k, ``x >> k`` = floor(x / 2^k) in two's complement),
+    a low-bits mask (``x & (2^k - 1)`` = x mod 2^k, non-negative, as two's complement gives) and
+    ``x ^ 1`` (the lowest bit flipped)."""
     if all(dtype == "bool" for dtype in dtypes):
         if name == "bitwise_not":
             return UnOp("not", args[0])
@@ -500,6 +543,8 @@ def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
                 return BinOp("//", value, Const(2 ** k))
             if name == "bitwise_and" and k & (k + 1) == 0:
                 return BinOp("%", value, Const(k + 1))
+            if name == "bitwise_xor" and k == 1:  # flips the lowest bit: x + 1 - 2 (x mod 2) (a phase parity)
+                return BinOp("-", BinOp("+", value, Const(1)), BinOp("*", Const(2), BinOp("%", value, Const(2))))
     raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values, "
                             f"shifts by a constant and masks of low bits)")
 

@@ -1,0 +1,164 @@
+"""Warp groups of one block and the mbarriers between them (Hopper warp specialization).
+
+A warp-specialized kernel runs its ``T.ws(k)`` parts on disjoint thread ranges at the same
+time; ``tma_copy(..., barrier=b)`` copies asynchronously and counts towards the current phase
+of ``b``, ``ptx_arrive_barrier(b)`` arrives with every thread of the group, and
+``mbarrier_wait_parity(b, p)`` returns once the phase of parity ``p`` has completed.
+
+The interpreter runs the groups in program order, which is one schedule.  Its values are the
+values of every schedule when (1) that order is one the barriers allow (every wait finds its
+phase completed), (2) every wait observes one phase in every schedule (the phase after it
+cannot complete without an arrival that follows the wait), and (3) no two accesses to one
+element from different groups (or from the copy engine) are unordered, a write among them.
+Happens-before is tracked with vector clocks; a phase carries the join of its arrivals' clocks.
+Anything else is ``unsupported`` with the reason: an order the proof cannot rely on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import Unsupported
+
+Clock = dict[Any, int]
+
+
+def _join(a: Clock, b: Clock) -> Clock:
+    out = dict(a)
+    for key, value in b.items():
+        if out.get(key, 0) < value:
+            out[key] = value
+    return out
+
+
+@dataclass
+class _Barrier:
+    count: int  # arrivals (threads) that complete a phase
+    arrivals: int = 0
+    pending: Clock = field(default_factory=dict)  # join of the current phase's arrivals
+    phases: list[Clock] = field(default_factory=list)  # completed phases
+    waits: list[tuple[int, Any, int]] = field(default_factory=list)  # (phase observed, group, its time)
+
+
+@dataclass
+class _Cell:
+    write: tuple[Any, int] | None = None  # (group, time) of the last write
+    reads: dict[Any, int] = field(default_factory=dict)  # group -> time of its last read since
+
+
+class WarpGroups:
+    """Vector clocks of the groups of one block, its barriers' phases and its on-chip cells."""
+
+    def __init__(self, threads: int, counts: dict[str, tuple[int, ...]]):
+        self.threads = threads
+        self.counts = counts
+        self.reset()
+
+    def reset(self) -> None:
+        """A new block: fresh barriers, clocks and on-chip memory."""
+        self.clocks: dict[Any, Clock] = {}
+        self.barriers: dict[tuple[str, tuple[int, ...]], _Barrier] = {}
+        self.cells: dict[tuple[str, tuple[int, ...]], _Cell] = {}
+        self.group: tuple[int, int] | None = None  # the thread range running now (None: every thread)
+        self.async_writer: Any = None  # the copy engine, while a tma_copy stores
+
+    def _clock(self, group: Any) -> Clock:
+        return self.clocks.setdefault(group, {})
+
+    def _tick(self, group: Any) -> int:
+        clock = self._clock(group)
+        clock[group] = clock.get(group, 0) + 1
+        return clock[group]
+
+    def _running(self, line: int | None) -> tuple[int, int]:
+        if self.group is None:
+            raise Unsupported(line, "on-chip memory or a barrier used outside the warp groups of a warp-specialized "
+                              "kernel is not modelled")
+        return self.group
+
+    # -- memory --
+    def access(self, name: str, index: tuple[int, ...], write: bool, line: int | None) -> None:
+        group = self._running(line)
+        cell = self.cells.setdefault((name, index), _Cell())
+        knows = self._clock(group)
+        time = self._tick(group)
+        verb = ("written by a tma_copy of" if self.async_writer else "written by") if write else "read by"
+        if cell.write is not None and cell.write[0] != group and knows.get(cell.write[0], 0) < cell.write[1]:
+            raise Unsupported(line, f"{name}{list(index)} is {verb} the threads "
+                              f"{_shown(group)} while {_shown(cell.write[0])} may still write it: no barrier orders "
+                              "the two")
+        if not write:
+            cell.reads[group] = time
+            return
+        for reader, read in cell.reads.items():
+            if reader != group and knows.get(reader, 0) < read:
+                raise Unsupported(line, f"{name}{list(index)} is {verb} the threads {_shown(group)} while "
+                                  f"{_shown(reader)} may still read it: no barrier orders the two")
+        if self.async_writer is not None:  # the copy engine: seen only through the phase the copy counts towards
+            engine = self.async_writer
+            cell.write, cell.reads = (engine, self._clock(engine)[engine]), {}
+        else:
+            cell.write, cell.reads = (group, time), {}
+
+    # -- barriers --
+    def _barrier(self, key: tuple[str, tuple[int, ...]], line: int | None) -> _Barrier:
+        if key not in self.barriers:
+            counts = self.counts.get(key[0])
+            flat = key[1][0] if len(key[1]) == 1 else None
+            if counts is None or flat is None or not 0 <= flat < len(counts):
+                raise Unsupported(line, f"barrier {key[0]}{list(key[1])} has no arrive count")
+            self.barriers[key] = _Barrier(counts[flat])
+        return self.barriers[key]
+
+    def async_copy(self, key: tuple[str, tuple[int, ...]], line: int | None) -> str:
+        """A tma_copy counting towards ``key``'s current phase: the copy engine's writes are
+        seen by whoever waits for that phase."""
+        self._running(line)
+        self._barrier(key, line)
+        engine = f"the copy engine of {key[0]}{list(key[1])}"
+        self._tick(engine)
+        self.async_writer = engine
+        return engine
+
+    def end_async_copy(self, key: tuple[str, tuple[int, ...]]) -> None:
+        engine, self.async_writer = self.async_writer, None
+        barrier = self.barriers[key]
+        barrier.pending = _join(barrier.pending, {engine: self._clock(engine)[engine]})
+
+    def arrive(self, key: tuple[str, tuple[int, ...]], line: int | None) -> None:
+        group = self._running(line)
+        barrier = self._barrier(key, line)
+        self._tick(group)
+        barrier.arrivals += group[1] - group[0]
+        barrier.pending = _join(barrier.pending, self._clock(group))
+        if barrier.arrivals > barrier.count:
+            raise Unsupported(line, f"barrier {key[0]}{list(key[1])} gets {barrier.arrivals} arrivals in one phase, "
+                              f"more than its count {barrier.count}")
+        if barrier.arrivals < barrier.count:
+            return
+        phase = len(barrier.phases)
+        for observed, waiter, time in barrier.waits:
+            # a wait that observed the phase before this one must be known to this phase's arrivals,
+            # else in another schedule it could observe this phase instead
+            if observed == phase - 1 and barrier.pending.get(waiter, 0) < time:
+                raise Unsupported(line, f"barrier {key[0]}{list(key[1])}: phase {phase} can complete before the "
+                                  f"threads {_shown(waiter)} wait for phase {phase - 1}, so which phase that wait "
+                                  "sees depends on the schedule")
+        barrier.phases.append(barrier.pending)
+        barrier.arrivals, barrier.pending = 0, {}
+
+    def wait(self, key: tuple[str, tuple[int, ...]], parity: int, line: int | None) -> None:
+        group = self._running(line)
+        barrier = self._barrier(key, line)
+        completed = len(barrier.phases)
+        if completed % 2 == parity % 2:  # the phase of that parity is the running one: this wait blocks
+            raise Unsupported(line, f"the threads {_shown(group)} wait for phase parity {parity} of barrier "
+                              f"{key[0]}{list(key[1])} before that phase completes in program order; the order the "
+                              "barriers allow is not modelled")
+        if completed:
+            self.clocks[group] = _join(self._clock(group), barrier.phases[-1])
+        barrier.waits.append((completed - 1, group, self._tick(group)))
+
+
+def _shown(group: Any) -> str:
+    return f"{group[0]}..{group[1] - 1}" if isinstance(group, tuple) else str(group)
