@@ -367,28 +367,80 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
             out[(op.span.line, op.span.file)].append(position)
         return out
 
-    reference_lines = by_line(reference)
+    reference_lines, lines = by_line(reference), by_line(ops)
     weights = _pairing_weights(ops)
-    pairs = {}
-    for line, positions in by_line(ops).items():
-        partners = reference_lines.get(line)
-        if partners:
-            pairs.update(_aligned([ops[p] for p in positions], [reference[p] for p in partners], positions, partners,
-                                  [weights[p] for p in positions]))
+
+    def align(weight):
+        pairs = {}
+        for line, positions in lines.items():
+            partners = reference_lines.get(line)
+            if partners:
+                pairs.update(_aligned([ops[p] for p in positions], [reference[p] for p in partners], positions,
+                                      partners, [weights[p] for p in positions], weight))
+        return pairs
+
+    # a line's forward and backward ops pair in one alignment; an op the rank adds in the forward
+    # (a view of a row-parallel output hook's all-reduce) would take the earliest op of its kind,
+    # the backward's: a second alignment weighs each match by whether its operands agree with the
+    # first one's pairs (the rank's operand made by the partner of what the reference op reads)
+    pairs = align(None)
+    pairs = align(_DataflowAgreement(reference, ops, pairs, weights))
     return {position: partner for position, partner in pairs.items()
             if len(reference[partner].results) == len(ops[position].results)}
+
+
+class _DataflowAgreement:
+    """Weight of pairing rank op ``i`` with reference op ``j`` given earlier pairs: an operand the
+    rank made by a paired op (seen through ops of the rank's own with one operand, a collective's
+    result as what it reduced) agrees when its partner is what the reference op reads there; one
+    disagreeing operand makes the match the least weighty, each agreeing one adds to it."""
+
+    THROUGH = 4  # unpaired single-operand ops looked through for an operand's origin
+
+    def __init__(self, reference: tuple[Op, ...], ops: tuple[Op, ...], pairs: dict[int, int],
+                 weights: list[int]) -> None:
+        self.reference, self.ops, self.weights = reference, ops, weights
+        self.values = {mine: theirs for position, partner in pairs.items()
+                       for mine, theirs in zip(ops[position].results, reference[partner].results)}
+        self.producer = {name: position for position, op in enumerate(ops) for name in op.results}
+
+    def _origin(self, name: str) -> str | None:
+        for _ in range(self.THROUGH):
+            if name in self.values:
+                return self.values[name]
+            position = self.producer.get(name)
+            if position is None or len(self.ops[position].args) != 1:
+                return None
+            name = self.ops[position].args[0]
+        return self.values.get(name)
+
+    def __call__(self, i: int, j: int) -> int:
+        mine, theirs = self.ops[i].args, self.reference[j].args
+        agree = 0
+        if len(mine) == len(theirs):
+            for a, b in zip(mine, theirs):
+                origin = self._origin(a)
+                if origin is None:
+                    continue
+                if origin != b:
+                    return 1
+                agree += 1
+        return self.weights[i] + 2 * agree
 
 
 _ALIGNMENT_CELLS = 250_000  # a line's rank ops x reference ops above which pairs go by occurrence
 
 
 def _aligned(ops: list[Op], reference: list[Op], positions: list[int], partners: list[int],
-             weights: list[int]) -> dict[int, int]:
+             weights: list[int], weight: Callable[[int, int], int] | None = None) -> dict[int, int]:
     kinds, reference_kinds = [op.kind for op in ops], [op.kind for op in reference]
     if len(kinds) * len(reference_kinds) > _ALIGNMENT_CELLS:
         matches = _by_occurrence(kinds, reference_kinds)
-    else:
+    elif weight is None:
         matches = _by_subsequence(kinds, reference_kinds, weights)
+    else:
+        matches = _by_subsequence(kinds, reference_kinds, weights,
+                                  lambda i, j: weight(positions[i], partners[j]))
     return {positions[i]: partners[j] for i, j in matches}
 
 
@@ -421,21 +473,27 @@ def _by_occurrence(kinds: list[str], reference_kinds: list[str]) -> list[tuple[i
     return [(index, theirs[key]) for key, index in numbered(kinds).items() if key in theirs]
 
 
-def _by_subsequence(kinds: list[str], reference_kinds: list[str], weights: list[int] | None = None
-                    ) -> list[tuple[int, int]]:
+def _by_subsequence(kinds: list[str], reference_kinds: list[str], weights: list[int] | None = None,
+                    weight: Callable[[int, int], int] | None = None) -> list[tuple[int, int]]:
     """A heaviest common subsequence of the two kind lists (a match weighs its rank op's weight,
-    1 by default: the longest), taking each match as early as it can."""
+    1 by default: the longest; ``weight(i, j)``, when given, weighs each match), taking each match
+    as early as it can."""
     n, m = len(kinds), len(reference_kinds)
     weights = weights or [1] * n
+    match: dict[tuple[int, int], int] = {}
+    for i in range(n):
+        for j in range(m):
+            if kinds[i] == reference_kinds[j]:
+                match[i, j] = weight(i, j) if weight is not None else weights[i]
     suffix = [[0] * (m + 1) for _ in range(n + 1)]  # best weight of kinds[i:] and reference_kinds[j:]
     for i in range(n - 1, -1, -1):
         row, below = suffix[i], suffix[i + 1]
         for j in range(m - 1, -1, -1):
             skip = max(below[j], row[j + 1])
-            row[j] = max(below[j + 1] + weights[i], skip) if kinds[i] == reference_kinds[j] else skip
+            row[j] = max(below[j + 1] + match[i, j], skip) if (i, j) in match else skip
     out, i, j = [], 0, 0
     while i < n and j < m:
-        if kinds[i] == reference_kinds[j] and suffix[i][j] == suffix[i + 1][j + 1] + weights[i]:
+        if (i, j) in match and suffix[i][j] == suffix[i + 1][j + 1] + match[i, j]:
             out.append((i, j))
             i, j = i + 1, j + 1
         elif suffix[i + 1][j] >= suffix[i][j + 1]:
@@ -1076,11 +1134,12 @@ class _Cuts:
         self.original: dict[str, np.ndarray] = {}
         self.fresh: dict[str, np.ndarray] = {}
         self.where: dict[int, tuple[str, tuple[int, ...]]] = {}  # term id -> (cut value, index) in originals
+        self.rank_only: list[set[str]] = [set() for _ in program.ranks]  # values made after a rank-only collective
         self.count = 0
 
     def __call__(self, rank: int, position: int, collective: bool) -> None:
         partner = self.pairs[rank].get(position)
-        if partner is None and collective and self._cut_by_consumer(rank, position):
+        if partner is None and self._rank_only(rank, position, collective) and self._cut_by_consumer(rank, position):
             return
         if partner is None or not self.reference.advance_to(partner):
             self._by_terms(rank, position)
@@ -1116,31 +1175,54 @@ class _Cuts:
                         self.where.setdefault(term.get_id(), (reference_name, index))
             env[name] = cut[block]
 
+    def _rank_only(self, rank: int, position: int, collective: bool) -> bool:
+        """A collective with no single-device counterpart, or an op of the rank's own reading what one
+        made (two backward all-reduces of the input gradients of column-parallel layers, then the
+        rank's sum of them, where one device sums the unreduced gradients at another line)."""
+        op = self.program.ranks[rank][position]
+        made = self.rank_only[rank]
+        if collective or any(arg in made for arg in op.args):
+            made.update(op.results)
+            return True
+        return False
+
     def _cut_by_consumer(self, rank: int, position: int) -> bool:
         """A collective with no single-device counterpart (the reference skips it: ``if world == 1``)
         whose result the rank's first paired reader reads: its counterpart is the value the reference's
         paired op reads at the same place; cut there, before the reference reads it."""
         ops = self.program.ranks[rank]
-        results = ops[position].results
+        # the result, and views of it the rank takes on its own (an autograd Function's output is a
+        # view of what it returns: transformers' all_reduce_forward): a paired reader of one reads it
+        viewed = {name: name for name in ops[position].results}
         for later in range(position + 1, len(ops)):
-            places = [i for i, arg in enumerate(ops[later].args) if arg in results]
+            places = [i for i, arg in enumerate(ops[later].args) if arg in viewed]
             if not places:
                 continue
             consumer = self.pairs[rank].get(later)
             if consumer is None:
+                if len(ops[later].args) == 1 and ops[later].kind.startswith(_VIEW_KINDS):
+                    viewed.update((name, viewed[ops[later].args[0]]) for name in ops[later].results)
                 continue  # an op of the rank's own (no counterpart): the next reader may have one
             reference_args = self.program.reference[consumer].args
-            if places[0] >= len(reference_args) or self.reference.ranks[0].pc > consumer \
-                    or (consumer > 0 and not self.reference.advance_to(consumer - 1)):
+            if places[0] >= len(reference_args):
                 return False
-            name, reference_name = ops[later].args[places[0]], reference_args[places[0]]
+            name, reference_name = viewed[ops[later].args[places[0]]], reference_args[places[0]]
+            # a value another rank cut already is compared with its original wherever the reference is
+            if reference_name not in self.fresh and (self.reference.ranks[0].pc > consumer or (
+                    consumer > 0 and not self.reference.advance_to(consumer - 1))):
+                return False
             env, reference_env = self.ranks.ranks[rank].env, self.reference.ranks[0].env
             want = self.original.get(reference_name)
             if want is None:
                 want = np.asarray(reference_env[reference_name], dtype=object)
             got = np.asarray(env[name], dtype=object)
+            shape = got.shape
+            if name != ops[later].args[places[0]]:  # read through a view: the whole value, row-major
+                if got.size != want.size:
+                    return False
+                got = got.reshape(want.shape)
             block = _block_of(got, want, True, self.equal, by_solver=_selects_on_integers(got),
-                              plausible=self._plausible(rank, name, reference_name))
+                              plausible=self._plausible(rank, name, reference_name, got.shape))
             cut = self.fresh.get(reference_name)
             if block is None or (cut is None and not _cuttable(want)):
                 return False
@@ -1148,15 +1230,19 @@ class _Cuts:
                 cut = self._fresh(reference_name, want.shape)
                 self.original[reference_name] = want
                 reference_env[reference_name] = cut
-            env[name] = cut[block]
+            env[name] = np.asarray(cut[block], dtype=object).reshape(shape)
             return True
         return False
 
-    def _plausible(self, rank: int, name: str, reference_name: str) -> Callable[[tuple], bool] | None:
-        """Whether the sample's value of ``name`` on ``rank`` equals that block of the reference's."""
+    def _plausible(self, rank: int, name: str, reference_name: str, shape: tuple[int, ...] | None = None
+                   ) -> Callable[[tuple], bool] | None:
+        """Whether the sample's value of ``name`` on ``rank`` (taken in ``shape``) equals that block of
+        the reference's."""
         if self.sample is None or name not in self.sample.ranks[rank] or reference_name not in self.sample.reference:
             return None
         got, want = np.asarray(self.sample.ranks[rank][name]), np.asarray(self.sample.reference[reference_name])
+        if shape is not None and got.size == int(np.prod(shape)):
+            got = got.reshape(shape)
 
         def plausible(index: tuple) -> bool:
             try:
