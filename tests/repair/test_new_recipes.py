@@ -80,3 +80,27 @@ def test_value_passed_on_unmapped_gets_the_missing_partner_mapping(tmp_path):
     assert wrapped[0].description == ("`hidden` on line 5 passed through "
                                       "tensor_parallel.scatter_to_sequence_parallel_region")
     assert "    x = tensor_parallel.scatter_to_sequence_parallel_region(hidden)\n" in wrapped[0].patched
+
+
+def test_seed_that_adds_the_rank_loses_the_rank_term():
+    text = ("import os\nimport torch\n\nfor i in range(3):\n    torch.manual_seed(i + int(os.environ[\"RANK\"]))\n"
+            "    x = torch.rand(4, 2)\n")
+    found = [c for c in candidates(text, "launch.py", [Site(6, "rand")], limit=100) if c.recipe == "same_seed"]
+    assert [c.patched for c in found] == [text.replace('i + int(os.environ["RANK"])', "i")]
+
+
+def test_seed_without_the_rank_is_left_alone():
+    text = "import torch\nimport torch.distributed as dist\n\ntorch.manual_seed(1234)\nx = torch.rand(4, 2)\n"
+    assert not [c for c in candidates(text, "f.py", [Site(5, "rand")], limit=100) if c.recipe == "same_seed"]
+
+
+def test_recipes_answering_the_culprit_op_come_first():
+    """gloo's AVG all-reduce divides in the collective: the division named at the collective's line is
+    answered by changing the op, before the layout edits of the line above it."""
+    text = ("import torch.distributed as dist\n\n\ndef forward(x, w):\n"
+            "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+            "    y = x.chunk(world, dim=1)[rank] @ w.chunk(world, dim=0)[rank]\n"
+            "    dist.all_reduce(y, op=dist.ReduceOp.AVG)\n    return y\n")
+    found = candidates(text, "f.py", [Site(7, "div"), Site(6, "chunk", guessed=True)], limit=100)
+    assert found[0].recipe == "change_op" and "op=dist.ReduceOp.SUM" in found[0].patched
+    assert {c.recipe for c in found[:3]} == {"change_op"}

@@ -86,3 +86,32 @@ def test_buggy_file_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
         for mode in ("forward", "grad"):
             truth = run_file(patched, world=world, mode=mode, dtype="float64")
             assert truth.matches, truth.summary()
+
+
+REALWORLD = Path(__file__).resolve().parents[2] / "examples" / "realworld"
+
+
+def test_input_seeded_by_rank_gets_the_same_seed_on_every_rank(tmp_path):
+    """``torch.manual_seed(i + RANK)`` before the batch is drawn (a launch script around DTensor's
+    plans): the fix drops the rank from the seed, as its twin ``tp_example_launch.py`` seeds."""
+    path = tmp_path / "tp_example_launch_input_seeded_by_rank.py"
+    shutil.copyfile(REALWORLD / path.name, path)
+    report, fixes = find_fixes(path, top_k=1)
+    assert report.verdict == "violations"
+    assert fixes, "no verified fix"
+    fix = fixes[0]
+    assert fix.report.verdict == "verified"
+    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    assert "    torch.manual_seed(i)\n" in fix.patched
+    patched = tmp_path / "patched.py"
+    patched.write_text(fix.patched)
+    for world in (2, 4):
+        truth = run_realworld(patched, world=world)
+        assert truth.matches, truth.summary()
+
+
+def test_input_seeded_by_rank_twin_verifies(tmp_path):
+    path = tmp_path / "tp_example_launch.py"
+    shutil.copyfile(REALWORLD / path.name, path)
+    _, result = check_file(path)
+    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
