@@ -15,8 +15,8 @@ one way a person fixes communication at that line, spelled in the file's own idi
 * ``remove_scaling`` / ``add_scaling``  a ``/ world_size`` removed from, or added to, the line;
 * ``change_dim``      the dim of a ``cat``/``split``/``chunk``/``narrow``/``Shard(d)`` on the line
                       (inside an ``autograd.Function`` also its partner in the sibling method);
-* more in ``collective_args``, ``region_functions``, ``masking`` and ``seeding`` (a seed that adds
-  the rank).
+* more in ``collective_args``, ``region_functions``, ``masking``, ``seeding`` (a seed that adds
+  the rank) and ``buffers`` (a gather buffer no collective fills).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -485,10 +485,11 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .collective_args import change_op, dim_keyword, unwrap_twice, wrap_mapping
     from .masking import mask_bounds, mask_ids
     from .region_functions import copy_region, reduce_region
+    from .buffers import fill_gather_buffer
     from .seeding import same_seed
 
     return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
-            same_seed)
+            same_seed, fill_gather_buffer)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,

@@ -104,3 +104,18 @@ def test_recipes_answering_the_culprit_op_come_first():
     found = candidates(text, "f.py", [Site(7, "div"), Site(6, "chunk", guessed=True)], limit=100)
     assert found[0].recipe == "change_op" and "op=dist.ReduceOp.SUM" in found[0].patched
     assert {c.recipe for c in found[:3]} == {"change_op"}
+
+
+def test_gather_buffer_without_a_collective_gets_the_all_gather_after_it():
+    text = ("import torch\nimport torch.distributed as dist\n\n\ndef gather(t, world):\n"
+            "    pieces = [torch.empty_like(t) for _ in range(world)]\n    return torch.cat(pieces, dim=1)\n")
+    found = [c for c in candidates(text, "f.py", [Site(7, "cat")], limit=100) if c.recipe == "fill_gather_buffer"]
+    assert found[0].patched == text.replace("range(world)]\n", "range(world)]\n    dist.all_gather(pieces, t)\n")
+    assert "torch.distributed.nn.functional.all_gather(t)" in found[1].patched
+
+
+def test_gather_buffer_a_collective_fills_is_left_alone():
+    text = ("import torch\nimport torch.distributed as dist\n\n\ndef gather(t, world):\n"
+            "    pieces = [torch.empty_like(t) for _ in range(world)]\n    dist.all_gather(pieces, t)\n"
+            "    return torch.cat(pieces, dim=1)\n")
+    assert not [c for c in candidates(text, "f.py", [Site(8, "cat")], limit=100) if c.recipe == "fill_gather_buffer"]

@@ -115,3 +115,34 @@ def test_input_seeded_by_rank_twin_verifies(tmp_path):
     shutil.copyfile(REALWORLD / path.name, path)
     _, result = check_file(path)
     assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+
+
+GATHER_CALL = "    dist.all_gather(pieces, t.contiguous())\n"
+
+
+def test_gather_buffer_no_collective_fills_gets_its_all_gather_back(tmp_path):
+    """A context-parallel attention whose all-gather of the keys was dropped (its buffer is still
+    allocated and concatenated): the all-gather is written back after the allocation."""
+    text = (REALWORLD / "context_parallel_causal_mask.py").read_text()
+    assert GATHER_CALL in text
+    path = tmp_path / "context_parallel_causal_mask_no_gather.py"
+    path.write_text(text.replace(GATHER_CALL, ""))
+    report, fixes = find_fixes(path, top_k=1)
+    assert report.verdict == "violations"
+    assert fixes, "no verified fix"
+    fix = fixes[0]
+    assert fix.report.verdict == "verified"
+    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    assert "    dist.all_gather(pieces, t)\n" in fix.patched
+    patched = tmp_path / "patched.py"
+    patched.write_text(fix.patched)
+    for world in (2, 4):
+        truth = run_realworld(patched, world=world)
+        assert truth.matches, truth.summary()
+
+
+def test_gather_buffer_twin_verifies(tmp_path):
+    path = tmp_path / "context_parallel_causal_mask.py"
+    shutil.copyfile(REALWORLD / path.name, path)
+    _, result = check_file(path)
+    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
