@@ -603,9 +603,18 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             return False
         return _terms_of(values, want, program.world)
 
+    unpaired: dict[str, bool] = {}
+
     def differs(name: str) -> bool:
         partner = pairs.get(name)
-        if partner is None or name not in env or partner not in reference:
+        if partner is None and name in producer and name not in unpaired:
+            # a value the single device has no counterpart of (an all-to-all's clone and exchange that
+            # one device skips) is as wrong as a value it is made from
+            unpaired[name] = False   # a cycle judges nothing
+            unpaired[name] = any(differs(arg) for arg in producer[name].args if arg in producer)
+        if partner is None:
+            return unpaired.get(name, False)
+        if name not in env or partner not in reference:
             return False
         reduced = _reduced(producer, name)
         try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction

@@ -2,7 +2,8 @@
 
 Forward ops: the innermost frame of the user's file (an op inside a library gets the user's
 line that called into the library).  Backward ops of a custom ``autograd.Function`` run the
-user's own backward code, so the same frame walk finds its lines.  Other backward ops run
+user's own backward code, so the same frame walk finds its lines; a library's Function runs none,
+and gets the line that called its forward, as other backward ops do.  Other backward ops run
 inside the autograd engine: anomaly mode keeps, on each graph node, the stack of the forward
 call that created it, and that stack names the user's forward line.
 
@@ -73,6 +74,12 @@ class SpanFinder:
                 if own is not None:
                     within = (own, frame.f_lineno)
             frame = frame.f_back
+        if node is not None and _is_custom_function(node):
+            # a library's custom Function (fairscale's copy to the parallel region): its backward runs
+            # no line of the user's, the line that called its forward made it
+            line, made_within = self._line_from_node(node)
+            if line is not None:
+                return Span(line, self.shown_as, within or made_within)
         return Span(self.fallback, self.shown_as, within)
 
     def _line_from_node(self, node) -> tuple[int | None, tuple[str, int] | None]:
