@@ -156,8 +156,12 @@ def run_tool(entry: entries.Entry, timeout: float, target: str | None = None, ex
         nt = doc["not_traced"]
         reasons.append((nt.get("line"), "not traced: " + str(nt.get("reason"))))
     violations = [(d.get("line"), d.get("message", "")) for d in diags if d.get("severity") == "error"]
+    # where each error is: its line, and its file when another than the checked one (a module of the
+    # user's package the op ran in)
+    located = [(d.get("line"), d.get("file")) for d in diags if d.get("severity") == "error"]
     return {"verdict": doc.get("verdict", "error"), "exit": proc.returncode, "seconds": seconds,
-            "reasons": reasons, "violations": violations, "file": doc.get("file"), "command": cmd}
+            "reasons": reasons, "violations": violations, "located": located, "file": doc.get("file"),
+            "command": cmd}
 
 
 # ---------------------------------------------------------------------------------------- report

@@ -5,7 +5,9 @@ missing, a split or gather dim swapped.  The library's top-level package is copi
 directory (a tree of links to the installed files, with the one mutated file a real copy: the
 installed files are never written) and put first on the import path; the ground truth runs there,
 and the tool is pointed at the entry's file in the copy (``--path`` the copy).  A mutant counts as
-found when the tool reports a violation whose line is the mutated line.
+found when the tool reports a violation at the mutated line of the mutated file: the error's ``file``
+is that file (a module of the package the op ran in), or names no file when the mutated file is the
+entry's own.
 
 Lines are pinned to the versions of the ``realcode`` extra; a mutant whose line no longer holds its
 text is reported as stale, not run.
@@ -150,6 +152,14 @@ def materialize(m: Mutant, into: Path, entry_module: str | None = None) -> Path:
     return into
 
 
+def _in_mutated_file(m: Mutant, entry_module: str, file: str | None) -> bool:
+    """An error's ``file`` is the mutated library file: named (a module of the package the checked file
+    belongs to), or none named when the checked file (the entry's module) is the mutated one."""
+    if file is None:
+        return Path(*entry_module.split(".")).with_suffix(".py").as_posix() == m.file
+    return ("/" + file.replace("\\", "/")).endswith("/" + m.file)
+
+
 def main(args) -> int:
     import realcode
     import realcode_entries as entries
@@ -167,9 +177,11 @@ def main(args) -> int:
             truth = realcode.ground_truths([entry], args.gt_timeout, extra_path=str(root), hash_salt=salt)[entry.key]
             target = root / Path(*entry.module.split(".")).with_suffix(".py")
             res = realcode.run_tool(entry, args.timeout, target=str(target), extra=("--path", str(root)))
-        at_line = any(line == m.line for line, _ in res["violations"])
+        located = res.get("located", [(line, None) for line, _ in res["violations"]])
+        at_line = any(line == m.line and _in_mutated_file(m, entry.module, file) for line, file in located)
         # a collective dropped leaves no op on its line: the tool names the line after which it belongs
-        near = any(line is not None and m.line - NEAR <= line <= m.line for line, _ in res["violations"])
+        near = any(line is not None and m.line - NEAR <= line <= m.line and _in_mutated_file(m, entry.module, file)
+                   for line, file in located)
         realcode.log(f"  {m.key}: truth {truth.status}, tool {res['verdict']}, at the mutated line: {at_line}")
         return {"mutant": m.key, "kind": m.kind, "truth": truth.status, "tool": res, "at_line": at_line,
                 "near_line": near}
