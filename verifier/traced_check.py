@@ -1192,7 +1192,8 @@ class _Cuts:
         made = self.rank_only[rank]
         if collective or any(arg in made for arg in op.args):
             made.update(op.results)
-            return True
+            # a view of the result was read through when the collective itself was cut
+            return collective or not (len(op.args) == 1 and op.kind.startswith(_VIEW_KINDS))
         return False
 
     def _cut_by_consumer(self, rank: int, position: int) -> bool:
