@@ -14,7 +14,8 @@ TINY = dict(num_hidden_layers=1, hidden_size=16, intermediate_size=32, moe_inter
             num_experts_per_tok=2, n_shared_experts=1, use_cache=False, first_k_dense_replace=0,
             q_lora_rank=None, kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=4,
             qk_head_dim=8, n_group=1, topk_group=1, attention_dropout=0.0, hidden_dropout=0.0,
-            partial_rotary_factor=1.0, sliding_window=None, tie_word_embeddings=False)
+            partial_rotary_factor=1.0, sliding_window=16, tie_word_embeddings=False)  # a window longer than
+# the 8 tokens masks nothing, and the layers that need one (gemma2, qwen2_moe) get one
 
 
 def plan_architectures() -> list[tuple[str, str]]:
@@ -57,7 +58,10 @@ def tiny_config(config_name: str):
             setattr(config, key, [])
     if hasattr(config, "rope_parameters") and isinstance(config.rope_parameters, dict):
         config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": 1.0}
+    if isinstance(getattr(config, "pad_token_id", None), int) and config.pad_token_id >= config.vocab_size:
+        config.pad_token_id = None   # the embedding's padding row must lie in the tiny vocabulary
     config._attn_implementation = "eager"
+    config._experts_implementation = "eager"   # torch's grouped_mm takes no float64
     return config
 
 
