@@ -88,13 +88,41 @@ def build(model_type: str, config_name: str, world: int):
                 continue
             layer = ALL_PARALLEL_STYLES[plan]
             layer.empty_param, layer.device_mesh, layer.rank = param, mesh, rank
-            piece = layer.shard_tensor(param.detach(), tensor_idx=None, dtype=param.dtype, device="cpu").contiguous()
+            piece = layer.shard_tensor(_Slice(param.detach()), tensor_idx=None, dtype=param.dtype,
+                                       device="cpu").contiguous()
             owner, _, attr = name.rpartition(".")
             setattr(model.get_submodule(owner), attr, torch.nn.Parameter(piece, requires_grad=param.requires_grad))
         distribute_model(model, None, None, mesh, world)
     torch.manual_seed(1)
     ids = torch.randint(0, config.vocab_size, (1, 8))
     return model, (ids,)
+
+
+class _Slice:
+    """A tensor as a checkpoint's lazy slice looks to ``shard_tensor`` while loading (packed gate/up
+    weights read ``get_dtype``; the others index it or ask its ``get_shape``)."""
+
+    def __init__(self, tensor) -> None:
+        import torch
+
+        self.tensor = tensor
+        self.names = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+    def get_dtype(self) -> str:
+        return self.names[self.tensor.dtype]
+
+    def get_shape(self) -> list[int]:
+        return list(self.tensor.shape)
+
+    def dim(self) -> int:
+        return self.tensor.dim()
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+    def __getitem__(self, index):
+        return self.tensor[index]
 
 
 def logits_of(model):
