@@ -462,6 +462,37 @@ aten("aten.sigmoid_backward.default",
      lambda xp, args, attrs, ctx: [call("mul", xp, [args[0], call("mul", xp, [args[1], _one_minus(xp, args[1])])])])
 
 
+def _softplus_parts(xp, x, attrs):
+    """(beta * x, beta * x above the threshold): torch's softplus is linear there."""
+    beta = float(_scalar(attrs.get("beta", 1.0)))
+    scaled = call("mul", xp, [x], scalar=beta) if beta != 1.0 else x
+    return beta, scaled, call("gt", xp, [scaled], scalar=float(_scalar(attrs.get("threshold", 20.0))))
+
+
+def _softplus(xp, args, attrs, ctx):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` where ``beta * x`` passes the threshold (xIELU in
+    Apertus's MLP)."""
+    x = as_float(xp, args[0])
+    beta, scaled, linear = _softplus_parts(xp, x, attrs)
+    smooth = call("log", xp, [call("add", xp, [call("exp", xp, [scaled])], scalar=1.0)])
+    if beta != 1.0:
+        smooth = call("mul", xp, [smooth], scalar=1.0 / beta)
+    return [call("where", xp, [linear, x, smooth])]
+
+
+def _softplus_backward(xp, args, attrs, ctx):
+    """``grad * sigmoid(beta * x)``, and ``grad`` where ``beta * x`` passes the threshold."""
+    grad, x = args[0], as_float(xp, args[1])
+    _, scaled, linear = _softplus_parts(xp, x, attrs)
+    return [call("where", xp, [linear, grad, call("mul", xp, [grad, call("sigmoid", xp, [scaled])])])]
+
+
+aten("aten.softplus.default", _softplus)
+aten("aten.expm1.default",
+     lambda xp, args, attrs, ctx: [call("sub", xp, [call("exp", xp, [as_float(xp, args[0])])], scalar=1.0)])
+aten("aten.softplus_backward.default", _softplus_backward)
+
+
 def _log_sigmoid_forward(xp, args, attrs, ctx):
     """(log(sigmoid(x)), buffer): torch's CPU kernel hands back ``exp(-|x|)`` as the buffer its
     backward may read (ring attention's LSE merge: ``lse - logsigmoid(lse - block_lse)``)."""
