@@ -4,7 +4,9 @@ reduction's op or dim changed, a backward identity ...) and `plan` runs on the p
 (`examples/plans/megatron_gpt_tp_sp_pp2_dp2.py`, megatron-core's GPTModel with TP+SP) against the
 mutated copy.  Ground truth: the same file on real gloo ranks (1 vs 2, outputs and gradients) with
 the mutated copy first on the import path.  A fault is *found at its line* when `plan` says
-violations and a layer diagnostic names the mutated file and line.
+violations and a layer error names the mutated file and a line the mutation wrote (its changed lines in the
+mutated file, from the first to the last: a moved statement spans both places; a deletion, the lines on
+either side of the gap).
 
     python benchmarks/plan_faults.py [--limit 20] [--seed 0] [--timeout 600] [--json out.json]
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import random
 import subprocess
@@ -74,9 +77,24 @@ def _tool(driver: Path, lib: Path, timeout: float) -> tuple[int, dict, float]:
     return run.returncode, document, time.monotonic() - started
 
 
-def _at_line(document: dict, file: str, line: int) -> bool:
+def mutated_lines(original: str, mutated: str) -> range:
+    """The lines of the mutated file the mutation wrote, first to last (a deletion: the two lines
+    around the gap)."""
+    written, after = set(), mutated.splitlines()
+    matcher = difflib.SequenceMatcher(None, original.splitlines(), after, autojunk=False)
+    for tag, _, _, start, stop in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            written.update(range(start + 1, stop + 1))
+        if tag == "insert" and after[stop:2 * stop - start] == after[start:stop]:
+            written.update(range(stop + 1, 2 * stop - start + 1))   # a duplicate: either copy is the new one
+        elif tag == "delete":
+            written.update((start, start + 1))
+    return range(min(written), max(written) + 1) if written else range(0)
+
+
+def _at_line(document: dict, file: str, lines: range) -> bool:
     layers = document.get("layers") or {}
-    return any(d.get("line") == line and str(d.get("file") or "").endswith(file)
+    return any(d.get("line") in lines and str(d.get("file") or "").endswith(file)
                for d in layers.get("diagnostics", []) if d.get("severity") == "error")
 
 
@@ -101,9 +119,11 @@ def main(argv=None) -> int:
             driver, lib = write_library_mutant(Path(folder), m)
             truth = _ground_truth(driver, lib)
             code, document, seconds = _tool(driver, lib, args.timeout)
-            row = {"file": m.file, "line": m.line, "operator": m.operator, "change": m.description,
+            lines = mutated_lines(m.original, m.source)
+            row = {"file": m.file, "line": m.line, "lines": [lines.start, lines.stop - 1],
+                   "operator": m.operator, "change": m.description,
                    "truth": truth, "verdict": document.get("verdict"), "exit": code,
-                   "at_line": _at_line(document, m.file, m.line), "named": _named(document),
+                   "at_line": _at_line(document, m.file, lines), "named": _named(document),
                    "seconds": round(seconds, 1),
                    "cpu_seconds": (document.get("stats") or {}).get("cpu_seconds")}
             rows.append(row)

@@ -98,7 +98,7 @@ class _Timeline:
             self.alias.update({result: self.root(op.args[1]) for result in op.results})
         else:
             self.events.append(Event(COMPUTE, op.span.line, op.kind, reads=tuple(self.root(a) for a in op.args),
-                                     writes=op.results, origin=index, names=op.args))
+                                     writes=op.results, origin=index, names=op.args, within=op.span.within))
 
     def _collective(self, index: int, op: Op) -> None:
         members = op.attr("group")
@@ -123,7 +123,7 @@ class _Timeline:
         self.events.append(Event(COLLECTIVE, op.span.line, what, None if handle is None else str(handle),
                                  group=Group(dims, tuple(sorted(members))),
                                  signature=(op.kind, members) + agreed, reads=operands, writes=writes,
-                                 operands=operands, origin=None, names=op.args))
+                                 operands=operands, origin=None, names=op.args, within=op.span.within))
 
     def _message(self, index: int, op: Op) -> None:
         kind, is_async = P2P_OPS[op.kind]
@@ -143,7 +143,7 @@ class _Timeline:
                                  None if handle is None else str(handle), peer=peer,
                                  tag=tag, reads=tuple(self.root(a) for a in op.args) if kind == SEND else (),
                                  writes=op.results if kind == RECV else (), origin=index, names=op.args,
-                                 text=f"{op.kind}(peer={peer}, tag={tag})"))
+                                 text=f"{op.kind}(peer={peer}, tag={tag})", within=op.span.within))
 
     def _wait(self, index: int, op: Op) -> None:
         handle = op.attr("handle")
@@ -151,7 +151,8 @@ class _Timeline:
             raise MalformedRecording(op, "wait without handle=")
         results = self.handle_results.get(str(handle), ())
         self.alias.update({result: results[0] for result in op.results if results})
-        self.events.append(Event(WAIT, op.span.line, f"wait(handle={handle})", str(handle), origin=index))
+        self.events.append(Event(WAIT, op.span.line, f"wait(handle={handle})", str(handle), origin=index,
+                                 within=op.span.within))
 
 
 def timelines(ranks: tuple[tuple[Op, ...], ...], mesh: dict[str, int]) -> tuple[tuple[Event, ...], ...]:

@@ -120,7 +120,7 @@ def _rank_raised(error, rank: int, world: int, reference=None):
                                          f"{error} (raised at line {error.line}); the shape it could not take was made "
                                          f"at {where}", line, file=file)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
-                        error.line)
+                        error.line, file=error.file)
 
 
 def _shape_origin(error, reference):

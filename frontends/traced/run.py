@@ -25,6 +25,7 @@ import torch.distributed as dist
 from verifier.ir import Span
 
 from . import collectives, harness, megatron_setup, package_state
+from .backward_raises import BackwardReturns, raising_backward
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
 from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
@@ -128,12 +129,23 @@ class UserCodeError(Exception):
         self.tool_arguments = False   # raised on arguments this tool chose (not the file's, not the user's)
         self.drawn: list[str] = []    # the call inputs the harness drew for this run (their values are ours)
         self.recording = None         # what the run recorded up to the raise (where its shapes went wrong)
+        self.file: str | None = None  # the file of ``line`` when it is a module of the user's package
 
 
-def _raised(error: BaseException, recorder: Recorder) -> UserCodeError:
-    """The user's code raised ``error`` during this run."""
-    raised = UserCodeError(_user_line(error, recorder), f"{type(error).__name__}: {error}",
-                           _why_unreal(error, recorder))
+def _raised(error: BaseException, recorder: Recorder, backward: tuple[str, int] | None = None) -> UserCodeError:
+    """The user's code raised ``error`` during this run.  ``backward``: the (file, line) of the custom
+    Function backward that raised or returned the rejected gradient; in the user's package it is the
+    finding's place (with its file), elsewhere (an installed library) the message names it."""
+    line, file, message = _user_line(error, recorder), None, f"{type(error).__name__}: {error}"
+    if backward is not None:
+        where, at = backward
+        file = None if recorder.spans._is_user(where) else recorder.spans._own_file(where)
+        if file is not None or recorder.spans._is_user(where):
+            line = at
+        else:
+            message += f" (in the backward of {where}, line {at})"
+    raised = UserCodeError(line, message, _why_unreal(error, recorder))
+    raised.file = file
     raised.recording = recorder.recording
     return raised
 
@@ -873,18 +885,21 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                 for term in loss_terms[1:]:
                     loss = loss + term
                 recorded_so_far = len(recorder.recording.ops)
+                returns = BackwardReturns()
                 try:
-                    loss.backward()
+                    with returns:
+                        loss.backward()
                     passes = ("forward", "backward")
                 except Exception as error:
                     if _ours(error):
                         raise
                     line = _user_line(error, recorder)
-                    if line is not None or _custom_backward_failed(error):
+                    backward = raising_backward(error) or returns.rejected(error)
+                    if line is not None or backward is not None or _custom_backward_failed(error):
                         # the user's own backward code raised, or a custom Function's backward (the
-                        # code's or a library's) returned a gradient autograd rejects: the program's
-                        # backward is broken, not the tool's
-                        raise _raised(error, recorder) from error
+                        # code's or a library's) raised or returned a gradient autograd rejects: the
+                        # program's backward is broken, not the tool's
+                        raise _raised(error, recorder, backward) from error
                     # torch refused the backward this tool added outside the user's context (e.g. a
                     # loss_parallel() block): forward only, and the verdict says so
                     del recorder.recording.ops[recorded_so_far:]

@@ -14,12 +14,27 @@ The rules, per rank and in program order (buffers are roots, see ``events.py``):
 """
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 from .events import WAIT, Event
 from .findings import ASYNC, Finding
 
 
 def _at(event: Event) -> str:
+    if event.within is not None:   # ran in the user's package: that file's line
+        file, line = event.within
+        called = f", called from line {event.line}" if event.line is not None else ""
+        return f"{event.generic} at {os.path.basename(file)} line {line}{called}"
     return f"{event.generic} at line {event.line}" if event.line is not None else event.generic
+
+
+def _found(event: Event, message: str, rank: int | None = None) -> Finding:
+    """A finding at ``event``'s place: its line in the user's package (with the file) when it ran there."""
+    if event.within is not None:
+        file, line = event.within
+        return Finding(ASYNC, line, message, rank, file=file)
+    return Finding(ASYNC, event.line, message, rank)
 
 
 def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[Event]]) -> list[Finding]:
@@ -33,23 +48,20 @@ def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[
         pending = writers.get(root)
         if pending is not None:
             reported.add(root)
-            findings.append(Finding(ASYNC, event.line,
-                                    f"two in-flight async ops write buffer `{root}`: {_at(event)} starts before "
-                                    f"wait(handle={pending.handle}) of {_at(pending)}"))
+            findings.append(_found(event, f"two in-flight async ops write buffer `{root}`: {_at(event)} starts "
+                                          f"before wait(handle={pending.handle}) of {_at(pending)}"))
     for root in event.reads:
         pending = writers.get(root)
         if pending is not None and root not in reported:
             reported.add(root)
-            findings.append(Finding(ASYNC, event.line,
-                                    f"{_at(event)} reads `{event.name_of(root)}` before wait(handle={pending.handle}): "
-                                    f"{_at(pending)} is still writing it"))
+            findings.append(_found(event, f"{_at(event)} reads `{event.name_of(root)}` before "
+                                          f"wait(handle={pending.handle}): {_at(pending)} is still writing it"))
     for root in event.writes:
         if root in reported:
             continue
         users = ([writers[root]] if root in writers else []) + readers.get(root, [])
-        findings.extend(Finding(ASYNC, event.line,
-                                f"{_at(event)} overwrites `{root}` before wait(handle={pending.handle}): "
-                                f"{_at(pending)} is still using it") for pending in users)
+        findings.extend(_found(event, f"{_at(event)} overwrites `{root}` before wait(handle={pending.handle}): "
+                                      f"{_at(pending)} is still using it") for pending in users)
     return findings
 
 
@@ -75,20 +87,18 @@ def check_rank(rank: int, timeline: tuple[Event, ...]) -> list[Finding]:
             if pending is not None:
                 retire(pending)
             elif event.handle not in waited:
-                findings.append(Finding(ASYNC, event.line,
-                                        f"wait(handle={event.handle}) at line {event.line} names a handle that no "
-                                        f"earlier async op on this rank created", rank))
+                findings.append(_found(event, f"{_at(event)} names a handle that no earlier async op on this "
+                                              f"rank created", rank))
             waited.add(event.handle)
             continue
         if event.reads or event.writes:
             for conflict in _conflicts(event, writers, readers):
-                findings.append(Finding(conflict.check, conflict.line, conflict.message, rank))
+                findings.append(replace(conflict, rank=rank))
         if event.is_async:
             previous = in_flight.get(event.handle)
             if previous is not None:
-                findings.append(Finding(ASYNC, event.line,
-                                        f"{_at(event)} reuses handle {event.handle} while {_at(previous)} is still "
-                                        f"in flight, so that op is never waited on", rank))
+                findings.append(_found(event, f"{_at(event)} reuses handle {event.handle} while {_at(previous)} is "
+                                              f"still in flight, so that op is never waited on", rank))
             in_flight[event.handle] = event
             waited.discard(event.handle)
             for root in event.writes:
@@ -97,8 +107,7 @@ def check_rank(rank: int, timeline: tuple[Event, ...]) -> list[Finding]:
                 if root not in event.writes:
                     readers.setdefault(root, []).append(event)
     for handle, pending in in_flight.items():
-        findings.append(Finding(ASYNC, pending.line,
-                                f"handle {handle} of {_at(pending)} is never waited on", rank))
+        findings.append(_found(pending, f"handle {handle} of {_at(pending)} is never waited on", rank))
     return findings
 
 

@@ -50,6 +50,9 @@ class Event:
     names: tuple[str, ...] = ()
     text: str = ""
     tag: int = 0  # point-to-point tag: a message meets only a receive from its peer with the same tag
+    # (file, line) in the user's own package when the op ran there (traced runs; ``line`` is then the
+    # checked file's line that called into it)
+    within: tuple[str, int] | None = None
 
     @property
     def generic(self) -> str:

@@ -24,6 +24,7 @@ class Finding:
     message: str
     rank: int | None = None
     hint: str | None = None
+    file: str | None = None   # the user's package file of ``line`` (not the checked file)
 
 
 def plural(number: int, noun: str) -> str:
@@ -58,8 +59,10 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
     """
     ranks_of: dict[tuple[str, int | None, str], list[int]] = {}
     hints: dict[tuple[str, int | None, str], str | None] = {}
+    files: dict[tuple[str, int | None, str], str | None] = {}
     for finding in findings:
         key = (finding.check, finding.line, finding.message)
+        files.setdefault(key, finding.file)
         ranks = ranks_of.setdefault(key, [])
         hints.setdefault(key, finding.hint)
         if finding.rank is not None:
@@ -78,7 +81,8 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
             where = f" (on rank{'s' if len(set(ranks)) > 1 else ''} {rank_ranges(ranks)})"
         else:
             where = ""
-        diagnostic = Diagnostic(check, ERROR, f"{message}{where}.", line, hint=hints[(check, line, message)])
+        diagnostic = Diagnostic(check, ERROR, f"{message}{where}.", line, hint=hints[(check, line, message)],
+                                file=files[(check, line, message)])
         per_line.append(diagnostic)
         diagnostics.append(diagnostic)
     for key, count in hidden.items():

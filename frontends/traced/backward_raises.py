@@ -1,0 +1,65 @@
+"""Where a custom ``autograd.Function``'s backward broke the backward pass, from torch itself.
+
+Two ways a Function's backward (the user's, or a library's such as megatron-core's mappings) breaks
+the backward pass torch runs for the check:
+
+- its Python code raises (a name used before it is bound, a shape error): the traceback passes
+  through the ``backward`` frame, whose ``ctx`` is the node torch made for the Function
+  (``torch.autograd.function.BackwardCFunction``);
+- it returns a gradient autograd rejects ("Function XBackward returned an invalid gradient at
+  index 0 ..."): raised by the engine after the frame is gone, so the line of the ``return`` that
+  handed the gradient back is taken while the backward runs (a profile hook that sees only the
+  returns of those frames, not every line).
+
+Either is the program's backward failing, not the backward this tool adds being refused.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+_NODE_IN_MESSAGE = re.compile(r"^Function (\w+) returned an")
+
+
+def _is_function_backward(frame) -> bool:
+    import torch
+
+    return frame.f_code.co_name == "backward" and \
+        isinstance(frame.f_locals.get("ctx"), torch.autograd.function.BackwardCFunction)
+
+
+def raising_backward(error: BaseException) -> tuple[str, int] | None:
+    """(file, line) of the innermost custom Function backward frame the exception passed through."""
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        if _is_function_backward(tb.tb_frame):
+            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+class BackwardReturns:
+    """While the backward runs: the file and line each custom Function's ``backward`` returned from,
+    by the name of its node (``XBackward``)."""
+
+    def __init__(self) -> None:
+        self.returned: dict[str, tuple[str, int]] = {}
+        self._before: Any = None
+
+    def _hook(self, frame, event, arg) -> None:
+        if event == "return" and frame.f_code.co_name == "backward" and _is_function_backward(frame):
+            self.returned[type(frame.f_locals["ctx"]).__name__] = (frame.f_code.co_filename, frame.f_lineno)
+
+    def __enter__(self) -> "BackwardReturns":
+        self._before = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self._before)
+
+    def rejected(self, error: BaseException) -> tuple[str, int] | None:
+        """(file, line) of the ``return`` whose gradient autograd rejected in ``error``."""
+        match = _NODE_IN_MESSAGE.match(str(error))
+        return self.returned.get(match.group(1)) if match else None
