@@ -113,6 +113,11 @@ def _rank_raised(error, rank: int, world: int, reference=None):
                                            f"({error}), on values the harness drew for {', '.join(drawn)}: not "
                                            f"evidence of a bug (give them with --input/--arg, or write a --harness)",
                             error.line)
+    placed = _placement_origin(error)
+    if placed is not None:
+        line, words = placed
+        return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
+                                         f"{error}; {words} {line}", line)
     origin = _shape_origin(error, reference) if _shape_error(error) else None
     if origin is not None:
         line, file, where = origin
@@ -121,6 +126,46 @@ def _rank_raised(error, rank: int, world: int, reference=None):
                                          f"at {where}", line, file=file)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
                         error.line, file=error.file)
+
+
+_PROPAGATION = "Sharding propagation failed"
+
+
+def _placement_origin(error):
+    """(line, words) for a rank raising in DTensor's sharding propagation: the op it was asked to run is
+    right on one device, the placements of the parameters it reads are not; they were chosen at one line
+    of the user's (the line that made their parallel style, or the parameter).  None unless exactly one."""
+    recording = getattr(error, "recording", None)
+    op = getattr(recording, "subclass_op", None)
+    if op is None or _PROPAGATION not in str(error):
+        return None
+    made = {name: recording.made_lines[name] for name in _read_from(recording, op.args)
+            if name in recording.made_lines}
+    if len(set(made.values())) != 1:
+        return None
+    names = ", ".join(sorted(name.split("@local")[0] for name in made))
+    raised = f" (raised at line {error.line})" if error.line is not None else ""
+    return next(iter(made.values())), f"{op.kind}{raised} reads {names}, whose placements were chosen at line"
+
+
+# ops that only view or copy their one operand: a weight read through its transpose is the weight read
+_VIEWS = ("aten.t.", "aten.transpose.", "aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.",
+          "aten.expand.", "aten.permute.", "aten.detach.", "aten.clone.", "aten._to_copy.")
+
+
+def _read_from(recording, names) -> set:
+    """The values ``names`` view (a weight's transpose: the weight), through the run's recorded ops."""
+    producer = {result: op for op in recording.ops for result in op.results}
+    seen, stack = set(), [name for name in names if name is not None]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        op = producer.get(name)
+        if op is not None and name not in recording.made_lines and op.kind.startswith(_VIEWS):
+            stack.extend(op.args)
+    return seen
 
 
 def _shape_origin(error, reference):

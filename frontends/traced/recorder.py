@@ -110,6 +110,8 @@ class Recording:
     assumptions: list[str] = field(default_factory=list)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)   # value name -> shape (from torch)
     failed: FailedOp | None = None   # the last op torch raised on (where a run that raised stopped)
+    subclass_op: FailedOp | None = None   # the last op a tensor subclass (DTensor) was asked to run
+    made_lines: dict[str, int] = field(default_factory=dict)   # a parameter's piece -> the line that made it
 
 
 def dtype_name(dtype: Any) -> str:
@@ -236,6 +238,7 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if any(t is not torch.Tensor and not issubclass(t, FakeTensor) and is_traceable_wrapper_subclass_type(t)
                for t in types):
+            self._subclass_op(func, args, kwargs)
             return NotImplemented  # DTensor and friends: their inner ops come back here
         try:
             out = func(*args, **kwargs)
@@ -262,6 +265,17 @@ class Recorder(TorchDispatchMode):
             self.recording.failed = FailedOp(str(func), names, self.spans.span())
         except Exception:   # noqa: BLE001 - only a hint for where shapes went wrong; never in the way
             self.recording.failed = None
+
+    def _subclass_op(self, func, args, kwargs) -> None:
+        """The last op DTensor (or another tensor subclass) is about to run, with the names of its
+        operands' local tensors: DTensor's sharding propagation may raise on it before any of its
+        inner ops reaches this mode."""
+        try:
+            operands = [t for _, t in flat_tensors([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
+            names = tuple(self.names.current(getattr(t, "_local_tensor", t)) for t in operands)
+            self.recording.subclass_op = FailedOp(str(func), names, self.spans.span())
+        except Exception:   # noqa: BLE001 - only a hint for where a raise came from; never in the way
+            self.recording.subclass_op = None
 
     # --- helpers used by collectives.py and the runner ------------------------------------
 

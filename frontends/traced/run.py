@@ -777,6 +777,8 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
             leaves.append(Leaf(full, local_name, tuple(param.shape), tuple(local.shape), param.requires_grad,
                                "parameter", region, source, megatron,
                                made=made.of(param) if made is not None else Span()))
+            if leaves[-1].made.line is not None:
+                recorder.recording.made_lines[local_name] = leaves[-1].made.line
     unknown = set(frozen) - {leaf.name for leaf in leaves} - set(names)
     if unknown:
         raise EntryError(f"--no-grad {', '.join(sorted(unknown))}: no input or parameter of that name "

@@ -47,7 +47,9 @@ def test_a_shape_error_only_on_the_ranks_is_a_violation_at_its_line(tmp_path):
     """)
     assert code == 1, body
     (error,) = [d for d in body["diagnostics"] if d["severity"] == "error"]
-    assert error["line"] == 12 and "raises where the single-device run does not" in error["message"]
+    # named where the shape the second matmul cannot take was made: the cut (the raise's line is said)
+    assert error["line"] == 11 and "raises where the single-device run does not" in error["message"]
+    assert "(raised at line 12)" in error["message"], error["message"]
 
 
 def test_another_exception_of_a_rank_is_a_violation_naming_its_line(tmp_path):

@@ -9,7 +9,9 @@ twin cases, gloo ground truth (1 vs 2 ranks), the expected line found by the cas
 * s3: fairscale's copy_to_model_parallel_region applied twice: the input gradient is all-reduced twice
   inside fairscale's backward (no line of the file runs there); named at the line whose forward made
   that backward;
-* s4: a strided slice read by yunchang's all-to-all, whose reshapes one device skips: named at the slice.
+* s4: a strided slice read by yunchang's all-to-all, whose reshapes one device skips: named at the slice;
+* s5: a DTensor plan with a row-wise layer planned column-wise: DTensor's sharding propagation raises on
+  the ranks (the forward's line is the raise's); named at the line that made that style.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def assert_named_at_the_bug(name: str) -> dict:
     return first
 
 
-@pytest.mark.parametrize("name", ["s1_chunk_dim_ok.py", "s2_gather_dim_ok.py"])
+@pytest.mark.parametrize("name", ["s1_chunk_dim_ok.py", "s2_gather_dim_ok.py", "s5_plan_style_ok.py"])
 def test_right_cuts_and_gathers_are_verified(name):
     code, body = translate(name)
     assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
@@ -66,6 +68,12 @@ def test_a_rank_raising_on_a_shape_is_named_where_the_shape_was_made():
 def test_an_output_of_another_shape_is_named_where_it_stops_being_a_block():
     first = assert_named_at_the_bug("s2_gather_dim_bug.py")
     assert "has shape (4, 8) on rank 0 but (8, 4) on one device" in first["message"], first["message"]
+
+
+def test_a_placement_dtensor_cannot_propagate_is_named_where_its_style_was_made():
+    first = assert_named_at_the_bug("s5_plan_style_bug.py")
+    assert "Sharding propagation failed" in first["message"], first["message"]
+    assert "(raised at line 20) reads down.weight" in first["message"], first["message"]
 
 
 @pytest.mark.realcode
@@ -87,7 +95,8 @@ def test_gloo_runs_back_the_twins():
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth import realworld_runner as rw
 
-    groups = [["s1_chunk_dim_ok.py", "s1_chunk_dim_bug.py", "s2_gather_dim_ok.py", "s2_gather_dim_bug.py"]]
+    groups = [["s1_chunk_dim_ok.py", "s1_chunk_dim_bug.py", "s2_gather_dim_ok.py", "s2_gather_dim_bug.py",
+               "s5_plan_style_ok.py", "s5_plan_style_bug.py"]]
     # fairscale keeps its process groups in module globals: each of its files in workers of its own
     optional = {"fairscale": [["r1_fairscale_mappings_ok.py"], ["s3_fairscale_copy_twice_bug.py"]],
                 "yunchang": [["s4_yunchang_strided_ok.py", "s4_yunchang_strided_bug.py"]]}
@@ -107,5 +116,7 @@ def test_gloo_runs_back_the_twins():
             assert status == rw.STATUS_MATCH, (name, status, errors[name])
         elif name == "s1_chunk_dim_bug.py":   # the ranks raise where one device runs
             assert status == rw.STATUS_ERROR and "cannot be multiplied" in errors[name], (name, status, errors[name])
+        elif name == "s5_plan_style_bug.py":
+            assert status == rw.STATUS_ERROR and "Sharding propagation failed" in errors[name], (name, status, errors[name])
         else:
             assert status == rw.STATUS_MISMATCH, (name, status, errors[name])

@@ -1,0 +1,31 @@
+"""A DTensor tensor-parallel plan for a two-layer MLP, one style a line (s5 twin cases).
+
+verified: the up projection column-wise, the down projection row-wise.
+"""
+import torch
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+TOKENS, HIDDEN, FFN = 4, 8, 16
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(HIDDEN, FFN, bias=False)
+        self.down = torch.nn.Linear(FFN, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def example_inputs():
+    return (torch.randn(TOKENS, HIDDEN),)
+
+
+def build(mesh):
+    torch.manual_seed(0)
+    plan = {
+        "up": ColwiseParallel(),
+        "down": RowwiseParallel(),
+    }
+    return parallelize_module(MLP(), mesh, plan)
