@@ -16,7 +16,8 @@ one way a person fixes communication at that line, spelled in the file's own idi
 * ``change_dim``      the dim of a ``cat``/``split``/``chunk``/``narrow``/``Shard(d)`` on the line
                       (inside an ``autograd.Function`` also its partner in the sibling method);
 * more in ``collective_args``, ``region_functions``, ``masking``, ``seeding`` (a seed that adds
-  the rank) and ``buffers`` (a gather buffer no collective fills).
+  the rank), ``buffers`` (a gather buffer no collective fills) and ``sequence_parallel`` (a norm's
+  parameters not marked ``sequence_parallel``).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -487,9 +488,10 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .region_functions import copy_region, reduce_region
     from .buffers import fill_gather_buffer
     from .seeding import same_seed
+    from .sequence_parallel import mark_sequence_parallel
 
     return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
-            same_seed, fill_gather_buffer)
+            same_seed, fill_gather_buffer, mark_sequence_parallel)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,

@@ -119,3 +119,20 @@ def test_gather_buffer_a_collective_fills_is_left_alone():
             "    pieces = [torch.empty_like(t) for _ in range(world)]\n    dist.all_gather(pieces, t)\n"
             "    return torch.cat(pieces, dim=1)\n")
     assert not [c for c in candidates(text, "f.py", [Site(8, "cat")], limit=100) if c.recipe == "fill_gather_buffer"]
+
+
+def test_norm_in_a_sequence_parallel_file_gets_its_parameters_marked():
+    text = ("import torch\nfrom megatron.core import tensor_parallel\n\n\nclass Block(torch.nn.Module):\n"
+            "    def __init__(self, config):\n        super().__init__()\n        self.norm = torch.nn.LayerNorm(8)\n\n"
+            "    def forward(self, x):\n        return self.norm(tensor_parallel.scatter_to_sequence_parallel_region(x))\n")
+    found = [c for c in candidates(text, "f.py", [Site(8, "", True)], limit=100) if c.recipe == "mark_sequence_parallel"]
+    assert found[0].patched == text.replace(
+        "LayerNorm(8)\n", 'LayerNorm(8)\n        for param in self.norm.parameters():\n'
+                          '            setattr(param, "sequence_parallel", config.sequence_parallel)\n')
+
+
+def test_norm_without_sequence_parallelism_is_left_alone():
+    text = ("import torch\n\n\nclass Block(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.norm = torch.nn.LayerNorm(8)\n")
+    assert not [c for c in candidates(text, "f.py", [Site(7, "", True)], limit=100)
+                if c.recipe == "mark_sequence_parallel"]

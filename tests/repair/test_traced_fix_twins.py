@@ -146,3 +146,32 @@ def test_gather_buffer_twin_verifies(tmp_path):
     shutil.copyfile(REALWORLD / path.name, path)
     _, result = check_file(path)
     assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+
+
+def test_norm_on_sequence_shards_gets_its_parameters_marked_sequence_parallel(tmp_path):
+    """A Megatron-core sequence-parallel block whose LayerNorm parameters are not marked: their
+    gradients stay each rank's own tokens'; the fix marks them as Megatron's norms do, and
+    Megatron's gradient finalisation all-reduces them (the twin: megatron_sequence_parallel_block.py)."""
+    pytest.importorskip("megatron.core")
+    path = tmp_path / "megatron_sp_layernorm_grad_not_reduced.py"
+    shutil.copyfile(REALWORLD / path.name, path)
+    report, fixes = find_fixes(path, top_k=1)
+    assert report.verdict == "violations"
+    assert fixes, "no verified fix"
+    fix = fixes[0]
+    assert fix.report.verdict == "verified"
+    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    assert 'setattr(param, "sequence_parallel", config.sequence_parallel)' in fix.patched
+    patched = tmp_path / "patched.py"
+    patched.write_text(fix.patched)
+    for world in (2, 4):
+        truth = run_realworld(patched, world=world)
+        assert truth.matches, truth.summary()
+
+
+def test_norm_on_sequence_shards_twin_verifies(tmp_path):
+    pytest.importorskip("megatron.core")
+    path = tmp_path / "megatron_sequence_parallel_block.py"
+    shutil.copyfile(REALWORLD / path.name, path)
+    _, result = check_file(path)
+    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
