@@ -6,7 +6,7 @@ mutated copy.  Ground truth: the same file on real gloo ranks (1 vs 2, outputs a
 the mutated copy first on the import path.  A fault is *found at its line* when `plan` says
 violations and a layer error names the mutated file and a line the mutation wrote (its changed lines in the
 mutated file, from the first to the last: a moved statement spans both places; a deletion, the lines on
-either side of the gap).
+either side of the gap; where no op is left there, as realcode's mutated twins count it, up to 3 lines above).
 
     python benchmarks/plan_faults.py [--limit 20] [--seed 0] [--timeout 600] [--json out.json]
 
@@ -89,7 +89,13 @@ def mutated_lines(original: str, mutated: str) -> range:
             written.update(range(stop + 1, 2 * stop - start + 1))   # a duplicate: either copy is the new one
         elif tag == "delete":
             written.update((start, start + 1))
-    return range(min(written), max(written) + 1) if written else range(0)
+    if not written:
+        return range(0)
+    start, stop = min(written), max(written) + 1
+    if not any("(" in after[n - 1] for n in range(start, stop) if 0 < n <= len(after)):
+        start = max(1, start - 3)   # no op left where the mutation wrote (a collective dropped): as
+        # realcode's mutated twins count it, the line after which the missing op belongs, up to 3 above
+    return range(start, stop)
 
 
 def _at_line(document: dict, file: str, lines: range) -> bool:

@@ -632,6 +632,9 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             op = producer[op.args[0]]   # the cut of the compared block is ours: look at what it cuts
             continue
         if not wrong:
+            unwritten = _unwritten_read(op, producer)
+            if unwritten is not None:
+                return unwritten
             if no_line is not None and op.span.line == no_line and op.span.within is None:
                 # an op of autograd's own (a gradient buffer) at no line of the user's: a partial sum
                 # it reads is where the reduction it misses belongs
@@ -644,6 +647,27 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             return _own_draw(program, op) or op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
     return op
+
+
+_UNINITIALISED = ("aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
+                  "aten.empty_strided.default", "aten.new_empty_strided.default")
+
+
+def _unwritten_read(op: Op, producer: dict[str, Op]) -> Op | None:
+    """``op`` computes from a buffer ``torch.empty`` made that nothing wrote before (the recorder names
+    every write anew, so the allocation's own name is its uninitialised memory): there the values go
+    wrong, whatever was meant to fill it (a collective into the buffer dropped?).  Writers are not
+    readers: in-place ops, ``out=`` overloads and the recorder's write-backs are passed by (a collective's
+    arguments are its inputs: it reads them)."""
+    overload = op.kind.split(".")
+    if len(overload) > 1 and (overload[1].endswith("_") or overload[-1].startswith("out")) or op.attr("write_back"):
+        return None
+    for name in op.args:
+        made = producer.get(name)
+        if made is not None and made.kind in _UNINITIALISED:
+            return Op(made.results, f"memory allocated by {made.kind} that nothing wrote before it was read",
+                      (), {}, made.span)
+    return None
 
 
 def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:
@@ -1167,6 +1191,12 @@ class _Cuts:
                               plausible=self._plausible(rank, name, reference_name))
             if block is None:
                 self._by_terms(rank, position)
+                if any(arg in self.rank_only[rank] for arg in self.program.ranks[rank][position].args):
+                    # a paired op reading a rank-only collective's result that is not yet the single
+                    # device's value (a row-parallel output before the bias its hook adds after the
+                    # all-reduce, where one device adds it in addmm): the rank's own op that completes
+                    # it is cut at its paired reader
+                    self.rank_only[rank].add(name)
                 continue
             cut = self.fresh.get(reference_name)
             if cut is None:
