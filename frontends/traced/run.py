@@ -1085,11 +1085,17 @@ def _leaf_tensor(recorder: Recorder, leaf: Leaf, tensors, fn):
                     and recorder.names.lookup(tensor).name == leaf.local:   # a rank's block: name@local
                 return tensor
         return None
+    moved = None
     for prefix, mod in _modules_of(fn):
         for pname, param in mod.named_parameters():
             if prefix + pname == leaf.name:
                 return param
-    return None
+            bound = recorder.names.lookup(_local(param)) if moved is None else None
+            if bound is not None and bound.name == leaf.local:
+                moved = param
+    # the parameter under another name now (transformers' RowwiseParallel moves a bias to ``_bias``
+    # when its hook first runs and adds it after the all-reduce): the tensor bound to the leaf
+    return moved
 
 
 def _finalize_megatron_grads(fn, assumptions: list[str]) -> None:
