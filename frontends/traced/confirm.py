@@ -33,6 +33,7 @@ from .message import MessageError, pack, unpack
 CHILD = Path(__file__).with_name("confirm_child.py")
 SEED = 0                     # the tracing runs' seed (RunRequest.seed): parameters are built alike
 # (rtol, atol relative to the compared value's magnitude) per dtype torch computed in
+WALL_SLACK = 8.0   # the wall-clock bound of a confirmation, in multiples of its CPU budget
 TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3)}
 
 
@@ -53,11 +54,14 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
                             seconds=time.perf_counter() - started)
     common = {"path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
               "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
-              "seed": SEED, "gloo_timeout": max(5.0, timeout * 0.5), "paths": [str(p) for p in paths],
+              "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}
     arrays = {f"{position}:{name}": value for position, (_, values) in enumerate(runs) for name, value in values.items()}
-    request = pack({"common": common, "runs": [meta for meta, _ in runs], "timeout": max(5.0, timeout - 5.0)}, arrays)
-    result = run_python([str(CHILD)], timeout=timeout, input=request, cwd=str(Path(path).resolve().parent),
+    # ``timeout`` is the runs' CPU budget, the same on a busy machine as on an idle one; the wall clock
+    # only bounds a hang (or a machine so busy that even WALL_SLACK times the budget is not enough)
+    request = pack({"common": common, "runs": [meta for meta, _ in runs], "timeout": max(5.0, timeout - 5.0),
+                    "wall": max(5.0, timeout * WALL_SLACK - 5.0)}, arrays)
+    result = run_python([str(CHILD)], timeout=timeout * WALL_SLACK, input=request, cwd=str(Path(path).resolve().parent),
                         memory_bytes=memory_bytes or DEFAULT_MEMORY_BYTES,
                         extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - started
@@ -66,7 +70,7 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
         meta, values = unpack(data)
     except MessageError:
         if result.timed_out:
-            reason = f"the runs took longer than {timeout:g} s"
+            reason = f"the runs took longer than {timeout * WALL_SLACK:g} s of wall-clock time (the outer bound)"
         else:
             tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             reason = f"the runs ended with code {result.returncode} and no answer: {tail[0]}"

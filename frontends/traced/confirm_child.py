@@ -38,7 +38,8 @@ def supervise() -> int:
     meta, arrays = unpack(sys.stdin.buffer.read())
     with contextlib.suppress(Exception):
         sandbox.enter_child(memory_bytes=None)   # the parent set the limits; loopback up, no network
-    deadline = time.monotonic() + float(meta["timeout"])
+    cpu_budget = float(meta["timeout"])
+    deadline = time.monotonic() + float(meta.get("wall", cpu_budget))
     port = sandbox.free_loopback_port()
     runs = []
     for position, run in enumerate(meta["runs"]):
@@ -50,7 +51,7 @@ def supervise() -> int:
         run.spawn()     # from a process with threads running is not safe)
     for run in runs:
         run.start_readers()
-    _wait(runs, deadline)
+    _wait(runs, cpu_budget, deadline)
     answers, out_arrays = [], {}
     for position, run in enumerate(runs):
         answer, values = run.answer()
@@ -186,13 +187,31 @@ def _fork_run(result_fd: int):
     return Forked(pid, os.fdopen(in_w, "wb"), None, os.fdopen(err_r, "rb"))
 
 
-def _wait(runs: list[_Run], deadline: float) -> None:
-    """Until every run ends; a rank that raised stops its peers after a grace period, the
-    deadline stops everything."""
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU seconds a process has used (user + system, from /proc; None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
+    """Until every run ends; a rank that raised stops its peers after a grace period.  The runs stop
+    when together they have used ``cpu_budget`` CPU seconds (the same on a busy machine as on an idle
+    one), or at the wall-clock ``deadline``, the outer bound (a hang uses no CPU)."""
     stop_peers_at = None
+    used: dict[int, float] = {}
     while not all(run.done for run in runs):
         now = time.monotonic()
         if now >= deadline:
+            break
+        for run in runs:
+            if run.process is not None:
+                seconds = _cpu_seconds(run.process.pid)
+                used[run.process.pid] = used.get(run.process.pid, 0.0) if seconds is None else seconds
+        if sum(used.values()) >= cpu_budget:
             break
         if stop_peers_at is None and any(run.world > 1 and run.raised() for run in runs):
             stop_peers_at = now + _PEER_GRACE_S
