@@ -6,7 +6,8 @@ mutated copy.  Ground truth: the same file on real gloo ranks (1 vs 2, outputs a
 the mutated copy first on the import path.  A fault is *found at its line* when `plan` says
 violations and a layer error names the mutated file and a line the mutation wrote (its changed lines in the
 mutated file, from the first to the last: a moved statement spans both places; a deletion, the lines on
-either side of the gap; where no op is left there, as realcode's mutated twins count it, up to 3 lines above).
+either side of the gap; where no op is left there, as realcode's mutated twins count it, up to 3 lines above;
+and the whole simple statement those lines are part of, e.g. a `return (...)` over several lines).
 
     python benchmarks/plan_faults.py [--limit 20] [--seed 0] [--timeout 600] [--json out.json]
 
@@ -15,6 +16,7 @@ The installed package is never edited (a tree of links with the one mutated file
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import difflib
 import json
@@ -52,7 +54,7 @@ def _ground_truth(driver: Path, lib: Path) -> str:
     code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
             "from groundtruth import realworld_runner as rw\n"
             "if __name__ == '__main__':\n"
-            "    r = rw.run_file(%r, 2, timeout=120.0)\n"
+            "    r = rw.run_file(%r, 2, timeout=300.0)\n"
             "    print('RESULT', r.status, (r.error or '').replace(chr(10), ' ')[:300])\n"
             % (str(ROOT / "tests"), str(lib), str(driver)))
     script = lib / "_ground_truth.py"
@@ -92,6 +94,16 @@ def mutated_lines(original: str, mutated: str) -> range:
     if not written:
         return range(0)
     start, stop = min(written), max(written) + 1
+    try:   # the statement the mutation wrote into (a return of several lines names its first)
+        statements = [node for node in ast.walk(ast.parse(mutated)) if isinstance(node, ast.stmt)
+                      and not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While,
+                                                ast.With, ast.Try))
+                      and node.lineno <= start and stop - 1 <= node.end_lineno]
+    except SyntaxError:
+        statements = []
+    if statements:
+        inner = min(statements, key=lambda node: node.end_lineno - node.lineno)
+        start, stop = min(start, inner.lineno), max(stop, inner.end_lineno + 1)
     if not any("(" in after[n - 1] for n in range(start, stop) if 0 < n <= len(after)):
         start = max(1, start - 3)   # no op left where the mutation wrote (a collective dropped): as
         # realcode's mutated twins count it, the line after which the missing op belongs, up to 3 above
