@@ -39,7 +39,7 @@ def model_class(model_type: str):
     from transformers.models.auto import modeling_auto as ma
 
     name = ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or ma.MODEL_MAPPING_NAMES.get(model_type)
-    return getattr(transformers, name) if name else None
+    return getattr(transformers, name, None) if name else None   # None: not exported (voxtral_realtime_text)
 
 
 def tiny_config(config_name: str):

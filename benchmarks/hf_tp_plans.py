@@ -78,6 +78,9 @@ def main(argv=None) -> int:
         archs = [a for a in archs if a[0] in wanted]
     if args.limit:
         archs = archs[: args.limit]
+    for model_type, _ in [a for a in archs if hf.model_class(a[0]) is None]:
+        realcode.log(f"  {model_type}: skipped: transformers exports no model class for it")
+    archs = [a for a in archs if hf.model_class(a[0]) is not None]
     realcode.log(f"{len(archs)} architectures with base_model_tp_plan")
     selected = rows_for(archs)
     truths = realcode.ground_truths(selected, 120.0)
