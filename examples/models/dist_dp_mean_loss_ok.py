@@ -10,7 +10,10 @@ BATCH, FEATURES, OUT = 8, 16, 4
 
 
 def example_inputs():
-    return torch.randn(BATCH, FEATURES), torch.randn(BATCH, OUT), torch.randn(FEATURES, OUT)
+    # forward only: a plain dist.all_reduce carries no gradient (DDP reduces the gradients in training),
+    # so the inputs are stated not trainable
+    return (torch.randn(BATCH, FEATURES, requires_grad=False), torch.randn(BATCH, OUT, requires_grad=False),
+            torch.randn(FEATURES, OUT, requires_grad=False))
 
 
 def forward(x, target, w):

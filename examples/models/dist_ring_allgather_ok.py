@@ -13,7 +13,7 @@ ROWS, HIDDEN, OUT = 8, 16, 16
 
 
 def example_inputs():
-    return torch.randn(ROWS, HIDDEN), torch.randn(HIDDEN, OUT)
+    return torch.randn(ROWS, HIDDEN, requires_grad=False), torch.randn(HIDDEN, OUT, requires_grad=False)  # forward only
 
 
 def forward(x, w):
