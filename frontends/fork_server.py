@@ -131,9 +131,9 @@ class WarmServer:
         included); a server that ended is counted in this process's ``RUSAGE_CHILDREN``."""
         if self.process is None:
             return 0.0
-        from .sandbox import _descendants
+        from .sandbox import _descendants, cpu_seconds_of
 
-        return sum(_cpu_of(pid) for pid in [self.process.pid, *_descendants(self.process.pid)])
+        return sum(cpu_seconds_of(pid) for pid in [self.process.pid, *_descendants(self.process.pid)])
 
     def _last_words(self) -> str:
         lines = b"".join(self.stderr_tail).decode(errors="replace").strip().splitlines()
@@ -155,10 +155,14 @@ class WarmServer:
 def warm_runs(*, cpu_seconds: float, memory_bytes: Optional[int] = None, environ: Optional[Mapping[str, str]] = None,
               libraries: Sequence[str] = ()):
     """Within this block the tracer's children run warm (one server, started at the first run).
-    ``libraries``: installed modules the files import (``installed_imports``), imported once too."""
+    ``libraries``: installed modules the files import (``installed_imports``), imported once too.
+    Inside another such block (a repair within ``translate DIR``): that block's server."""
     from frontends import sandbox
     from frontends.traced.runner import scrubbed_environment
 
+    if sandbox._WARM is not None:
+        yield sandbox._WARM
+        return
     server = WarmServer(memory_bytes=memory_bytes or sandbox.DEFAULT_MEMORY_BYTES, cpu_seconds=cpu_seconds,
                         environ=scrubbed_environment(environ), libraries=libraries)
     previous, sandbox._WARM = sandbox._WARM, server
@@ -167,16 +171,6 @@ def warm_runs(*, cpu_seconds: float, memory_bytes: Optional[int] = None, environ
     finally:
         sandbox._WARM = previous
         server.close()
-
-
-def _cpu_of(pid: int) -> float:
-    """utime + stime + cutime + cstime of a living process, in seconds (0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def installed_imports(files: Sequence[tuple[Path, str]], import_roots: Sequence[Path]) -> list[str]:

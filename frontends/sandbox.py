@@ -360,6 +360,16 @@ def _collect(process: subprocess.Popen, result_fd: Optional[int], input: Optiona
         timed_out
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """utime + stime + cutime + cstime of a living process, in seconds (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _descendants(root: int) -> list[int]:
     """Every living process below ``root`` (from /proc; empty where there is none)."""
     children: dict[int, list[int]] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -35,6 +36,22 @@ class Span:
         if self.line is None:
             return "?"
         return f"{self.file}:{self.line}" if self.file else str(self.line)
+
+    def place(self) -> tuple[int | None, str | None]:
+        """(line, file) a finding names: the line of the user's package the op ran in, with that file,
+        else this line with no file (the checked file's)."""
+        if self.within is not None:
+            file, line = self.within
+            return line, file
+        return self.line, None
+
+    def where(self) -> str:
+        """The place for a message: ``regions.py line 7, called from line 16``, else ``line 16``."""
+        if self.within is not None:
+            file, line = self.within
+            called = f", called from line {self.line}" if self.line is not None else ""
+            return f"{os.path.basename(file)} line {line}{called}"
+        return f"line {self.line}"
 
 
 @dataclass(frozen=True)

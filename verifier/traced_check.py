@@ -25,7 +25,6 @@ and occurrence).
 """
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -792,25 +791,11 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
     return f"; {leaf} assumed whole (replicated) on rank {rank}" if any(s.name == leaf for s in program.inputs) else ""
 
 
-def _where(op: Op | None) -> str:
-    """The culprit's place for a message: its line, and the line of the user's package it ran in."""
-    if op is None:
-        return ""
-    if op.span.within is not None:
-        file, line = op.span.within
-        called = f", called from line {op.span.line}" if op.span.line is not None else ""
-        return f"{os.path.basename(file)} line {line}{called}"
-    return f"line {op.span.line}"
-
-
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``."""
-    if op is not None and op.span.within is not None:
-        file, inner = op.span.within
-        return Diagnostic(check, ERROR, message, inner, counterexample, file=file)
-    return Diagnostic(check, ERROR, message, op.span.line if op is not None and op.span.line is not None else line,
-                      counterexample)
+    at, file = op.span.place() if op is not None else (None, None)
+    return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file)
 
 
 def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str,
@@ -842,7 +827,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                   for r, n in enumerate(comparison.per_rank) if n is not None},
         value=where,
         note=f"single device computes {where} = {expected}; rank {rank} holds {got}{shape_note}")
-    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank {culprit_rank}" \
+    culprit_text = f"; the values first go wrong at {op.kind} ({op.span.where()}) on rank {culprit_rank}" \
         if op is not None else ""
     report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
@@ -885,7 +870,7 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
         per_rank={key: {label: plain(value) for label, value in values.items()}
                   for key, values in confirmation.per_rank.items()},
         value=where, note=note)
-    culprit_text = f"; the values first go wrong at {op.kind} ({_where(op)}) on rank " \
+    culprit_text = f"; the values first go wrong at {op.kind} ({op.span.where()}) on rank " \
                    f"{rank if culprit_rank is None else culprit_rank}" if op is not None else ""
     report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",

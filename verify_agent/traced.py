@@ -148,7 +148,7 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
         check = "equivalence" if outcome.kind == "violation" else "unsupported"
-        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=getattr(outcome, "file", None)))
+        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=outcome.file))
         if outcome.kind == "harness-refused":
             report.extra[HARNESS_REFUSED] = outcome.message
         _shown_files(report)
@@ -231,7 +231,7 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
     if isinstance(program, TraceFailure):
         if program.kind == "violation":
             report.add(Diagnostic("equivalence", ERROR, f"{where}: {program.message}", line=program.line,
-                                  file=getattr(program, "file", None)))
+                                  file=program.file))
         else:
             reason = program.message.strip().splitlines()[-1] if program.message.strip() else program.kind
             report.add(Diagnostic("scale", NOTE, f"not checked {where}: the code did not run there ({reason})",

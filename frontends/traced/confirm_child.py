@@ -187,30 +187,22 @@ def _fork_run(result_fd: int):
     return Forked(pid, os.fdopen(in_w, "wb"), None, os.fdopen(err_r, "rb"))
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """The CPU seconds a process has used (user + system, from /proc; None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
     """Until every run ends; a rank that raised stops its peers after a grace period.  The runs stop
     when together they have used ``cpu_budget`` CPU seconds (the same on a busy machine as on an idle
     one), or at the wall-clock ``deadline``, the outer bound (a hang uses no CPU)."""
+    from frontends import sandbox
+
     stop_peers_at = None
     used: dict[int, float] = {}
     while not all(run.done for run in runs):
         now = time.monotonic()
         if now >= deadline:
             break
-        for run in runs:
+        for run in runs:   # CPU time only grows: a run gone (read as 0) keeps what it last used
             if run.process is not None:
-                seconds = _cpu_seconds(run.process.pid)
-                used[run.process.pid] = used.get(run.process.pid, 0.0) if seconds is None else seconds
+                pid = run.process.pid
+                used[pid] = max(used.get(pid, 0.0), sandbox.cpu_seconds_of(pid))
         if sum(used.values()) >= cpu_budget:
             break
         if stop_peers_at is None and any(run.world > 1 and run.raised() for run in runs):

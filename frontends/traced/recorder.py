@@ -238,7 +238,8 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if any(t is not torch.Tensor and not issubclass(t, FakeTensor) and is_traceable_wrapper_subclass_type(t)
                for t in types):
-            self._subclass_op(func, args, kwargs)
+            # DTensor's sharding propagation may raise on it before any of its inner ops reaches this mode
+            self.recording.subclass_op = self._named_op(func, args, kwargs)
             return NotImplemented  # DTensor and friends: their inner ops come back here
         try:
             out = func(*args, **kwargs)
@@ -246,7 +247,7 @@ class Recorder(TorchDispatchMode):
             if self.simulated and self.read_unreal is None and self._reads_collective(args, kwargs):
                 self.read_unreal = (f"{func} at line {self.spans.span().line} read values a simulated collective "
                                     f"computed (not real values)")
-            self._failed(func, args, kwargs)
+            self.recording.failed = self._named_op(func, args, kwargs)
             raise
         if self.paused or _involves_fake(args, kwargs, out) or generator_bookkeeping(args, kwargs, out):
             return out
@@ -257,25 +258,15 @@ class Recorder(TorchDispatchMode):
             self.problem(span, str(problem))
         return out
 
-    def _failed(self, func, args, kwargs) -> None:
-        """Keep the op torch raised on, with its operands' names (never naming new ones: no op is emitted)."""
-        try:
-            operands = [t for _, t in flat_tensors([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
-            names = tuple(self.names.current(t) for t in operands)
-            self.recording.failed = FailedOp(str(func), names, self.spans.span())
-        except Exception:   # noqa: BLE001 - only a hint for where shapes went wrong; never in the way
-            self.recording.failed = None
-
-    def _subclass_op(self, func, args, kwargs) -> None:
-        """The last op DTensor (or another tensor subclass) is about to run, with the names of its
-        operands' local tensors: DTensor's sharding propagation may raise on it before any of its
-        inner ops reaches this mode."""
+    def _named_op(self, func, args, kwargs) -> FailedOp | None:
+        """``func`` with the names of its tensor operands (a DTensor's: its local tensor's), never
+        naming new ones (no op is emitted): where a raise came from."""
         try:
             operands = [t for _, t in flat_tensors([*args, *kwargs.values()]) if isinstance(t, torch.Tensor)]
             names = tuple(self.names.current(getattr(t, "_local_tensor", t)) for t in operands)
-            self.recording.subclass_op = FailedOp(str(func), names, self.spans.span())
+            return FailedOp(str(func), names, self.spans.span())
         except Exception:   # noqa: BLE001 - only a hint for where a raise came from; never in the way
-            self.recording.subclass_op = None
+            return None
 
     # --- helpers used by collectives.py and the runner ------------------------------------
 

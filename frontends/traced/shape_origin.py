@@ -14,7 +14,6 @@ every recorded value on both runs (ops pair by line and kind, as the culprit wal
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 
 from verifier.ir import Op
@@ -132,10 +131,7 @@ def located(op: Optional[Op], raised_line: Optional[int]) -> Optional[tuple[int,
     (with that file), else its line in the checked file; None when that is ``raised_line`` or unknown."""
     if op is None:
         return None
-    if op.span.within is not None:
-        file, line = op.span.within
-        called = f", called from line {op.span.line}" if op.span.line is not None else ""
-        return line, file, f"{op.kind} ({os.path.basename(file)} line {line}{called})"
-    if op.span.line is None or op.span.line == raised_line:
+    line, file = op.span.place()
+    if file is None and (line is None or line == raised_line):
         return None
-    return op.span.line, None, f"{op.kind} (line {op.span.line})"
+    return line, file, f"{op.kind} ({op.span.where()})"

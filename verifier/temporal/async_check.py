@@ -14,27 +14,23 @@ The rules, per rank and in program order (buffers are roots, see ``events.py``):
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
+from ..ir import Span
 from .events import WAIT, Event
 from .findings import ASYNC, Finding
 
 
 def _at(event: Event) -> str:
-    if event.within is not None:   # ran in the user's package: that file's line
-        file, line = event.within
-        called = f", called from line {event.line}" if event.line is not None else ""
-        return f"{event.generic} at {os.path.basename(file)} line {line}{called}"
-    return f"{event.generic} at line {event.line}" if event.line is not None else event.generic
+    if event.line is None and event.within is None:
+        return event.generic
+    return f"{event.generic} at {Span(event.line, None, event.within).where()}"
 
 
 def _found(event: Event, message: str, rank: int | None = None) -> Finding:
     """A finding at ``event``'s place: its line in the user's package (with the file) when it ran there."""
-    if event.within is not None:
-        file, line = event.within
-        return Finding(ASYNC, line, message, rank, file=file)
-    return Finding(ASYNC, event.line, message, rank)
+    line, file = Span(event.line, None, event.within).place()
+    return Finding(ASYNC, line, message, rank, file=file)
 
 
 def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[Event]]) -> list[Finding]:

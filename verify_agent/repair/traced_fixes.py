@@ -235,12 +235,6 @@ def warm_for(path: str, source: str, cpu_seconds: float = 3600.0):
     """The fork server ``translate DIR`` uses (``frontends/fork_server.py``), for the runs of one file's
     repair: torch and the file's installed imports are loaded once, each trace and confirmation is a
     sandboxed grandchild forked from it.  Inside an active server (``translate DIR``): that one."""
-    import contextlib
-
-    from frontends import sandbox
-
-    if sandbox._WARM is not None:
-        return contextlib.nullcontext(sandbox._WARM)
     from frontends.fork_server import installed_imports, warm_runs
     from frontends.traced.location import locate
 
