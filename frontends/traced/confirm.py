@@ -9,6 +9,12 @@ each rank's pieces of parameters and cotangents cut by the rank's own layout ops
 recording, random draws by name.  Then the same outputs and gradients the proof compared
 (``program.comparisons``, their regions) are compared here with torch's numbers, in NumPy.
 
+A finding on an output is confirmed by the forward pass alone, run under ``torch.no_grad()``, and
+only outputs are compared: plain ``torch.distributed`` collectives have no autograd formula, and
+gloo writing a trainable tensor on its own thread races with autograd (an ``all_gather_into_tensor``
+of a trainable tensor raises "A view was created in no_grad mode" in some runs and not in others),
+so a forward verdict taken with gradients on would depend on thread timing.
+
 The layout the verifier assumed for each sharded parameter is checked against the values the
 code itself builds (before the counterexample's are put in): a rank whose own parameter is a
 different piece of the single-device parameter than the one assumed makes the run no evidence.
@@ -40,7 +46,10 @@ TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5), "float16": (1e-2,
 def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, shown_as: str | None = None,
                      entry: str | None = None, shapes: dict | None = None, timeout: float = 90.0,
                      memory_bytes: int | None = None, paths: tuple[str, ...] = (),
-                     args: tuple[str, ...] = (), harness: str | None = None) -> Confirmation:
+                     args: tuple[str, ...] = (), harness: str | None = None,
+                     every_value: bool = False) -> Confirmation:
+    """``every_value``: forward and gradients are run and compared whatever the finding is on (a fix's
+    check); otherwise a finding on an output is run and compared forward only (see above)."""
     from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
 
     started = time.perf_counter()
@@ -52,7 +61,8 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
     except (RunError, KeyError, ValueError) as error:
         return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
                             seconds=time.perf_counter() - started)
-    common = {"path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
+    forward_only = not every_value and _on_an_output(program, finding)
+    common = {"forward_only": forward_only, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
               "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
               "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}
@@ -80,7 +90,11 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
         return Confirmation(NOT_RUN, "the runs' answer is malformed", world, seconds=seconds)
     per_run = [{name.split(":", 1)[1]: value for name, value in values.items() if name.split(":", 1)[0] == str(i)}
                for i in range(world + 1)]
-    return _judge(program, finding, leaves, answers, per_run, seconds)
+    return _judge(program, finding, leaves, answers, per_run, seconds, forward_only)
+
+
+def _on_an_output(program: TracedProgram, finding: Finding) -> bool:
+    return any(c.label == finding.label and c.kind != "gradient" for c in program.comparisons)
 
 
 # --- the leaves of each run ------------------------------------------------------------------------
@@ -145,7 +159,7 @@ def _layout_contradicted(program: TracedProgram, leaves: dict[str, np.ndarray], 
 # --- judging -----------------------------------------------------------------------------------------
 
 def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict], per_run: list[dict],
-           seconds: float) -> Confirmation:
+           seconds: float, forward_only: bool = False) -> Confirmation:
     world = program.world
     reference, ranks = answers[0], answers[1:]
     if reference.get("status") != "ok":
@@ -176,7 +190,8 @@ def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict]
         rank, answer = unfinished[0]
         return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish ({answer.get('error')})", world,
                             seconds=seconds)
-    ordered = sorted(program.comparisons, key=lambda c: c.label != finding.label)
+    compared_now = [c for c in program.comparisons if not (forward_only and c.kind == "gradient")]
+    ordered = sorted(compared_now, key=lambda c: c.label != finding.label)
     compared = 0
     for comparison in ordered:
         whole = _reference_value(program, comparison, per_run[0])

@@ -300,6 +300,7 @@ def _run(meta: dict, arrays: dict):
         names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()},
                                        forward_arguments(module, spec, stated), world)
     spans.fallback = traced._definition_line(call_fn, module)
+    forward_only = bool(meta.get("forward_only"))   # a finding on an output: no gradients, see confirm.py
     tensors, inputs_by_name = [], {}
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
@@ -308,7 +309,7 @@ def _run(meta: dict, arrays: dict):
         # a rank given a block of this input (--expect x=Shard(d)) gets the piece the verifier cut
         key = f"{name}@local" if world > 1 and f"{name}@local" in arrays else name
         tensor = _given(arrays, key, value if key == name else torch.as_tensor(arrays[key]).to(value.dtype), given).detach().clone()
-        if tensor.is_floating_point():
+        if tensor.is_floating_point() and not forward_only:
             tensor.requires_grad_(True)
         tensors.append(tensor)
         inputs_by_name[name] = tensor
@@ -324,7 +325,8 @@ def _run(meta: dict, arrays: dict):
                     local.copy_(_given(arrays, key, local, given))
             parameters[full] = param
     values: dict = {}
-    with draws, guard.watch() if guard is not None else contextlib.nullcontext():
+    gradients = contextlib.nullcontext() if not forward_only else torch.no_grad()
+    with draws, guard.watch() if guard is not None else contextlib.nullcontext(), gradients:
         out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):

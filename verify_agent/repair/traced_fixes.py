@@ -190,7 +190,7 @@ def _confirm_at(program, checked: Checked, copy: Path, path: str, timeout: float
         confirmation = confirm_on_ranks(program, finding, path=str(copy), shown_as=path,
                                         entry=getattr(options, "entry", None),
                                         shapes=getattr(options, "shapes", None), timeout=timeout,
-                                        harness=getattr(options, "harness", None))
+                                        harness=getattr(options, "harness", None), every_value=True)
     except Exception as error:  # noqa: BLE001 - the runner is another module's; its failure is no evidence
         return NOT_RUN, f"the real-rank run failed ({type(error).__name__}: {error})"
     return confirmation.outcome, confirmation.detail
