@@ -275,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--operators", default=",".join(COMMUNICATION))
     ap.add_argument("--timeout", type=float, default=240.0, help="verify-agent fix --timeout per bug")
     ap.add_argument("--jobs", type=int, default=2, help="fix runs at once")
-    ap.add_argument("--gt-timeout", type=float, default=8.0)
+    ap.add_argument("--gt-timeout", type=float, default=8.0,
+                    help="CPU seconds per rank of a ground-truth run (a run whose ranks all wait without using "
+                         "CPU is a hang; the wall clock bounds it at 8 times this)")
     ap.add_argument("--only", nargs="*", default=[], help="files whose path contains one of these")
     ap.add_argument("--no-realworld", action="store_true", help="mutants only")
     ap.add_argument("--json", help="write every bug's outcome here")

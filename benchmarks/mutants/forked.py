@@ -10,6 +10,13 @@ fresh processes, so a hang or an exception cannot leave a later run out of step.
 
 The parent must not have started threads or a process group before forking (this is
 checked: ``torch.distributed.is_initialized()`` must be false).
+
+A run's ``timeout`` counts CPU seconds, not the wall clock, so a loaded machine cannot turn a
+slow run into a "hang" (a fix that real ranks would confirm into a refuted one).  A run is stuck
+when a rank has used more than ``timeout`` CPU seconds (it spins), or, once ``timeout`` wall
+seconds have passed, when no living rank has used any CPU for ``_STALL`` seconds (each waits for
+a message that never comes: a hang uses no CPU, a starved rank still gets some), or at the
+outer bound of ``_WALL_FACTOR`` times ``timeout`` on the wall clock.
 """
 from __future__ import annotations
 
@@ -23,8 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from frontends.sandbox import cpu_seconds_of
+
 _PEER_ERROR_GRACE = 5.0
 _POLL = 0.01
+_STALL = 3.0        # wall seconds without a CPU tick in any living rank: a hang
+_WALL_FACTOR = 8.0  # the outer bound, as a multiple of the CPU budget
+_CHECK = 0.1        # seconds between reads of the ranks' CPU time
 
 
 class Run:
@@ -49,6 +61,9 @@ class Run:
                 os._exit(0)  # not reached
             self.alive[rank] = pid
         self.started = time.monotonic()
+        self.cpu = {rank: 0.0 for rank in self.alive}   # CPU seconds each rank has used
+        self.last_tick = self.started                   # when some living rank last used CPU
+        self.checked = self.started                     # when /proc was last read
         self.outcome = base._Outcome()
         self.first_error_at = None
         self.finished = False
@@ -67,7 +82,7 @@ class Run:
         if self.alive and self.first_error_at is not None and now - self.first_error_at > _PEER_ERROR_GRACE:
             for rank in _kill(self.alive):
                 self.outcome.errors[rank] = "did not finish after a peer failed (stopped)"
-        if self.alive and now - self.started > self.timeout:
+        if self.alive and self._stuck(now):
             self.outcome.timed_out = True
             self.outcome.stuck_ranks = _kill(self.alive)
         if not self.alive:
@@ -75,6 +90,25 @@ class Run:
             self.finished = True
             self._tmp.cleanup()
         return self.finished
+
+
+    def _stuck(self, now: float) -> bool:
+        """Past the CPU budget, stalled (no CPU used by any living rank for ``_STALL`` s after
+        ``timeout`` wall seconds), or past the wall clock's outer bound."""
+        if now - self.checked < _CHECK:
+            return False
+        self.checked = now
+        for rank, pid in self.alive.items():
+            used = cpu_seconds_of(pid)
+            if used > self.cpu[rank]:
+                self.cpu[rank] = used
+                self.last_tick = now
+        if max(self.cpu[rank] for rank in self.alive) > self.timeout:
+            return True
+        waited = now - self.started
+        if waited > self.timeout and now - self.last_tick > _STALL:
+            return True
+        return waited > _WALL_FACTOR * self.timeout
 
 
 def run(kind: str, spec, world: int, timeout: float, ref_params: dict | None = None):

@@ -15,8 +15,9 @@ A mutant is
 Each rank runs the runners' own ``_execute`` and the comparison is the runners' own
 ``_compare``; the processes are forked from this (torch-importing) parent, see forked.py.
 The runners' public ``run_jobs`` folds "1-rank run failed" into "not runnable" without the
-N-rank outcome, and deciding "invalid" needs both.  A hang is confirmed by a second run
-with four times the timeout.  Results are cached by content hash of the mutant, the
+N-rank outcome, and deciding "invalid" needs both.  The timeout is CPU seconds per rank
+(forked.py: a hang is ranks that all stop using CPU); a hang is confirmed by a second run
+with three times the timeout.  Results are cached by content hash of the mutant, the
 runner sources and the settings, so a re-run only runs new mutants.
 """
 from __future__ import annotations

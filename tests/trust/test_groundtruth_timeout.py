@@ -1,0 +1,88 @@
+"""The mutation and repair campaigns' ground-truth runs (benchmarks/mutants/forked.py) time out on
+CPU seconds, not on the wall clock: a loaded machine must not turn a slow run into a "hang" (the
+repair campaign once counted four fixes real ranks confirm as refuted that way)."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from mutants import forked  # noqa: E402
+
+
+class _Clock:
+    """Fake wall clock and per-rank CPU readings for ``Run._stuck``."""
+
+    def __init__(self, monkeypatch, ranks=(0, 1)):
+        self.now = 100.0
+        self.cpu = {1000 + r: 0.0 for r in ranks}
+        monkeypatch.setattr(forked, "cpu_seconds_of", lambda pid: self.cpu[pid])
+        run = forked.Run.__new__(forked.Run)
+        run.timeout = 2.0
+        run.alive = {r: 1000 + r for r in ranks}
+        run.started = run.last_tick = run.checked = self.now
+        run.cpu = {r: 0.0 for r in ranks}
+        self.run = run
+
+    def advance(self, seconds: float, cpu_each: float) -> bool:
+        """``seconds`` of wall time in steps of 0.5 s, each rank using ``cpu_each`` per step."""
+        stuck = False
+        for _ in range(int(seconds / 0.5)):
+            self.now += 0.5
+            for pid in self.cpu:
+                self.cpu[pid] += cpu_each
+            stuck = stuck or self.run._stuck(self.now)
+        return stuck
+
+
+def test_slow_run_on_a_loaded_machine_is_not_a_hang(monkeypatch):
+    clock = _Clock(monkeypatch)
+    # 10 wall seconds (five times the budget) at 2 % of a core each: starved, not stuck
+    assert not clock.advance(10.0, 0.01)
+
+
+def test_run_past_its_cpu_budget_is_stuck(monkeypatch):
+    clock = _Clock(monkeypatch)
+    assert clock.advance(3.0, 0.5)
+
+
+def test_run_whose_ranks_use_no_cpu_after_the_budget_is_a_hang(monkeypatch):
+    clock = _Clock(monkeypatch)
+    assert not clock.advance(1.0, 0.1)          # started, then every rank waits
+    assert not clock.advance(forked._STALL, 0.0)  # idle, but not yet past the budget on the wall
+    assert clock.advance(forked._STALL + 1.0, 0.0)
+
+
+def test_wall_clock_outer_bound_ends_a_run_that_barely_progresses(monkeypatch):
+    clock = _Clock(monkeypatch)
+    assert not clock.advance(forked._WALL_FACTOR * 2.0 - 1.0, 0.005)
+    assert clock.advance(2.0, 0.005)
+
+
+@pytest.mark.torch
+def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound():
+    pytest.importorskip("torch")
+    from groundtruth import runner as base
+
+    from mutants import groundtruth as gt
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # ranks are forked from this process: they must not inherit a group
+        pytest.skip("a process group is initialised in this test process")
+    gt._prepare_parent(gt.GALLERY)
+    spec = base.JobSpec(str(REPO / "examples" / "models" / "dist_p2p_both_recv_first_deadlock.py"), timeout=4.0)
+    started = time.monotonic()
+    run = forked.Run(gt.GALLERY, spec, 2, 4.0)
+    while not run.poll():
+        time.sleep(0.01)
+    assert run.outcome.timed_out and run.outcome.stuck_ranks == [0, 1]
+    # a hang uses no CPU: found within the stall window after the budget, not at 8 times it
+    assert time.monotonic() - started < forked._WALL_FACTOR * 4.0
+    assert max(run.cpu.values()) < 4.0
