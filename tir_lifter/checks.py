@@ -121,7 +121,8 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
         proven.append(f"grid: every element of {', '.join(written) or 'no output'} is written by exactly one block "
                       f"(or only atomically) {where}")
     if kernel.barriers:
-        proven.append("barriers: every on-chip element one warp group (or the tma_copy engine) writes and another uses "
+        proven.append("barriers: every on-chip element one warp group (or the tma_copy engine, a tcgen05 MMA) writes and "
+                      "another uses "
                       "is ordered by the kernel's mbarriers, each wait sees one phase in every schedule, so the "
                       f"groups' program order computes what every schedule does {where}")
     if spec is None:

@@ -60,7 +60,8 @@ class WarpGroups:
         self.barriers: dict[tuple[str, tuple[int, ...]], _Barrier] = {}
         self.cells: dict[tuple[str, tuple[int, ...]], _Cell] = {}
         self.group: tuple[int, int] | None = None  # the thread range running now (None: every thread)
-        self.async_writer: Any = None  # the copy engine, while a tma_copy stores
+        self.async_writer: Any = None  # the copy engine, while a tma_copy stores (the tensor core: an MMA)
+        self.in_order: set[Any] = set()  # engines whose operations run in issue order (tcgen05 MMAs)
 
     def _clock(self, group: Any) -> Clock:
         return self.clocks.setdefault(group, {})
@@ -83,15 +84,24 @@ class WarpGroups:
         knows = self._clock(group)
         time = self._tick(group)
         verb = ("written by a tma_copy of" if self.async_writer else "written by") if write else "read by"
-        if cell.write is not None and cell.write[0] != group and knows.get(cell.write[0], 0) < cell.write[1]:
+        if self.async_writer is not None and self.async_writer in self.in_order:
+            verb = ("written" if write else "read") + " by a tcgen05 MMA of"
+        # a tcgen05 MMA follows the earlier MMAs of its issue stream without a barrier
+        same_stream = self.async_writer in self.in_order and cell.write is not None \
+            and cell.write[0] == self.async_writer
+        if cell.write is not None and cell.write[0] != group and knows.get(cell.write[0], 0) < cell.write[1] \
+                and not same_stream:
             raise Unsupported(line, f"{name}{list(index)} is {verb} the threads "
                               f"{_shown(group)} while {_shown(cell.write[0])} may still write it: no barrier orders "
                               "the two")
         if not write:
-            cell.reads[group] = time
+            if self.async_writer in self.in_order:  # the tensor core reads after the issue
+                cell.reads[self.async_writer] = self._clock(self.async_writer)[self.async_writer]
+            else:
+                cell.reads[group] = time
             return
         for reader, read in cell.reads.items():
-            if reader != group and knows.get(reader, 0) < read:
+            if reader != group and knows.get(reader, 0) < read and reader != self.async_writer:
                 raise Unsupported(line, f"{name}{list(index)} is {verb} the threads {_shown(group)} while "
                                   f"{_shown(reader)} may still read it: no barrier orders the two")
         if self.async_writer is not None:  # the copy engine: seen only through the phase the copy counts towards
@@ -125,12 +135,35 @@ class WarpGroups:
         barrier = self.barriers[key]
         barrier.pending = _join(barrier.pending, {engine: self._clock(engine)[engine]})
 
+    def async_mma(self, key: tuple[str, tuple[int, ...]], line: int | None) -> None:
+        """A tcgen05 MMA issued by the running threads: the tensor core reads and writes after the
+        issue (it knows what the issuing threads did before it), in order with the earlier MMAs
+        of the same threads (TileLang: 'a later TCGEN05 operation remains ordered in the same issue
+        stream')."""
+        group = self._running(line)
+        self._barrier(key, line)
+        engine = f"the tcgen05 tensor core of the threads {_shown(group)}"
+        self.in_order.add(engine)
+        self.clocks[engine] = _join(self._clock(engine), self._clock(group))
+        self._tick(engine)
+        self._tick(group)
+        self.async_writer = engine
+
+    def end_async_mma(self, key: tuple[str, tuple[int, ...]], line: int | None) -> None:
+        """The MMA's commit: one arrival on ``key`` once the tensor core is done
+        (``tcgen05.commit.mbarrier::arrive::one``)."""
+        engine, self.async_writer = self.async_writer, None
+        self._arrive(key, engine, 1, line)
+
     def arrive(self, key: tuple[str, tuple[int, ...]], line: int | None) -> None:
         group = self._running(line)
-        barrier = self._barrier(key, line)
         self._tick(group)
-        barrier.arrivals += group[1] - group[0]
-        barrier.pending = _join(barrier.pending, self._clock(group))
+        self._arrive(key, group, group[1] - group[0], line)
+
+    def _arrive(self, key: tuple[str, tuple[int, ...]], who: Any, count: int, line: int | None) -> None:
+        barrier = self._barrier(key, line)
+        barrier.arrivals += count
+        barrier.pending = _join(barrier.pending, self._clock(who))
         if barrier.arrivals > barrier.count:
             raise Unsupported(line, f"barrier {key[0]}{list(key[1])} gets {barrier.arrivals} arrivals in one phase, "
                               f"more than its count {barrier.count}")

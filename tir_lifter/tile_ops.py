@@ -152,7 +152,29 @@ def _matrix(machine: Any, region: Region, env: dict, transpose: bool, line: int 
 
 @handler("gemm")
 def gemm(machine: Any, op: TileOp, env: dict) -> None:
+    barrier = op.attr("mma_barrier")
+    if barrier is None:
+        _gemm(machine, op, env)
+        return
+    # tcgen05: the tensor core reads A, B and C and writes C after the issue, seen only through
+    # the one arrival its commit makes on the barrier
+    if machine.sync is None:
+        raise Unsupported(op.line, "a tcgen05_gemm outside a kernel with barriers is not modelled")
+    key = _barrier_key(machine, barrier, env)
+    machine.sync.async_mma(key, op.line)
+    try:
+        _gemm(machine, op, env)
+    finally:
+        machine.sync.end_async_mma(key, op.line)
+
+
+def _gemm(machine: Any, op: TileOp, env: dict) -> None:
     a_reg, b_reg, c_reg = op.operands
+    clear = op.attr("clear_accum")
+    if not isinstance(clear, bool):  # an expression: T.tcgen05_gemm(..., clear_accum=k == 0)
+        clear = machine.value(clear, env, op.line)
+        if type(clear).__name__ not in ("bool", "bool_"):
+            raise Unsupported(op.line, "a gemm whose clear_accum depends on tensor data is not modelled")
     a = _matrix(machine, a_reg, env, bool(op.attr("transpose_A")), op.line)
     b = _matrix(machine, b_reg, env, bool(op.attr("transpose_B")), op.line)
     c = _matrix(machine, c_reg, env, False, op.line)
@@ -164,7 +186,7 @@ def gemm(machine: Any, op: TileOp, env: dict) -> None:
     b_vals = [[machine.load(b_reg.buffer, idx, op.line, guarded=False) for idx in row] for row in b]
     for i in range(m):
         for j in range(n):
-            acc = backend.const(0) if op.attr("clear_accum") else machine.load(c_reg.buffer, c[i][j], op.line, guarded=False)
+            acc = backend.const(0) if clear else machine.load(c_reg.buffer, c[i][j], op.line, guarded=False)
             for kk in range(k):
                 acc = backend.add(acc, backend.mul(a_vals[i][kk], b_vals[kk][j]))
             if machine.record_origins:  # C[i, j] came through row i of A and column j of B

@@ -105,7 +105,8 @@ _BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared
 # calls evaluated for their effect on the hardware only (register budgets, trace events, the
 # block's barrier): no statement of the program
 _NO_OPS = {"tl.no_set_max_nreg"} | {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | _BLOCK_BARRIERS
-_TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.reduce", "tl.tileop.atomicadd",
+_TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.tcgen05_gemm", "tl.tileop.reduce",
+               "tl.tileop.atomicadd",
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
@@ -404,10 +405,8 @@ class _Walker:
             return (TileOp("copy", (self.region(args[0]), self.region(args[1]))),)
         if name == "tl.tileop.fill":
             return (TileOp("fill", (self.region(args[0]), self.expr(args[1]))),)
-        if name == "tl.tileop.gemm":
-            attrs = (("transpose_A", bool(int(args[3]))), ("transpose_B", bool(int(args[4]))),
-                     ("clear_accum", bool(int(args[9]))))
-            return (TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs),)
+        if name in ("tl.tileop.gemm", "tl.tileop.tcgen05_gemm"):
+            return (self.gemm(name, args, call.annotations or {}),)
         if name == "tl.tileop.reduce":
             attrs = (("op", str(args[2].value)), ("dim", int(args[3])), ("clear", bool(int(args[4]))))
             return (TileOp("reduce", (self.region(args[0]), self.region(args[1])), attrs),)
@@ -431,6 +430,25 @@ class _Walker:
             indices = tuple(self.expr(i) for i in target.indices)
             return (Store(self.name_of(target.buffer), indices, self.expr(args[1]), True),)
         raise Unsupported(None, f"TileLang call {name} is not modelled")
+
+    def gemm(self, name: str, args: list, annotations: Any) -> TileOp:
+        """``T.gemm`` and Blackwell's ``T.tcgen05_gemm`` (slots A, B, C, transpose_A, transpose_B,
+        M, N, K, policy, clear_accum, mbar, ...): the same ``C (+)= op(A) @ op(B)``.  ``clear_accum``
+        may be an expression of the loop (``k == 0``).  A tcgen05 MMA runs asynchronously: its
+        completion is one arrival on ``mbar`` (``tcgen05.commit``), the only way threads see C."""
+        clear = args[9]
+        clear_accum = bool(int(clear)) if type(clear).__name__ == "IntImm" else self.expr(clear)
+        attrs = (("transpose_A", bool(int(args[3]))), ("transpose_B", bool(int(args[4]))),
+                 ("clear_accum", clear_accum))
+        if name == "tl.tileop.tcgen05_gemm":
+            mbar = args[10] if len(args) > 10 else None
+            if type(mbar).__name__ != "BufferLoad":
+                raise Unsupported(None, "a tcgen05_gemm without mbar (its completion published by a later MMA) "
+                                  "is not modelled")
+            if int(annotations.get("use_2cta", 0)):
+                raise Unsupported(None, "a 2-CTA tcgen05_gemm (B split across a cluster pair) is not modelled")
+            attrs += (("mma_barrier", self.element(mbar)),)
+        return TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs)
 
     def im2col(self, args: list) -> tuple[Stmt, ...]:
         """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`` as the parallel
