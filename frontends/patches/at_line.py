@@ -17,7 +17,9 @@ one way a person fixes communication at that line, spelled in the file's own idi
                       (inside an ``autograd.Function`` also its partner in the sibling method);
 * more in ``collective_args``, ``region_functions``, ``masking``, ``seeding`` (a seed that adds
   the rank), ``buffers`` (a gather buffer no collective fills) and ``sequence_parallel`` (a norm's
-  parameters not marked ``sequence_parallel``).
+  parameters not marked ``sequence_parallel``) and ``waits`` (an async handle dropped, never waited
+  on, or waited on after its buffer is read) and ``positions`` (a shard's positions where a mask
+  needs global ones: ``rank * chunk`` added).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -489,9 +491,12 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .buffers import fill_gather_buffer
     from .seeding import same_seed
     from .sequence_parallel import mark_sequence_parallel
+    from .positions import global_positions
+    from .waits import wait_before_read, wait_handles
 
     return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
-            same_seed, fill_gather_buffer, mark_sequence_parallel)
+            same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
+            global_positions)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
@@ -537,15 +542,16 @@ AFFINITY = {
     "matmul": ("reduce_after", "copy_before", "reduce_in_function", "reduce_region", "copy_region"),
     "layout": ("change_dim", "shard_dim", "dim_keyword"),
     "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
+    "wait": ("wait_before_read", "wait_handles"),
 }
 
 
 def op_kind(op: str) -> str:
-    """The recorded op's kind for ``AFFINITY``: collective, scale, embedding, matmul, layout or ""."""
+    """The recorded op's kind for ``AFFINITY``: collective, scale, embedding, wait, matmul, layout or ""."""
     if op in COLLECTIVE_CALLS or op.startswith(("all_", "reduce_scatter", "broadcast")):
         return "collective"
-    if op == "embedding":
-        return "embedding"
+    if op in ("embedding", "wait"):
+        return op
     if op in SCALE_OPS and op != "mul":
         return "scale"
     if op in MATMUL_OPS or op == "partial":

@@ -59,6 +59,8 @@ def sites_of(report: Report):
             op = next((s.op for s in sites if s.line == diagnostic.line), "")
             if not op and "partial sum" in diagnostic.message:   # a value never reduced: reduce it there
                 op = "partial"
+            if diagnostic.check == "async":   # a buffer read before its wait(), or a handle never waited on
+                op = "wait"
             sites.append(Site(diagnostic.line, op, gradient))
     unique: list = []
     for site in sites:
