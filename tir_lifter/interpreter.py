@@ -88,6 +88,13 @@ class Machine:
             self.shapes[view.name], self.scopes[view.name] = shape, GLOBAL
             for arrays in (self.globals, self.writers, self.plain, self.lines):
                 arrays[view.name] = arrays[base].reshape(shape)
+        for view, base in kernel.onchip_views:  # T.reshape: the block's buffer under another shape
+            shape = tuple(eval_size(d, sizes) for d in view.shape)
+            if base not in self.shapes or int(np.prod(shape)) != int(np.prod(self.shapes[base])):
+                raise Unsupported(None, f"{view.name} reshapes the on-chip buffer {base} to {list(shape)}: another "
+                                  "size is not modelled")
+            self.shapes[view.name], self.scopes[view.name] = shape, self.scopes[base]
+            self.dtypes[view.name] = self.dtypes[base]
         self.conflicts: list[Conflict] = []
         self.conflict_cells: dict[str, set[tuple[int, ...]]] = {}
         self.faults: list[Fault] = []
@@ -107,9 +114,13 @@ class Machine:
         self.reads: dict[tuple[str, tuple[int, ...]], set[int]] = {}
         self.edge_reads: set[int] = set()
         self._view_base = {view.name: base for view, base in kernel.views}
+        self._onchip_base = {view.name: base for view, base in kernel.onchip_views}
         # warp groups (T.ws) and mbarriers: the order between them is checked as the block runs
         grouped = any(isinstance(s, If) and _warp_group(s) for s in walk_stmts(kernel.body))
         self.sync = WarpGroups(kernel.threads or 128, dict(kernel.barriers)) if grouped or kernel.barriers else None
+        if self.sync is not None and kernel.onchip_views:  # the groups' ordering is tracked per buffer name
+            raise Unsupported(None, "T.reshape of an on-chip buffer in a kernel with warp groups or barriers is not "
+                              "modelled")
         self._default_group = None if grouped else (0, kernel.threads or 128)
         self._fragment_group: dict[str, tuple[int, int]] = {}
 
@@ -138,8 +149,11 @@ class Machine:
             self.blocks.append(block)
             self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object)
                            for buf in self.kernel.allocs if buf.scope != GLOBAL}
+            for view, base in self.kernel.onchip_views:  # the same memory: a numpy view of the block's array
+                self.locals[view.name] = self.locals[base].reshape(self.shapes[view.name])
             if self.record_origins:  # on-chip memory is fresh per block
-                local = {buf.name for buf in self.kernel.allocs if buf.scope != GLOBAL}
+                local = {buf.name for buf in self.kernel.allocs if buf.scope != GLOBAL} | \
+                    {view.name for view, _ in self.kernel.onchip_views}
                 self.origin = {key: lines for key, lines in self.origin.items() if key[0] not in local}
             if self.sync is not None:
                 self.sync.reset()
@@ -234,11 +248,19 @@ class Machine:
         if self.scopes[name] == GLOBAL and line is not None:
             self._note_read(name, index, line)
         if self.record_origins:
-            self._reads |= self.origin.get((name, index), frozenset())
+            self._reads |= self.origin.get(self._cell(name, index), frozenset())
         if value is None:
             self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")
             return self.backend.const(0)
         return value
+
+    def _cell(self, name: str, index: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+        """The element of the block's own buffer a T.reshape view's element is (origins follow memory)."""
+        base = self._onchip_base.get(name)
+        if base is None:
+            return name, index
+        flat = int(np.ravel_multi_index(index, self.shapes[name]))
+        return base, tuple(int(i) for i in np.unravel_index(flat, self.shapes[base]))
 
     def _note_read(self, name: str, index: tuple[int, ...], line: int) -> None:
         base = self._view_base.get(name)
@@ -256,7 +278,7 @@ class Machine:
             self._synced(name, index, True, line)
         self.array(name)[index] = value
         if self.record_origins:
-            self.origin[(name, index)] = frozenset(line for line in self._reads | {line, *self._loop_lines} if line is not None)
+            self.origin[self._cell(name, index)] = frozenset(line for line in self._reads | {line, *self._loop_lines} if line is not None)
             self._reads = set()
         if self.scopes[name] != GLOBAL:
             return

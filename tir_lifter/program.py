@@ -253,11 +253,12 @@ class Kernel:
     source: str | None = None
     auto_guard: bool = True  # TileLang's lowering guards global accesses (off: tl.disable_safe_memory_legalize)
     views: tuple[tuple[Buffer, str], ...] = ()  # a global tensor read with another shape, and that tensor's name
+    onchip_views: tuple[tuple[Buffer, str], ...] = ()  # T.reshape: an on-chip buffer used with another shape
     columns: tuple[tuple[int, int], ...] = ()  # (line, 1-based column) of each source statement
     barriers: tuple[tuple[str, tuple[int, ...]], ...] = ()  # T.alloc_barrier buffer -> arrive count of each
 
     def buffer(self, name: str) -> Buffer:
-        for buf in self.params + self.allocs + tuple(view for view, _ in self.views):
+        for buf in self.params + self.allocs + tuple(view for view, _ in self.views + self.onchip_views):
             if buf.name == name:
                 return buf
         raise KeyError(name)

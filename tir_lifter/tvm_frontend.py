@@ -164,6 +164,7 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
+                  onchip_views=tuple(walker.onchip_views),
                   barriers=tuple(walker.barriers.items()))
 
 
@@ -225,6 +226,7 @@ class _Walker:
         self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
         self.onchip_data: dict[int, str] = {}  # data pointer of an on-chip buffer -> its name
+        self.onchip_views: list[tuple[Buffer, str]] = []  # T.reshape of an on-chip buffer: another shape of it
         self.barriers: dict[str, tuple[int, ...]] = {}  # T.alloc_barrier buffer -> arrive count of each
         self._names: dict[int, str] = {}  # TIR variable (by identity) -> its name in the lifted kernel
         self._owners: dict[str, int] = {}
@@ -263,8 +265,14 @@ class _Walker:
         base = tensor.name if tensor is not None else None
         onchip = self.onchip_data.get(buf.data.__chandle__())
         if onchip is not None and onchip != buf.name:
-            raise Unsupported(None, f"{buf.name} is another shape of the on-chip buffer {onchip} (T.reshape), which "
-                              "is not modelled")
+            if all(view.name != buf.name for view, _ in self.onchip_views):
+                base_buf = next(b for b in self.allocs if b.name == onchip)
+                offset = self.expr(buf.elem_offset) if buf.elem_offset is not None else Const(0)
+                if str(buf.dtype) != base_buf.dtype or offset != Const(0) or not _row_major(buf):
+                    raise Unsupported(None, f"{buf.name} reads the on-chip buffer {onchip} with another element type, "
+                                      "offset or stride order, which is not modelled")
+                self.onchip_views.append((self.buffer(buf, base_buf.scope), onchip))
+            return buf.name
         if base is not None and base != buf.name and all(view.name != buf.name for view, _ in self.views):
             offset = self.expr(buf.elem_offset) if buf.elem_offset is not None else Const(0)
             if str(buf.dtype) != str(tensor.dtype) or offset != Const(0) or not _row_major(buf):
