@@ -31,6 +31,10 @@ class Span:
     # the file calls into: one under --path or beside the file), as (file, line); None when the op
     # ran in this file's own lines or in installed code only
     within: tuple[str, int] | None = None
+    # names the op's statement reads that were bound on an earlier line of the same frame (the frame of
+    # ``place()``): (the operand's value name, the variable, the line that bound it); set by the traced
+    # frontend, so that a value bound where an op used to be (a collective dropped) is named there
+    bound: tuple[tuple[str, str, int], ...] = field(default=(), compare=False, hash=False)
 
     def __str__(self) -> str:
         if self.line is None:

@@ -44,7 +44,7 @@ from .conditional_sums import mentions_conditionals, merge_conditionals
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
-from .ir import Op, TensorSpec
+from .ir import Op, Span, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
 from .traced_ir import Comparison, TracedProgram
@@ -643,9 +643,43 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
                     terms = []
                 if terms:
                     return producer[max(terms, key=lambda name: ops.index(producer[name]))]
-            return _own_draw(program, op) or op
+            try:
+                held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
+            except (TypeError, ValueError):
+                held = []
+            return _own_draw(program, op) or _bound_before(op, held, producer) or op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
     return op
+
+
+def _bound_before(reader: Op, partials: list[str], producer: dict[str, Op]) -> Op | None:
+    """``reader`` goes wrong reading a partial sum its statement got through a name bound on an earlier
+    line that made no part of it (``output_ = output_parallel`` where a reduction was, or a value handed
+    back by a call): the reduction it misses belongs after that line, so the finding names it (the
+    reader stays in the message).  Not for a collective: a reduction that reads a partial sum is
+    itself where it goes wrong.  None when the recording kept no binding, or the operands name
+    different lines."""
+    if not partials or reader.kind.startswith(_COLLECTIVE_KINDS) or "c10d" in reader.kind:
+        return None
+    bound = {name: (variable, line) for name, variable, line in reader.span.bound}
+    found = {bound.get(name) for name in partials}
+    if len(found) != 1 or None in found:
+        return None
+    ((variable, line),) = found
+    span = _at_line(reader.span, line)
+    at, file = reader.span.place()
+    if at is None or line >= at or any(producer[name].span.place() == span.place() for name in partials):
+        return None
+    kind = (f"{reader.kind} ({reader.span.where()}) reading {variable}, which holds a partial sum of the ranks: "
+            f"a reduction belongs after the line that bound {variable}")
+    return Op(tuple(partials), kind, (), {}, span)
+
+
+def _at_line(span: Span, line: int) -> Span:
+    """``span`` moved to another line of the same frame (the checked file's, or the package file's)."""
+    if span.within is not None:
+        return Span(span.line, span.file, (span.within[0], line))
+    return Span(line, span.file)
 
 
 _UNINITIALISED = ("aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
@@ -753,7 +787,25 @@ def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> O
             return None
     except (KeyError, TypeError, ValueError):
         return None
-    return Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {}, comparison.span)
+    unreduced = Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {},
+                   comparison.span)
+    return _returned_as_bound(program, comparison, unreduced) or unreduced
+
+
+def _returned_as_bound(program: TracedProgram, comparison: Comparison, unreduced: Op) -> Op | None:
+    """The output is returned under a name bound on an earlier line that made none of it (``output =
+    output_parallel`` where the reduction was): the reduction belongs after that line, so it is named."""
+    if comparison.kind != "output" or len(comparison.span.bound) != 1:
+        return None
+    _, variable, line = comparison.span.bound[0]
+    span = _at_line(comparison.span, line)
+    for rank, name in enumerate(comparison.per_rank):
+        made = next((op for op in program.ranks[rank] if name in op.results), None)
+        if made is None or made.span.place() == span.place():
+            return None
+    kind = (f"a partial sum no collective reduces over the ranks: {variable}, returned at line "
+            f"{comparison.span.line}, holds it since the line that bound it, after which the reduction belongs")
+    return Op(unreduced.results, kind, (), {}, span)
 
 
 def _at_no_line_of_its_own(program: TracedProgram, comparison: Comparison) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -212,6 +212,7 @@ class Recorder(TorchDispatchMode):
         self.reduce_op: str | None = None  # set by the torch.distributed wrappers (collectives.py)
         self.collective_outputs: list[Any] = []   # tensors a recorded collective writes its result into
         self.read_unreal: str | None = None     # why later exceptions of a simulated rank prove nothing
+        self.lines = None   # a bindings.LineTrace while the code runs: which line bound the names an op reads
         self._random_lines: dict[int | None, int] = {}
         self._constant_lines: dict[int | None, int] = {}
         self._constants: set[str] = set()   # names holding a constant made outside the recording
@@ -252,11 +253,24 @@ class Recorder(TorchDispatchMode):
         if self.paused or _involves_fake(args, kwargs, out) or generator_bookkeeping(args, kwargs, out):
             return out
         span = self.spans.span()
+        if self.lines is not None and self.lines.active:
+            span = self._with_bound(span, args, kwargs)
         try:
             self.record(func, args, kwargs, out, span)
         except _Unrecordable as problem:
             self.problem(span, str(problem))
         return out
+
+    def _with_bound(self, span: Span, args, kwargs) -> Span:
+        """``span`` with the operands its statement reads through names bound on an earlier line."""
+        tensors = [t for value in (*args, *kwargs.values()) for _, t in flat_tensors(value)
+                   if isinstance(t, torch.Tensor)]
+        bound = []
+        for tensor, variable, line in self.lines.reads(self.spans.frame, tensors):
+            binding = self.names.lookup(tensor)
+            if binding is not None:
+                bound.append((binding.name, variable, line))
+        return replace(span, bound=tuple(bound)) if bound else span
 
     def _named_op(self, func, args, kwargs) -> FailedOp | None:
         """``func`` with the names of its tensor operands (a DTensor's: its local tensor's), never

@@ -26,6 +26,7 @@ from verifier.ir import Span
 
 from . import collectives, harness, megatron_setup, package_state
 from .backward_raises import BackwardReturns, raising_backward
+from .bindings import LineTrace
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
 from .data_assignment import FollowDataAssignment
 from .inference import without_inference_mode
@@ -862,9 +863,11 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
     try:
         with anomaly, recorder, FollowDataAssignment(recorder):
             passed = _as_activations(tensors)
-            returned = _ReturnLine(fn, recorder.spans)
+            lines = LineTrace(recorder.spans)
+            returned = _ReturnLine(fn, recorder.spans, lines)
             try:
-                with returned:
+                with lines, returned:
+                    recorder.lines = lines
                     out = fn(*passed)
             except Exception as error:  # the user's code raised: say where
                 if _ours(error):
@@ -873,7 +876,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             flat = _flatten(out)
             values, loss_terms = [], []
             for index, (path, tensor) in enumerate(flat):
-                values.append(_output_value(recorder, index, path, tensor, returned.line))
+                values.append(_output_value(recorder, index, path, tensor, returned.line, returned.bound(tensor)))
             leaves[:] = _with_autograd_readers(leaves, tensors, [t for _, t in flat], passed)
             passes = ("forward",)
             for index, (path, tensor) in enumerate(flat):
@@ -956,10 +959,17 @@ class _ReturnLine:
     its outputs are handed back, so where a reduction the outputs miss belongs.  A trace function on
     this thread that follows the entry's own frame only (other frames are not traced)."""
 
-    def __init__(self, fn: Any, spans: SpanFinder) -> None:
+    def __init__(self, fn: Any, spans: SpanFinder, lines: LineTrace | None = None) -> None:
         code = getattr(getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn, "__code__", None)
         self._code = code if code is not None and spans._is_user(code.co_filename) else None
         self.line: int | None = None
+        self._lines = lines   # a line trace already following the entry's frame: read it there
+
+    def bound(self, value: Any) -> tuple[str, int] | None:
+        """The name the entry's ``return`` handed ``value`` back under and the earlier line that bound it."""
+        if self._code is None or self._lines is None:
+            return None
+        return self._lines.returned_by(self._code, value)
 
     def _global(self, frame, event, arg):
         return self._local if frame.f_code is self._code else None
@@ -971,17 +981,21 @@ class _ReturnLine:
 
     def __enter__(self):
         self._previous = sys.gettrace()
-        if self._code is not None and self._previous is None:
+        self._traced_here = self._code is not None and self._previous is None
+        if self._traced_here:
             sys.settrace(self._global)
         return self
 
     def __exit__(self, *exc):
-        if self._code is not None and self._previous is None:
+        if self._traced_here:
             sys.settrace(None)
+        elif self._code is not None and self._lines is not None and self._lines.active:
+            self.line = self._lines.returned.get(self._code, (None, []))[0]
         return False
 
 
-def _output_value(recorder: Recorder, index: int, path: str, tensor: Any, returned: int | None = None) -> Value:
+def _output_value(recorder: Recorder, index: int, path: str, tensor: Any, returned: int | None = None,
+                  bound: tuple[str, int] | None = None) -> Value:
     region, why = dtensor_region(tensor)
     local = _local(tensor)
     span = recorder.spans.span()
@@ -990,6 +1004,8 @@ def _output_value(recorder: Recorder, index: int, path: str, tensor: Any, return
     if why:
         recorder.problem(span, f"output {index}: {why}")
     name = recorder.name_of(local, span)
+    if returned is not None and bound is not None:   # the name returned, bound on an earlier line
+        span = replace(span, bound=((name, *bound),))
     return Value(f"output {index}{path}", "output", f"output {index}", name, tuple(tensor.shape), region, span)
 
 

@@ -39,6 +39,7 @@ class SpanFinder:
         self._roots = tuple(os.path.join(os.path.abspath(p), "") for p in
                             (*paths, os.path.dirname(os.path.abspath(user_file))))
         self.fallback: int | None = None   # the line of the user's .backward() (or the entry call)
+        self.frame = None   # the frame the last span() named a line of (None: a backward node's line)
 
     def _is_user(self, filename: str) -> bool:
         known = self._same.get(filename)
@@ -56,7 +57,12 @@ class SpanFinder:
         self._own[filename] = own
         return own
 
+    def checked(self, filename: str) -> bool:
+        """Code of the checked file or of the user's own package (what a finding may name)."""
+        return self._is_user(filename) or self._own_file(filename) is not None
+
     def span(self) -> Span:
+        self.frame = None
         node = _current_autograd_node()
         within = None
         if node is not None and not _is_custom_function(node):
@@ -65,14 +71,16 @@ class SpanFinder:
                 return Span(line, self.shown_as, within)
         frame = sys._getframe(1)
         inner = within is None   # a backward node's forward line in the user's package wins
+        within_frame = None
         while frame is not None:
             filename = frame.f_code.co_filename
             if self._is_user(filename):
+                self.frame = within_frame if within is not None else frame
                 return Span(frame.f_lineno, self.shown_as, within)
             if inner and within is None:
                 own = self._own_file(filename)
                 if own is not None:
-                    within = (own, frame.f_lineno)
+                    within, within_frame = (own, frame.f_lineno), frame
             frame = frame.f_back
         if node is not None and _is_custom_function(node):
             # a library's custom Function (fairscale's copy to the parallel region): its backward runs

@@ -340,10 +340,28 @@ def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, wor
     origin = located(where_output_shape(reference.recording, run.recording, theirs.name), value.span.line) \
         if theirs.name is not None else None
     if origin is None:
+        rebound = _returned_as_bound(theirs, run)
+        if rebound is not None:
+            variable, line = rebound
+            return TraceFailure("violation", f"{message}; {theirs.span.where()} returns {variable}, which holds this "
+                                             f"piece since the line that bound it, after which a collective belongs "
+                                             f"(line {line})", line)
         return TraceFailure("violation", message, value.span.line)
     line, file, where = origin
     return TraceFailure("violation", f"{message}; its shape stops being a block of the single device's value at "
                                      f"{where}", line, file=file)
+
+
+def _returned_as_bound(value, run: RunResult) -> tuple[str, int] | None:
+    """The output is returned under a name bound on an earlier line of the entry that made none of it
+    (``output = output_parallel`` where a gather was): (that name, that line)."""
+    if len(value.span.bound) != 1 or value.span.within is not None:
+        return None
+    _, variable, line = value.span.bound[0]
+    made = next((op for op in run.recording.ops if value.name in op.results), None)
+    if made is None or made.span.place() == (line, None):
+        return None
+    return variable, line
 
 
 def _piece_ops(leaf: Leaf, layout: Layout) -> list[Op]:

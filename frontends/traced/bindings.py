@@ -1,0 +1,167 @@
+"""Which line bound the name an op reads: a line trace of the checked file's and the user's package's frames.
+
+A collective dropped from ``output_ = reduce(output_parallel)`` leaves ``output_ = output_parallel``: a
+line that runs no op.  The values first go wrong where ``output_`` is read next (the bias add two lines
+below), but the reduction belongs after the line that bound ``output_``.  Torch cannot say which line
+bound a Python name; the interpreter can: while the code runs, a trace function follows the frames of the
+files being checked (no other frame is traced) and remembers, per frame, the last line that bound each
+local name (assignments, ``for`` targets, ``with ... as``).  When an op runs, the names its statement
+reads whose local value *is* one of the op's tensor operands, with the line that last bound them, are
+kept on the op's span (``Span.bound``); the entry's ``return`` keeps the same for the values it hands
+back.  The verifier decides from values whether that line is where the fault is.
+
+Only frames of files the span finder counts as the user's are traced (``SpanFinder.checked``); a trace
+function already set (a debugger, coverage) is left alone and nothing is kept.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spans import SpanFinder
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement (or a compound statement's header) of a traced file: its first line, the local names
+    it binds and the names it reads."""
+
+    line: int
+    binds: frozenset[str]
+    reads: frozenset[str]
+
+
+def statements(filename: str) -> dict[int, Statement]:
+    """Line -> the innermost statement (or header) covering it, for ``filename``'s source."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return {}
+    table: dict[int, Statement] = {}
+    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, -n.end_lineno))
+    for node in nodes:   # outer statements first: an inner statement overrides its lines
+        header = _header(node)
+        if header is None:
+            continue
+        parts, last = header
+        binds = frozenset(n.id for part in parts for n in ast.walk(part)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
+        reads = frozenset(n.id for part in parts for n in ast.walk(part)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        statement = Statement(node.lineno, binds, reads)
+        for line in range(node.lineno, last + 1):
+            table[line] = statement
+    return table
+
+
+def _header(node: ast.stmt) -> tuple[list[ast.AST], int] | None:
+    """The parts of ``node`` that run on its own lines, and its last such line (a compound statement's
+    body is statements of its own)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+        return None
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.target, node.iter], node.iter.end_lineno
+    if isinstance(node, (ast.If, ast.While)):
+        return [node.test], node.test.end_lineno
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        parts = [p for item in node.items for p in (item.context_expr, item.optional_vars) if p is not None]
+        return parts, max(p.end_lineno for p in parts)
+    if hasattr(node, "body") or hasattr(node, "cases"):   # match and other compound statements
+        return None
+    return [node], node.end_lineno
+
+
+@dataclass
+class _Frame:
+    current: Statement | None = None
+    bound: dict[str, int] = field(default_factory=dict)   # name -> the line that last bound it
+
+    def finish(self) -> None:
+        if self.current is not None:
+            for name in self.current.binds:
+                self.bound[name] = self.current.line
+        self.current = None
+
+
+class LineTrace:
+    """The trace of one run: per traced frame, which line last bound each local name."""
+
+    def __init__(self, spans: SpanFinder) -> None:
+        self._spans = spans
+        self._traced: dict[Any, bool] = {}          # code object -> is a file being checked
+        self._tables: dict[str, dict[int, Statement]] = {}
+        self._frames: dict[int, _Frame] = {}
+        self.returned: dict[Any, tuple[int, list[tuple[Any, str, int]]]] = {}   # code -> (line, [(value, name, bound at)])
+        self.active = False
+
+    def __enter__(self) -> "LineTrace":
+        if sys.gettrace() is None:
+            sys.settrace(self._global)
+            self.active = True
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.active:
+            sys.settrace(None)
+            self.active = False
+        self._frames.clear()
+        return False
+
+    def _statement(self, filename: str, line: int) -> Statement | None:
+        table = self._tables.get(filename)
+        if table is None:
+            table = self._tables[filename] = statements(filename)
+        return table.get(line)
+
+    def _global(self, frame, event, arg):
+        code = frame.f_code
+        traced = self._traced.get(code)
+        if traced is None:
+            traced = self._traced[code] = self._spans.checked(code.co_filename)
+        if not traced:
+            return None
+        self._frames[id(frame)] = _Frame()
+        return self._local
+
+    def _local(self, frame, event, arg):
+        state = self._frames.get(id(frame))
+        if state is None:   # a generator resumed: what it bound before is not known
+            state = self._frames[id(frame)] = _Frame()
+        if event == "line":
+            statement = self._statement(frame.f_code.co_filename, frame.f_lineno)
+            if statement is not state.current:
+                state.finish()
+                state.current = statement
+        elif event == "return":
+            statement = self._statement(frame.f_code.co_filename, frame.f_lineno)
+            local = frame.f_locals if statement is not None else {}
+            self.returned[frame.f_code] = (frame.f_lineno, [
+                (local[name], name, state.bound[name]) for name in sorted(statement.reads if statement else ())
+                if name in state.bound and name in local and statement.line != state.bound[name]])
+            self._frames.pop(id(frame), None)
+        return self._local
+
+    def reads(self, frame, tensors: list[Any]) -> list[tuple[Any, str, int]]:
+        """For each of ``tensors`` that the statement running in ``frame`` reads through a local name
+        bound on an earlier line of the frame: (tensor, name, that line).  A tensor under several such
+        names bound on different lines is left out (which one the op read is not known)."""
+        state = self._frames.get(id(frame)) if self.active and frame is not None else None
+        if state is None or state.current is None or not state.current.reads:
+            return []
+        local = frame.f_locals
+        found = []
+        for tensor in tensors:
+            names = sorted(n for n in state.current.reads if n in state.bound and local.get(n) is tensor)
+            lines = {state.bound[n] for n in names}
+            if len(lines) == 1 and lines != {state.current.line}:
+                found.append((tensor, names[0], lines.pop()))
+        return found
+
+    def returned_by(self, code: Any, value: Any) -> tuple[str, int] | None:
+        """The name ``code``'s last ``return`` handed ``value`` back under, and the line that bound it."""
+        _, entries = self.returned.get(code, (None, []))
+        hits = {(name, line) for held, name, line in entries if held is value}
+        return hits.pop() if len(hits) == 1 else None
