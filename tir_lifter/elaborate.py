@@ -196,7 +196,7 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                          elaborated.comparisons)
         except Unsupported as exc:
             sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
-        _unattributable_spec_differences(instance, spec, sub)
+        _unattributable_spec_differences(instance, spec, sub, {d.split(" = ")[0] for d in elaborated.derived})
     if not paired and not elaborated.dynamic and any(d.check == "out-of-bounds" for d in sub.diagnostics):
         sub.add(Diagnostic("unsupported", ERROR, "correct only when the sizes are multiples of their tiles, and "
                            "whether the real sizes are could not be read from the kernel", instance.line))
@@ -238,16 +238,18 @@ def _latent_or_real(name: str, instance: Instance, elaborated: Elaborated, refer
     return again
 
 
-def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report) -> None:
+def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report, derived: set[str]) -> None:
     """A kernel built with float arguments its reference does not receive (``softmax_scale =
     (dim + pe_dim) ** -0.5`` computed by the file) keeps their real-size values at the reduced
     sizes, while the reference recomputes them from the reduced shapes: a difference from the
-    reference may be that alone, so it is not reported as the kernel's."""
+    reference may be that alone, so it is not reported as the kernel's (unless the reduction
+    recomputed it from the reduced sizes: ``derived``)."""
     given = {repr(a.value) for a in getattr(spec, "arguments", ()) if a.tensor is None}
     names = _parameter_names(instance)
-    floats = [f"{names[k] if isinstance(k, int) and k < len(names) else k}={v!r}"
-              for k, v in list(enumerate(instance.args)) + list(instance.kwargs)
-              if isinstance(v, float) and repr(v) not in given]
+    named = [(names[k] if isinstance(k, int) and k < len(names) else k, v)
+             for k, v in list(enumerate(instance.args)) + list(instance.kwargs)]
+    floats = [f"{name}={v!r}" for name, v in named
+              if isinstance(v, float) and repr(v) not in given and name not in derived]
     why = (f"the kernel is built with float argument(s) {', '.join(floats)} its reference does not receive"
            if floats else "")
     baked = [repr(c) for c in getattr(spec, "constants", ()) if abs(c) not in (0.0, 0.5, 1.0, 2.0, float("inf"))]

@@ -20,6 +20,7 @@ partial boundary tile).
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -182,10 +183,17 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
         arguments = {k: v for k, v in arguments.items() if k not in derived}
         build = _deriving(build, derived)
     shown = tuple(f"{name} = ceildiv({size}, {tile})" for name, (size, tile) in derived.items())
+    scales = _derived_scales(arguments, ints, tiles)
+    if scales:  # computed from the sizes they are built with, when those are given as ints
+        build = _scaling(build, scales, arguments)
     if tied:
         elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles))
     else:
         elaborated = _reduced(instance, arguments, tensors, build, lift, tiles)
+    symbolic = {n for n, _ in elaborated.kernel.sizes}
+    shown += tuple(f"{name} = {names[0] if len(names) == 1 else '(' + ' + '.join(names) + ')'} ** -0.5"
+                   for name, names in scales.items()
+                   if not any(n in symbolic for n in names))
     return replace(elaborated, derived=shown)
 
 
@@ -451,6 +459,39 @@ def _derived_counts(ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tu
         if ways:
             found[name] = ways.pop()
     return found
+
+
+def _derived_scales(arguments: dict[str, Any], ints: dict[str, int], tiles: dict[str, int]) -> dict[str, tuple[str, ...]]:
+    """Float arguments that are exactly one size, or the sum of two, to the power -0.5 at the
+    real values (``softmax_scale = (dim + pe_dim) ** -0.5``, computed by the caller): name ->
+    those sizes.  Kept at its real value a reduced kernel would scale by the real sizes while
+    its reference scales by the reduced ones.  A value several sums give is left alone."""
+    sizes = {k: v for k, v in ints.items() if v >= 1 and k not in tiles and not _KEEP.search(k)}
+    sums = {(a,): v for a, v in sizes.items()}
+    names = sorted(sizes)
+    sums.update({(a, b): sizes[a] + sizes[b] for i, a in enumerate(names) for b in names[i + 1:]})
+    found: dict[str, tuple[str, ...]] = {}
+    for name, value in arguments.items():
+        if not isinstance(value, float) or value <= 0:
+            continue
+        ways = [key for key, total in sums.items()
+                if value in (total ** -0.5, 1.0 / math.sqrt(total), 1 / total ** 0.5)]
+        if len(ways) == 1:
+            found[name] = ways[0]
+    return found
+
+
+def _scaling(build: Callable[[dict], Any], scales: dict[str, tuple[str, ...]],
+             real: dict[str, Any]) -> Callable[[dict], Any]:
+    """``build`` with each derived scale computed from the int sizes it is built with (the real
+    value where a size is symbolic: that scale is then not counted as derived)."""
+    def build_with(kwargs: dict[str, Any]) -> Any:
+        values = dict(kwargs)
+        for name, names in scales.items():
+            if all(_is_int(kwargs.get(n)) for n in names) and any(kwargs[n] != real[n] for n in names):
+                values[name] = float(sum(kwargs[n] for n in names)) ** -0.5
+        return build(values)
+    return build_with
 
 
 def _deriving(build: Callable[[dict], Any], derived: dict[str, tuple[str, str]]) -> Callable[[dict], Any]:
