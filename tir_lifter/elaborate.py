@@ -238,7 +238,8 @@ def _latent_or_real(name: str, instance: Instance, elaborated: Elaborated, refer
     return again
 
 
-def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report, derived: set[str]) -> None:
+def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report,
+                                     derived: frozenset[str] | set[str] = frozenset()) -> None:
     """A kernel built with float arguments its reference does not receive (``softmax_scale =
     (dim + pe_dim) ** -0.5`` computed by the file) keeps their real-size values at the reduced
     sizes, while the reference recomputes them from the reduced shapes: a difference from the
