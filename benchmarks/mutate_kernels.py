@@ -175,6 +175,11 @@ def ground_truth_child(paths: list[str]) -> None:
     site's arguments.  Run-time sizes (``T.dynamic``) are also run one past the call's size
     (a partial last tile): the compiled kernel must serve every size."""
     import numpy as np
+    # imported before the per-mutant alarm: under load an import it cuts stays half-done, and
+    # every later mutant then fails with 'partially initialized module' (a run at load 40 lost
+    # all 109 ground truths so)
+    import tilelang  # noqa: F401
+    import torch  # noqa: F401
 
     from tir_lifter.backends import FloatBackend
     from tir_lifter.capture import run_file
