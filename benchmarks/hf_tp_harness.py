@@ -98,6 +98,22 @@ def build(model_type: str, config_name: str, world: int):
     return model, (ids,)
 
 
+PACKED = {"packed_colwise": -2, "packed_rowwise": -1}   # the dim get_packed_weights cuts
+
+
+def state_packed_layouts(model) -> None:
+    """For the ground truth only: a packed gate/up weight's rank piece is ``[gate_r; up_r]`` (two blocks
+    cut alike), not one contiguous slice, so its gradient pieces are re-assembled as a block-strided
+    layout (Megatron's ``partition_stride=2`` spelling, which the ground truth reads); joined end to end
+    they would be compared with the wrong rows."""
+    from transformers.integrations.tensor_parallel import _get_parameter_tp_plan
+
+    for name, param in model.named_parameters():
+        dim = PACKED.get(_get_parameter_tp_plan(name, model.tp_plan) or "")
+        if dim is not None and param.dim() >= 2:
+            param.tensor_model_parallel, param.partition_dim, param.partition_stride = True, param.dim() + dim, 2
+
+
 class _Slice:
     """A tensor as a checkpoint's lazy slice looks to ``shard_tensor`` while loading (packed gate/up
     weights read ``get_dtype``; the others index it or ask its ``get_shape``)."""

@@ -591,6 +591,8 @@ def hf_entry(model_type: str, config: str) -> Entry:
         import hf_tp_harness
 
         model, _ = hf_tp_harness.build(model_type, config, world)
+        if world > 1:
+            hf_tp_harness.state_packed_layouts(model)
         return hf_tp_harness.logits_of(model), list(model.named_parameters())
     return Entry("hf-tp", model_type, config, build, (In("input_ids", (1, 8), high=64),), copy_params=False)
 

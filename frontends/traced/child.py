@@ -210,11 +210,13 @@ def trace(request: dict):
         if smaller is not None:
             return smaller
         ranks = []
+        replays = _replays(request)
         for rank in range(request["world"]):
             try:
-                ranks.append(run_once(run_request, request["world"], rank, reference))
+                ranks.append(_run_rank(run_request, request["world"], rank, reference, replays))
             except UserCodeError as error:
-                return _rank_raised(error, rank, request["world"], reference)
+                return _read_collective(_rank_raised(error, rank, request["world"], reference),
+                                        error.recording is not None and error.recording.read_collective)
     except HarnessError as error:   # the harness (not the user's code) failed: what it raised, its line
         return TraceFailure("harness-error", str(error), error.line)
     except HarnessRefused as error:   # the harness did more than build arguments
@@ -244,7 +246,53 @@ def trace(request: dict):
             return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks "
                                               f"({type(error).__name__})", line)
         return TraceFailure("input-error", f"{type(error).__name__}: {error}", line)
-    return to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
+    return _read_collective(to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"]),
+                            any(run.recording.read_collective for run in ranks))
+
+
+def _replays(request: dict) -> list | None:
+    """Each rank's real collective values (``replay.py``), when the request gives them for its world."""
+    from .message import unpack
+    from .replay import Replay
+
+    given = (request.get("replay") or {}).get(str(request["world"]))   # world -> the real ranks' log
+    if not given:
+        return None
+    with open(given, "rb") as handle:
+        meta, arrays = unpack(handle.read())
+    if int(meta.get("world", 0)) != int(request["world"]):
+        return None
+    return [Replay.from_message(rank_meta, {name.split(":", 1)[1]: value for name, value in arrays.items()
+                                            if name.split(":", 1)[0] == str(rank)})
+            for rank, rank_meta in enumerate(meta["ranks"])]
+
+
+def _run_rank(run_request, world: int, rank: int, reference, replays):
+    """One simulated rank, with the real collective values of ``replays`` when there are some."""
+    from . import replay
+    from .run import run_once
+
+    given = replays[rank] if replays is not None and rank < len(replays) else None
+    replay.activate(given)
+    try:
+        result = run_once(run_request, world, rank, reference)
+    finally:
+        replay.activate(None)
+    if given is not None and given.given:
+        result.assumptions.append(given.assumption(rank, world))
+    return result
+
+
+def _read_collective(result, read: bool):
+    """An unsupported failure whose rank read simulated collective values says so (the runner then asks
+    real ranks for those values, once)."""
+    from dataclasses import replace
+
+    from .to_ir import TraceFailure
+
+    if read and isinstance(result, TraceFailure) and result.kind == "unsupported":
+        return replace(result, reads_collective=True)
+    return result
 
 
 def discover_entries(request: dict):

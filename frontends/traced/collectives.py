@@ -76,7 +76,7 @@ class _Call:
         """Emit the collective; ``target`` (if any) is the tensor that now holds its result."""
         name = self.rec.names.fresh()
         self.rec.emit(collective, args, attrs, [name], self.span)
-        if self.rec.simulated:
+        if self.rec.simulated and not self.rec.replayed:   # replayed: the value real ranks computed
             self.rec.tainted.add(name)
         if target is not None:
             self.rec.written(target, name, self.span)
@@ -85,6 +85,8 @@ class _Call:
 
     def pieces(self, whole: str, tensors: list[Any], dim: int = 0) -> None:
         """``tensors`` receive consecutive slices of ``whole`` (now, or when the handle is waited on)."""
+        replayed = self.rec.replayed and self.handle is None   # a deferred piece is emitted later: simulated
+
         def emit() -> None:
             start = 0
             for tensor in tensors:
@@ -92,7 +94,7 @@ class _Call:
                 name = self.rec.names.fresh()
                 self.rec.emit("aten.slice.Tensor", [whole],
                               {"dim": dim, "start": start, "end": start + size, "step": 1}, [name], self.span)
-                if self.rec.simulated:
+                if self.rec.simulated and not replayed:
                     self.rec.tainted.add(name)
                 self.rec.written(tensor, name, self.span)
                 start += size

@@ -324,6 +324,14 @@ def _run(meta: dict, arrays: dict):
                 with torch.no_grad():
                     local.copy_(_given(arrays, key, local, given))
             parameters[full] = param
+    if meta.get("collectives"):   # replay.py: this rank's collectives of the forward pass, logged in order
+        from frontends.traced.replay import log_mode
+
+        log = log_mode()
+        with guard.watch() if guard is not None else contextlib.nullcontext(), log:
+            fn(*traced._as_activations(tensors))
+        logged, values = log.as_message()
+        return {"status": "ok", **logged}, values
     values: dict = {}
     gradients = contextlib.nullcontext() if not forward_only else torch.no_grad()
     with draws, guard.watch() if guard is not None else contextlib.nullcontext(), gradients:

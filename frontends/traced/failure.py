@@ -14,3 +14,4 @@ class TraceFailure:
     line: int | None = None
     building: bool = False   # the entry or its inputs could not be built (a harness can build them)
     file: str | None = None  # the file of ``line`` when it is a module of the user's package, not the checked file
+    reads_collective: bool = False   # a rank read values a simulated collective computed (real ranks can give them)

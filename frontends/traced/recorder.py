@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier.ir import Op, Span, TensorSpec
 
+from . import replay
 from .cuda_standin import generator_bookkeeping
 from .names import NameTable
 from .spans import SpanFinder
@@ -112,6 +113,7 @@ class Recording:
     failed: FailedOp | None = None   # the last op torch raised on (where a run that raised stopped)
     subclass_op: FailedOp | None = None   # the last op a tensor subclass (DTensor) was asked to run
     made_lines: dict[str, int] = field(default_factory=dict)   # a parameter's piece -> the line that made it
+    read_collective: bool = False    # a simulated rank read values a simulated collective computed (replay.py)
 
 
 def dtype_name(dtype: Any) -> str:
@@ -212,6 +214,8 @@ class Recorder(TorchDispatchMode):
         self.reduce_op: str | None = None  # set by the torch.distributed wrappers (collectives.py)
         self.collective_outputs: list[Any] = []   # tensors a recorded collective writes its result into
         self.read_unreal: str | None = None     # why later exceptions of a simulated rank prove nothing
+        self.replay = replay.current() if simulated else None   # real collective values (replay.py)
+        self.replayed = False   # the collective being recorded holds real values (not tainted)
         self.lines = None   # a bindings.LineTrace while the code runs: which line bound the names an op reads
         self._random_lines: dict[int | None, int] = {}
         self._constant_lines: dict[int | None, int] = {}
@@ -242,12 +246,17 @@ class Recorder(TorchDispatchMode):
             # DTensor's sharding propagation may raise on it before any of its inner ops reaches this mode
             self.recording.subclass_op = self._named_op(func, args, kwargs)
             return NotImplemented  # DTensor and friends: their inner ops come back here
+        replayed = False
         try:
-            out = func(*args, **kwargs)
+            if self.replay is not None and not self.paused and replay.is_collective(func):
+                out, replayed = self.replay.call(func, args, kwargs, self.spans.span().line)
+            else:
+                out = func(*args, **kwargs)
         except Exception:
             if self.simulated and self.read_unreal is None and self._reads_collective(args, kwargs):
                 self.read_unreal = (f"{func} at line {self.spans.span().line} read values a simulated collective "
                                     f"computed (not real values)")
+                self.recording.read_collective = True
             self.recording.failed = self._named_op(func, args, kwargs)
             raise
         if self.paused or _involves_fake(args, kwargs, out) or generator_bookkeeping(args, kwargs, out):
@@ -255,10 +264,13 @@ class Recorder(TorchDispatchMode):
         span = self.spans.span()
         if self.lines is not None and self.lines.active:
             span = self._with_bound(span, args, kwargs)
+        self.replayed = replayed
         try:
             self.record(func, args, kwargs, out, span)
         except _Unrecordable as problem:
             self.problem(span, str(problem))
+        finally:
+            self.replayed = False
         return out
 
     def _with_bound(self, span: Span, args, kwargs) -> Span:
@@ -566,6 +578,7 @@ class Recorder(TorchDispatchMode):
         if self.simulated and reads_collective:
             self.read_unreal = self.read_unreal or (f"line {span.line} read tensor values a simulated collective "
                                                     f"computed (not real values) into Python")
+            self.recording.read_collective = True
             self.problem(span, f"line {span.line} reads tensor values ({kind}) computed by a collective; the "
                                f"simulated ranks do not compute real collective values, so this control flow or "
                                f"size cannot be followed")

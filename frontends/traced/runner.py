@@ -76,7 +76,29 @@ def trace_file_at_worlds(path: str | Path, options: TraceOptions = TraceOptions(
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         return TraceFailure("internal", f"the tracing process ended with code {done.returncode}: {tail[0]}"), {}
     main, *further = answers
+    if isinstance(main, TraceFailure) and main.reads_collective:
+        again = _with_real_collectives(request, options, path.parent)
+        if again is not None:
+            main, *further = again
     return main, dict(zip(options.also_worlds, further))
+
+
+def _with_real_collectives(request: dict, options: TraceOptions, cwd: Path) -> list | None:
+    """A rank read values a simulated collective computed: real gloo ranks give those values
+    (``real_collectives.py``) and the ranks are traced again with them (``replay.py``); None when the
+    real ranks gave none."""
+    from .real_collectives import collect
+
+    with tempfile.TemporaryDirectory(prefix="verify-agent-replay-") as scratch:
+        logs = {}
+        for world in (int(options.world), *(int(w) for w in options.also_worlds)):
+            log = collect(request, world, options.timeout, options.memory_bytes, Path(scratch, f"log{world}"))
+            if log is not None:
+                logs[str(world)] = log
+        if str(int(options.world)) not in logs:
+            return None
+        done, (answers, _) = _run_child({**request, "replay": logs}, options, cwd)
+    return answers or None
 
 
 def _run_child(request: dict, options: TraceOptions, cwd: Path):

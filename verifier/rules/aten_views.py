@@ -431,6 +431,41 @@ def _argmax(xp, args, attrs, ctx):
 aten("aten.argmax.default", _argmax)
 
 
+def _topk(xp, args, attrs, ctx):
+    """(values, indices) of the k largest (smallest) along a dim, best first: pick after pick, the first
+    position not taken yet holding the extremum (a mixture-of-experts router picks its experts so)."""
+    x = args[0]
+    dim = norm_dim(int(attrs.get("dim", -1)), np.ndim(x))
+    k, largest = int(attrs["k"]), bool(attrs.get("largest", True))
+    parts = [_array(xp, np.take(x, i, axis=dim)) for i in range(np.shape(x)[dim])]
+    if k > len(parts):
+        raise ShapeError(f"topk of {k} along a dim of {len(parts)}")
+    shape = np.shape(parts[0]) if parts else ()
+    taken = [literal(xp, np.zeros(shape, dtype=bool), "bool") for _ in parts]
+    values, indices = [], []
+    for _ in range(k):
+        best, index, have = parts[0], literal(xp, np.zeros(shape), "int"), xp.logical("not", taken[0])
+        for position, part in enumerate(parts[1:], start=1):
+            free = xp.logical("not", taken[position])
+            beats = xp.logical("or", xp.logical("not", have), xp.compare("gt" if largest else "lt", part, best))
+            better = xp.logical("and", free, beats)
+            best = xp.where(better, part, best)
+            index = xp.where(better, literal(xp, np.full(shape, position), "int"), index)
+            have = xp.logical("or", have, free)
+        taken = [xp.logical("or", mark, xp.compare("eq", index, literal(xp, np.full(shape, position), "int")))
+                 for position, mark in enumerate(taken)]
+        values.append(_array(xp, best))
+        indices.append(_array(xp, index))
+    if not values:
+        empty = list(np.shape(x))
+        empty[dim] = 0
+        return [_array(xp, np.zeros(empty)), literal(xp, np.zeros(empty), "int")]
+    return [_array(xp, np.stack(values, axis=dim)), _array(xp, np.stack(indices, axis=dim))]
+
+
+aten("aten.topk.default", _topk)
+
+
 def _var(xp, args, attrs, ctx):
     x = to_kind(xp, args[0], "float")
     dims = _dims(attrs)
