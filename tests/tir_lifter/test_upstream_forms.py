@@ -226,7 +226,7 @@ def _messages(report) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["const_rows.py", "chunk_sum.py", "traced_add.py", "synced_shift.py",
-                                  "scale_and_sum.py"])
+                                  "scale_and_sum.py", "reshaped.py"])
 def test_the_right_kernel_is_verified(reports, name):
     assert reports[name].verdict == "verified", _messages(reports[name])
 
@@ -255,7 +255,6 @@ def test_a_size_the_factory_asserts_a_multiple_of_its_own_tile_is_raised_until_i
 @pytest.mark.parametrize("name,reason", [
     ("unknown_extern.py", "tirx.call_extern:my_side_effect is not modelled"),
     ("named_barrier.py", "tirx.tvm_storage_sync:named barrier is not modelled"),
-    ("reshaped.py", "rows is another shape of the on-chip buffer tile (T.reshape), which is not modelled"),
 ])
 def test_what_may_change_values_stays_unsupported(reports, name, reason):
     report = reports[name]
