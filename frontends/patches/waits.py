@@ -106,6 +106,14 @@ def wait_handles(source: str, path: str, site) -> Iterator[tuple[str, str, int]]
                f"posted ({'naming ' + what if named else what + ' were never waited on'})", editor.render(), near)
 
 
+def _reads_buffer(statement: cst.CSTNode, call: cst.Call) -> bool:
+    """``statement`` reads the buffer the async ``call`` writes (its first argument, when a name)."""
+    buffer = call.args[0].value if call.args else None
+    if not isinstance(buffer, cst.Name):
+        return True
+    return bool(m.findall(statement, m.Name(buffer.value)))
+
+
 def wait_before_read(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
     probe = SourceEditor(source, path)
     try:
@@ -119,6 +127,8 @@ def wait_before_read(source: str, path: str, site) -> Iterator[tuple[str, str, i
         if found is None or found[0] is None or probe.span(statement)[1] >= read_at:
             continue
         handle, call = found
+        if not _reads_buffer(reader, call):
+            continue
         later = [w for w in _waited(scope, handle) if probe.span(w)[0] > read_at]
         earlier = [w for w in _waited(scope, handle) if probe.span(statement)[1] < probe.span(w)[0] < read_at]
         if not later or earlier:

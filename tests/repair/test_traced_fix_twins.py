@@ -175,3 +175,75 @@ def test_norm_on_sequence_shards_twin_verifies(tmp_path):
     shutil.copyfile(REALWORLD / path.name, path)
     _, result = check_file(path)
     assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+
+
+MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
+
+# bug class: (folder, buggy file, verified twin, a text the fix must write)
+WAIT_AND_POSITION_TWINS = {
+    # isend/irecv whose works are dropped: named, then both waited on after both are posted
+    "async p2p never waited on": (REALWORLD, "ring_attention_missing_wait.py", "ring_attention_online_softmax.py",
+                                  "    request = dist.isend(kv, dst=send_to)\n"
+                                  "    request2 = dist.irecv(kv_next, src=recv_from)\n"
+                                  "    request.wait()\n    request2.wait()\n"),
+    # an async all-reduce waited on after its buffer is read: the wait moves before the read
+    "wait after the read": (MODELS, "dist_async_read_before_wait.py", "dist_async_overlap_ok.py",
+                            "    work.wait()\n    out = y + side\n    return out\n"),
+    # a causal mask built from positions inside the shard: the shard's offset is added
+    "causal mask from local positions": (REALWORLD, "context_parallel_causal_mask_local_positions.py",
+                                         "context_parallel_causal_mask.py",
+                                         "    q_pos = rank * chunk + torch.arange(chunk)\n"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(WAIT_AND_POSITION_TWINS))
+def test_wait_and_position_bugs_get_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
+    folder, buggy, _, written = WAIT_AND_POSITION_TWINS[bug]
+    path = tmp_path / buggy
+    shutil.copyfile(folder / buggy, path)
+    report, fixes = find_fixes(path, top_k=1)
+    assert report.verdict == "violations"
+    assert fixes, "no verified fix"
+    fix = fixes[0]
+    assert fix.report.verdict == "verified"
+    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    assert written in fix.patched
+    patched = tmp_path / f"patched_{buggy}"
+    patched.write_text(fix.patched)
+    for world in (2, 4):
+        if folder is REALWORLD:
+            truth = run_realworld(patched, world=world)
+            assert truth.matches, truth.summary()
+            continue
+        for mode in ("forward", "grad"):
+            truth = run_file(patched, world=world, mode=mode, dtype="float64")
+            assert truth.matches, truth.summary()
+
+
+@pytest.mark.parametrize("bug", sorted(WAIT_AND_POSITION_TWINS))
+def test_wait_and_position_twins_verify(tmp_path, bug):
+    folder, _, twin, _ = WAIT_AND_POSITION_TWINS[bug]
+    path = tmp_path / twin
+    shutil.copyfile(folder / twin, path)
+    _, result = check_file(path)
+    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+
+
+def _wait_and_position_edits(folder: Path, name: str) -> list[str]:
+    """Every patched text the wait and position recipes offer at any line of the file."""
+    from frontends.patches.at_line import Site
+    from frontends.patches.positions import global_positions
+    from frontends.patches.waits import wait_before_read, wait_handles
+
+    text = (folder / name).read_text()
+    return [patched for recipe in (wait_handles, wait_before_read, global_positions)
+            for line in range(1, len(text.splitlines()) + 1)
+            for _, patched, _ in recipe(text, name, Site(line))]
+
+
+@pytest.mark.parametrize("bug", sorted(WAIT_AND_POSITION_TWINS))
+def test_wait_and_position_recipes_write_the_twin_edit_and_leave_the_twin_alone(bug):
+    folder, buggy, twin, written = WAIT_AND_POSITION_TWINS[bug]
+    assert any(written in patched for patched in _wait_and_position_edits(folder, buggy))
+    # the correct twin is already waited on and offset: nothing is proposed at any of its lines
+    assert _wait_and_position_edits(folder, twin) == []
