@@ -141,7 +141,11 @@ def run_tool(entry: entries.Entry, timeout: float, target: str | None = None, ex
     cmd = [sys.executable, "-m", "verify_agent", "translate", target or entry.module, *entry.tool_args(), *extra,
            "--format", "json", "--timeout", str(timeout)]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 120)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout + 120)
+    except subprocess.TimeoutExpired:   # the tool outlived its own --timeout (a loaded machine): no verdict
+        return {"verdict": "timeout", "exit": None, "seconds": time.monotonic() - t0, "reasons": [
+            (None, f"no answer within {timeout + 120:.0f} s")], "violations": [], "command": cmd}
     seconds = time.monotonic() - t0
     try:
         doc = json.loads(proc.stdout)
