@@ -79,7 +79,7 @@ class _Call:
         if self.rec.simulated and not self.rec.replayed:   # replayed: the value real ranks computed
             self.rec.tainted.add(name)
         if target is not None:
-            self.rec.written(target, name, self.span)
+            self.rec.written_uncounted(target, name, self.span)
             self.rec.collective_outputs.append(target)
         return name
 
@@ -96,7 +96,7 @@ class _Call:
                               {"dim": dim, "start": start, "end": start + size, "step": 1}, [name], self.span)
                 if self.rec.simulated and not replayed:
                     self.rec.tainted.add(name)
-                self.rec.written(tensor, name, self.span)
+                self.rec.written_uncounted(tensor, name, self.span)
                 start += size
         if self.handle is None:
             emit()

@@ -9,11 +9,13 @@ each rank's pieces of parameters and cotangents cut by the rank's own layout ops
 recording, random draws by name.  Then the same outputs and gradients the proof compared
 (``program.comparisons``, their regions) are compared here with torch's numbers, in NumPy.
 
-A finding on an output is confirmed by the forward pass alone, run under ``torch.no_grad()``, and
-only outputs are compared: plain ``torch.distributed`` collectives have no autograd formula, and
-gloo writing a trainable tensor on its own thread races with autograd (an ``all_gather_into_tensor``
-of a trainable tensor raises "A view was created in no_grad mode" in some runs and not in others),
-so a forward verdict taken with gradients on would depend on thread timing.
+A finding on an output is confirmed by the forward pass alone: the entry's inputs are given as
+tensors that do not require gradients, no backward of the outputs is run, and only outputs are
+compared.  Plain ``torch.distributed`` collectives have no autograd formula, and gloo writing a
+trainable tensor on its own thread races with autograd (an ``all_gather_into_tensor`` of a
+trainable input raises "A view was created in no_grad mode" in some runs and not in others), so a
+forward verdict taken with trainable inputs would depend on thread timing.  Grad mode itself stays
+on: code that runs its own backward (a training step) runs as written.
 
 The layout the verifier assumed for each sharded parameter is checked against the values the
 code itself builds (before the counterexample's are put in): a rank whose own parameter is a

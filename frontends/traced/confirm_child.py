@@ -300,7 +300,7 @@ def _run(meta: dict, arrays: dict):
         names, inputs = example_inputs(module, call_fn, {k: tuple(v) for k, v in meta["shapes"].items()},
                                        forward_arguments(module, spec, stated), world)
     spans.fallback = traced._definition_line(call_fn, module)
-    forward_only = bool(meta.get("forward_only"))   # a finding on an output: no gradients, see confirm.py
+    forward_only = bool(meta.get("forward_only"))   # a finding on an output: inputs not trainable, see confirm.py
     tensors, inputs_by_name = [], {}
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
@@ -333,14 +333,13 @@ def _run(meta: dict, arrays: dict):
         logged, values = log.as_message()
         return {"status": "ok", **logged}, values
     values: dict = {}
-    gradients = contextlib.nullcontext() if not forward_only else torch.no_grad()
-    with draws, guard.watch() if guard is not None else contextlib.nullcontext(), gradients:
+    with draws, guard.watch() if guard is not None else contextlib.nullcontext():
         out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
             values[f"output {index}{where}"] = _numbers(traced._local(tensor))
             cotangent = f"cotangent{index}" if world == 1 else f"cotangent{index}@local"
-            if cotangent in arrays and tensor.is_floating_point() and tensor.requires_grad:
+            if cotangent in arrays and tensor.is_floating_point() and tensor.requires_grad and not forward_only:
                 whole = tensor.full_tensor() if _is_dtensor(tensor) else tensor
                 terms.append((whole * torch.as_tensor(arrays[cotangent]).to(whole.dtype)).sum())
         if terms:

@@ -38,9 +38,10 @@ class NameTable:
         self._count += 1
         return f"{hint}{self._count}"
 
-    def bind(self, tensor: Any, name: str, pending: bool = False) -> None:
+    def bind(self, tensor: Any, name: str, pending: bool = False, by_address: bool = True) -> None:
         """``pending``: an in-place aten op just wrote ``tensor``; torch bumps ``_version`` (once)
-        in the ADInplaceOrView kernel, which runs after the dispatch mode returns."""
+        in the ADInplaceOrView kernel, which runs after the dispatch mode returns.  ``by_address``
+        False: an alias of a named tensor, which keeps the address (and its version counter) for twins."""
         binding = Binding(name, int(tensor._version), pending)
         if name not in self.shapes:
             try:
@@ -50,9 +51,17 @@ class NameTable:
         if id(tensor) not in self._by_id:
             self._alive.append(tensor)
         self._by_id[id(tensor)] = binding
-        address = _address(tensor)
+        address = _address(tensor) if by_address else None
         if address is not None:
             self._by_address[address] = (binding, tensor)
+
+    def mark_stale(self, keys: set[int]) -> None:
+        """The tensors of these ids were written without torch counting it: their names are out of date."""
+        for key in keys & self._by_id.keys():
+            self._by_id[key] = Binding(self._by_id[key].name, -1)
+        for address, (twin_binding, twin) in list(self._by_address.items()):
+            if id(twin) in keys:
+                self._by_address[address] = (Binding(twin_binding.name, -1), twin)
 
     def lookup(self, tensor: Any) -> Binding | None:
         """The binding of ``tensor`` by identity (stale or not); else adopt a same-address twin's.
@@ -61,8 +70,13 @@ class NameTable:
         version counter of its own: it takes the name only while the named tensor is unchanged.
         """
         binding = self._by_id.get(id(tensor))
-        if binding is not None:
+        if binding is not None and int(tensor._version) >= binding.version:
             return binding
+        if binding is not None:
+            # a version counter never goes down: torch gave this tensor a new one (``.data`` does, to
+            # the alias it made through the dispatcher), so its binding says nothing now; the
+            # same-address twin whose counter it was decides, as for any tensor made outside
+            del self._by_id[id(tensor)]
         address = _address(tensor)
         entry = self._by_address.get(address) if address is not None else None
         if entry is None:

@@ -319,6 +319,24 @@ class Recorder(TorchDispatchMode):
                 if name is not None and int(tensor._version) != version:
                     self.names.bind(tensor, name)
 
+    def written_uncounted(self, tensor: Any, new_name: str, span: Span) -> None:
+        """``written`` for a write torch does not count: a c10d collective bumps no version counter,
+        so the views of ``tensor`` (which share its counter) would still look current; they are
+        marked out of date, to be re-derived from ``tensor`` when read next."""
+        self.written(tensor, new_name, span)   # ``tensor`` and the bases it views: named anew
+        rewritten, root = {id(tensor)}, tensor
+        while id(root) in self.views:
+            root = self.views[id(root)].base
+            rewritten.add(id(root))
+        sharing, grown = {id(root)}, True
+        while grown:   # every view the recorder saw made from the root, and views of those
+            grown = False
+            for key, origin in self.views.items():
+                if key not in sharing and id(origin.base) in sharing:
+                    sharing.add(key)
+                    grown = True
+        self.names.mark_stale(sharing - rewritten)
+
     def bind_leaf(self, tensor: Any, name: str, span: Span) -> None:
         self.names.bind(tensor, name)
         self.recording.leaves.append(TensorSpec(name, tuple(tensor.shape), spec_dtype(tensor.dtype), (), span))
@@ -463,7 +481,7 @@ class Recorder(TorchDispatchMode):
             source = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if source is not None and isinstance(out, torch.Tensor):
                 name = self.name_of(source, span)
-                self.names.bind(out, name)
+                self.names.bind(out, name, by_address=False)
                 if id(source) in self.views:
                     self.views[id(out)] = self.views[id(source)]
             return
