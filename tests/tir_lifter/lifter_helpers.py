@@ -42,3 +42,19 @@ def line_of(path: str, needle: str) -> int:
         if needle in text:
             return number
     raise AssertionError(f"{needle!r} not in {path}")
+
+
+def lift_files(folder: Path, files: dict[str, str]) -> dict:
+    """Write each ``name: source`` into ``folder``, lift them in one batch; name -> report."""
+    from tir_lifter.elaborate_run import report_from_json, run_batch
+
+    paths = {}
+    for name, source in files.items():
+        (folder / name).write_text(source)
+        paths[name] = str(folder / name)
+    bodies = {body["file"]: body for body in run_batch(list(paths.values()), timeout=900.0)}
+    reports = {}
+    for name, path in paths.items():
+        assert "internal_error" not in bodies[path], bodies[path]
+        reports[name] = report_from_json(bodies[path])
+    return reports

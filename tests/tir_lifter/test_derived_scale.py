@@ -7,6 +7,7 @@ violation rather than ``unsupported``.
 from __future__ import annotations
 
 import pytest
+from lifter_helpers import lift_files
 
 from tir_lifter.instantiate import _derived_scales
 
@@ -74,18 +75,7 @@ def test_a_float_no_size_gives_is_left_at_its_real_value():
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     pytest.importorskip("tilelang")
-    from tir_lifter.elaborate_run import report_from_json, run_batch
-    folder = tmp_path_factory.mktemp("derived_scale")
-    paths = {}
-    for name, source in FILES.items():
-        (folder / name).write_text(source)
-        paths[name] = str(folder / name)
-    bodies = {body["file"]: body for body in run_batch(list(paths.values()), timeout=900.0)}
-    out = {}
-    for name, path in paths.items():
-        assert "internal_error" not in bodies[path], bodies[path]
-        out[name] = report_from_json(bodies[path])
-    return out
+    return lift_files(tmp_path_factory.mktemp("derived_scale"), FILES)
 
 
 @pytest.mark.tilelang

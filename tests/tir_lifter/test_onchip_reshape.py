@@ -6,6 +6,7 @@ is a confirmed violation named at the store through the view.
 from __future__ import annotations
 
 import pytest
+from lifter_helpers import lift_files
 
 FLAT_SCALE = '''
 import torch
@@ -53,18 +54,7 @@ FILES = {
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     pytest.importorskip("tilelang")
-    from tir_lifter.elaborate_run import report_from_json, run_batch
-    folder = tmp_path_factory.mktemp("onchip_reshape")
-    paths = {}
-    for name, source in FILES.items():
-        (folder / name).write_text(source)
-        paths[name] = str(folder / name)
-    bodies = {body["file"]: body for body in run_batch(list(paths.values()), timeout=900.0)}
-    out = {}
-    for name, path in paths.items():
-        assert "internal_error" not in bodies[path], bodies[path]
-        out[name] = report_from_json(bodies[path])
-    return out
+    return lift_files(tmp_path_factory.mktemp("onchip_reshape"), FILES)
 
 
 def _messages(report) -> list[str]:
