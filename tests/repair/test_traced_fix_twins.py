@@ -63,29 +63,42 @@ def test_fixed_twin_verifies(tmp_path, bug):
     assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
 
 
-@pytest.mark.parametrize("bug", sorted(TWINS))
-def test_buggy_file_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
-    buggy, _, added = TWINS[bug]
-    path = _copy(tmp_path, buggy)
-    before = path.read_text()
+def _confirmed_fix(path: Path):
+    """The first fix ``find_fixes`` shows for the buggy file at ``path``: verified and confirmed."""
     report, fixes = find_fixes(path, top_k=1)
     assert report.verdict == "violations"
     assert fixes, "no verified fix"
     fix = fixes[0]
     assert fix.report.verdict == "verified"
     assert "confirmed on 2 and 4 gloo ranks" in fix.description
-    assert any(text in fix.patched for text in ((added,) if isinstance(added, str) else added))
-    assert path.read_text() == before          # fix without --write leaves the file alone
-    patched = tmp_path / f"patched_{buggy}"
-    patched.write_text(fix.patched)
+    return fix
+
+
+def _matches_one_device(patched: Path, realworld: bool) -> None:
+    """Ground truth: the patched file on 2 and 4 gloo ranks against one, through the real-world
+    runner (plans, launch scripts) or as an entry (outputs and gradients in float64)."""
     for world in (2, 4):
-        if "def build(" in fix.patched:   # a DTensor plan: the real-world runner builds it on a gloo mesh
+        if realworld:
             truth = run_realworld(patched, world=world)
             assert truth.matches, truth.summary()
             continue
         for mode in ("forward", "grad"):
             truth = run_file(patched, world=world, mode=mode, dtype="float64")
             assert truth.matches, truth.summary()
+
+
+@pytest.mark.parametrize("bug", sorted(TWINS))
+def test_buggy_file_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
+    buggy, _, added = TWINS[bug]
+    path = _copy(tmp_path, buggy)
+    before = path.read_text()
+    fix = _confirmed_fix(path)
+    assert any(text in fix.patched for text in ((added,) if isinstance(added, str) else added))
+    assert path.read_text() == before          # fix without --write leaves the file alone
+    patched = tmp_path / f"patched_{buggy}"
+    patched.write_text(fix.patched)
+    # a DTensor plan: the real-world runner builds it on a gloo mesh
+    _matches_one_device(patched, realworld="def build(" in fix.patched)
 
 
 REALWORLD = Path(__file__).resolve().parents[2] / "examples" / "realworld"
@@ -96,18 +109,11 @@ def test_input_seeded_by_rank_gets_the_same_seed_on_every_rank(tmp_path):
     plans): the fix drops the rank from the seed, as its twin ``tp_example_launch.py`` seeds."""
     path = tmp_path / "tp_example_launch_input_seeded_by_rank.py"
     shutil.copyfile(REALWORLD / path.name, path)
-    report, fixes = find_fixes(path, top_k=1)
-    assert report.verdict == "violations"
-    assert fixes, "no verified fix"
-    fix = fixes[0]
-    assert fix.report.verdict == "verified"
-    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    fix = _confirmed_fix(path)
     assert "    torch.manual_seed(i)\n" in fix.patched
     patched = tmp_path / "patched.py"
     patched.write_text(fix.patched)
-    for world in (2, 4):
-        truth = run_realworld(patched, world=world)
-        assert truth.matches, truth.summary()
+    _matches_one_device(patched, realworld=True)
 
 
 def test_input_seeded_by_rank_twin_verifies(tmp_path):
@@ -127,18 +133,11 @@ def test_gather_buffer_no_collective_fills_gets_its_all_gather_back(tmp_path):
     assert GATHER_CALL in text
     path = tmp_path / "context_parallel_causal_mask_no_gather.py"
     path.write_text(text.replace(GATHER_CALL, ""))
-    report, fixes = find_fixes(path, top_k=1)
-    assert report.verdict == "violations"
-    assert fixes, "no verified fix"
-    fix = fixes[0]
-    assert fix.report.verdict == "verified"
-    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    fix = _confirmed_fix(path)
     assert "    dist.all_gather(pieces, t)\n" in fix.patched
     patched = tmp_path / "patched.py"
     patched.write_text(fix.patched)
-    for world in (2, 4):
-        truth = run_realworld(patched, world=world)
-        assert truth.matches, truth.summary()
+    _matches_one_device(patched, realworld=True)
 
 
 def test_gather_buffer_twin_verifies(tmp_path):
@@ -155,18 +154,11 @@ def test_norm_on_sequence_shards_gets_its_parameters_marked_sequence_parallel(tm
     pytest.importorskip("megatron.core")
     path = tmp_path / "megatron_sp_layernorm_grad_not_reduced.py"
     shutil.copyfile(REALWORLD / path.name, path)
-    report, fixes = find_fixes(path, top_k=1)
-    assert report.verdict == "violations"
-    assert fixes, "no verified fix"
-    fix = fixes[0]
-    assert fix.report.verdict == "verified"
-    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    fix = _confirmed_fix(path)
     assert 'setattr(param, "sequence_parallel", config.sequence_parallel)' in fix.patched
     patched = tmp_path / "patched.py"
     patched.write_text(fix.patched)
-    for world in (2, 4):
-        truth = run_realworld(patched, world=world)
-        assert truth.matches, truth.summary()
+    _matches_one_device(patched, realworld=True)
 
 
 def test_norm_on_sequence_shards_twin_verifies(tmp_path):
@@ -201,23 +193,11 @@ def test_wait_and_position_bugs_get_a_confirmed_fix_that_matches_one_device(tmp_
     folder, buggy, _, written = WAIT_AND_POSITION_TWINS[bug]
     path = tmp_path / buggy
     shutil.copyfile(folder / buggy, path)
-    report, fixes = find_fixes(path, top_k=1)
-    assert report.verdict == "violations"
-    assert fixes, "no verified fix"
-    fix = fixes[0]
-    assert fix.report.verdict == "verified"
-    assert "confirmed on 2 and 4 gloo ranks" in fix.description
+    fix = _confirmed_fix(path)
     assert written in fix.patched
     patched = tmp_path / f"patched_{buggy}"
     patched.write_text(fix.patched)
-    for world in (2, 4):
-        if folder is REALWORLD:
-            truth = run_realworld(patched, world=world)
-            assert truth.matches, truth.summary()
-            continue
-        for mode in ("forward", "grad"):
-            truth = run_file(patched, world=world, mode=mode, dtype="float64")
-            assert truth.matches, truth.summary()
+    _matches_one_device(patched, realworld=folder is REALWORLD)
 
 
 @pytest.mark.parametrize("bug", sorted(WAIT_AND_POSITION_TWINS))
