@@ -64,8 +64,8 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
         return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
                             seconds=time.perf_counter() - started)
     forward_only = not every_value and _on_an_output(program, finding)
-    common = {"forward_only": forward_only, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
-              "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
+    common = {"forward_only": forward_only, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path),
+              "entry": entry, "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
               "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}
     arrays = {f"{position}:{name}": value for position, (_, values) in enumerate(runs) for name, value in values.items()}
