@@ -66,7 +66,7 @@ def test_wall_clock_outer_bound_ends_a_run_that_barely_progresses(monkeypatch):
 
 
 @pytest.mark.torch
-def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound():
+def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound(monkeypatch):
     pytest.importorskip("torch")
     from groundtruth import runner as base
 
@@ -78,11 +78,11 @@ def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound():
         pytest.skip("a process group is initialised in this test process")
     gt._prepare_parent(gt.GALLERY)
     spec = base.JobSpec(str(REPO / "examples" / "models" / "dist_p2p_both_recv_first_deadlock.py"), timeout=4.0)
-    started = time.monotonic()
+    # the wall clock's outer bound out of reach: only the stall (or the CPU budget) can end the run,
+    # however long a loaded machine takes the ranks to reach the deadlock
+    monkeypatch.setattr(forked, "_WALL_FACTOR", 1000.0)
     run = forked.Run(gt.GALLERY, spec, 2, 4.0)
     while not run.poll():
         time.sleep(0.01)
     assert run.outcome.timed_out and run.outcome.stuck_ranks == [0, 1]
-    # a hang uses no CPU: found within the stall window after the budget, not at 8 times it
-    assert time.monotonic() - started < forked._WALL_FACTOR * 4.0
-    assert max(run.cpu.values()) < 4.0
+    assert max(run.cpu.values()) < 4.0   # a hang uses no CPU: the stall ended it, not the CPU budget
