@@ -260,6 +260,8 @@ def _run(meta: dict, arrays: dict):
     import torch
     import torch.distributed as dist
 
+    from frontends.traced.message import numbers
+
     from frontends.traced import run as traced
     from frontends.traced.entries import example_inputs, find_entry
     from frontends.traced.sizes import apply_sizes
@@ -319,7 +321,7 @@ def _run(meta: dict, arrays: dict):
             full = prefix + pname
             local = traced._local(param)
             key = full if world == 1 else f"{full}@local"
-            own[f"own:{key}"] = _numbers(local)
+            own[f"own:{key}"] = numbers(local)
             if key in arrays:
                 with torch.no_grad():
                     local.copy_(_given(arrays, key, local, given))
@@ -337,7 +339,7 @@ def _run(meta: dict, arrays: dict):
         out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
-            values[f"output {index}{where}"] = _numbers(traced._local(tensor))
+            values[f"output {index}{where}"] = numbers(traced._local(tensor))
             cotangent = f"cotangent{index}" if world == 1 else f"cotangent{index}@local"
             if cotangent in arrays and tensor.is_floating_point() and tensor.requires_grad and not forward_only:
                 whole = tensor.full_tensor() if _is_dtensor(tensor) else tensor
@@ -350,7 +352,7 @@ def _run(meta: dict, arrays: dict):
             traced._finalize_megatron_grads(fn, [])
     for name, tensor in [*inputs_by_name.items(), *parameters.items()]:
         if tensor.grad is not None:
-            values[f"gradient of {name}"] = _numbers(_whole_grad(traced, tensor.grad))
+            values[f"gradient of {name}"] = numbers(_whole_grad(traced, tensor.grad))
     return {"status": "ok", "given": sorted(set(given + draws.given)), "own": sorted(own)}, {**values, **own}
 
 
@@ -358,6 +360,8 @@ def _launch_script(traced, path: str, world: int, rank: int, draws) -> dict:
     """As ``torchrun`` would: module-level code on this rank; the state it leaves is compared."""
     import torch
     import torch.distributed as dist
+
+    from frontends.traced.message import numbers
 
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
                        "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
@@ -372,9 +376,9 @@ def _launch_script(traced, path: str, world: int, rank: int, draws) -> dict:
             continue
         for pname, param in model.named_parameters():
             full = f"{holder}.{pname}"
-            values[f"parameter {full} after the script"] = _numbers(traced._local(param))
+            values[f"parameter {full} after the script"] = numbers(traced._local(param))
             if param.grad is not None:
-                values[f"gradient of {full} after the script"] = _numbers(_whole_grad(traced, param.grad))
+                values[f"gradient of {full} after the script"] = numbers(_whole_grad(traced, param.grad))
     return values
 
 
@@ -419,15 +423,6 @@ def _whole_grad(traced, grad):
 
         grad = grad.redistribute(grad.device_mesh, [Replicate() if p.is_partial() else p for p in grad.placements])
     return traced._local(grad)
-
-
-def _numbers(tensor):
-    import torch
-
-    tensor = tensor.detach()
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()
-    return tensor.contiguous().cpu().numpy().copy()
 
 
 def _draws_mode():

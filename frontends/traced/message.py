@@ -13,6 +13,16 @@ MessageError = wire.WireError
 _CARRIED = frozenset({"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"})
 
 
+def numbers(tensor: Any) -> np.ndarray:
+    """A torch tensor's values as a NumPy array a message carries (half precisions as float32)."""
+    import torch
+
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.contiguous().cpu().numpy().copy()
+
+
 def pack(meta: Mapping[str, Any], arrays: Mapping[str, Any] | None = None) -> bytes:
     """``meta`` (JSON values) and named arrays as one message (other dtypes as float64)."""
     carried = {}

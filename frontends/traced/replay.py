@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .message import numbers
+
 # per c10d op: the arguments it writes its result into (c10d's schemas carry no alias annotations)
 WRITTEN = {
     "c10d.allreduce_.default": ("tensors",),
@@ -79,15 +81,6 @@ def written_tensors(func, args, kwargs, out) -> list | None:
     return [t for name in WRITTEN[kind] for t in _tensors(bound.get(name))]
 
 
-def _numbers(tensor) -> np.ndarray:
-    import torch
-
-    tensor = tensor.detach()
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()
-    return tensor.contiguous().cpu().numpy().copy()
-
-
 def log_mode():
     """A dispatch mode (made when torch is imported) logging each collective's reads and writes as real ranks run it."""
     import torch
@@ -107,7 +100,7 @@ def log_mode():
                 return NotImplemented
             if not is_collective(func):
                 return func(*args, **kwargs)
-            read = [_numbers(t) for t in read_tensors(func, args, kwargs)]
+            read = [numbers(t) for t in read_tensors(func, args, kwargs)]
             out = func(*args, **kwargs)
             work = _work_of(out)
             if work is not None:
@@ -115,7 +108,7 @@ def log_mode():
             if func.namespace == FUNCTIONAL:
                 out = torch.ops._c10d_functional.wait_tensor(out)
             written = written_tensors(func, args, kwargs, out)
-            self.entries.append((str(func), read, [_numbers(t) for t in written or []]))
+            self.entries.append((str(func), read, [numbers(t) for t in written or []]))
             return out
 
         def as_message(self) -> tuple[dict, dict]:
@@ -188,7 +181,7 @@ class Replay:
         if len(read) != len(entry.read):
             return f"{func} reads other tensors than the real rank's did"
         for tensor, value in zip(read, entry.read):
-            mine = _numbers(tensor)
+            mine = numbers(tensor)
             if mine.shape != value.shape:
                 return f"{func} reads a tensor of shape {mine.shape}, the real rank's of {value.shape}"
             close = np.allclose(mine, value, rtol=1e-9, atol=0.0) if mine.dtype == np.float64 else \
