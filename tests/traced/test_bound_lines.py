@@ -11,12 +11,11 @@
 """
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from case_runs import marked_line, translate as translate_case
 
 from frontends.traced.bindings import statements
 
@@ -27,14 +26,7 @@ TWINS = ["t1_rebound_reduction", "t2_returned_partial", "t3_returned_piece", "t4
 
 
 def translate(name: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), "--mesh", "tp=2",
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    return run.returncode, json.loads(run.stdout)
-
-
-def marked_line(path: Path) -> int:
-    (line,) = [n for n, text in enumerate(path.read_text().splitlines(), 1) if "# the bug" in text]
-    return line
+    return translate_case(name, "--mesh", "tp=2")
 
 
 def first_error(name: str) -> dict:

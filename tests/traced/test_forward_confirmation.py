@@ -7,12 +7,12 @@ race.  Ground truth: the case's own gloo runs (forward) differ on rank 1.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from case_runs import translate
 
 pytest.importorskip("torch")
 
@@ -21,16 +21,10 @@ pytestmark = pytest.mark.torch
 CASES = Path(__file__).resolve().parent / "cases"
 
 
-def _translate(name: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), "--format", "json"],
-                          capture_output=True, text=True, timeout=600)
-    return done.returncode, json.loads(done.stdout)
-
-
 @pytest.mark.parametrize("run", range(3))
 def test_gathering_a_trainable_tensor_is_confirmed_on_every_run(run):
     # (gloo's own forward runs, 2 ranks against 1, back the case: test_gradients_and_rank_failures)
-    code, body = _translate("gather_trainable_bug.py")
+    code, body = translate("gather_trainable_bug.py", timeout=600)
     errors = [d["message"] for d in body["diagnostics"] if d["severity"] == "error"]
     assert (code, body["verdict"]) == (1, "violations"), errors
     assert "output 0 differs" in errors[0] and "reproduced by torch" in errors[0], errors

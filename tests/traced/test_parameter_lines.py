@@ -4,12 +4,11 @@
 ground truth (1 vs 2 ranks, parameters' gradients)."""
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from case_runs import marked_line, translate as translate_case
 
 pytest.importorskip("torch")
 
@@ -20,14 +19,7 @@ CASES = Path(__file__).parent / "cases"
 
 
 def translate(name: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), "--mesh", "tp=2",
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    return run.returncode, json.loads(run.stdout)
-
-
-def marked_line(path: Path) -> int:
-    (line,) = [n for n, text in enumerate(path.read_text().splitlines(), 1) if "# the bug" in text]
-    return line
+    return translate_case(name, "--mesh", "tp=2")
 
 
 def test_norm_whose_gradients_are_all_reduced_is_verified():

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from case_runs import translate
 
 pytest.importorskip("torch")
 
@@ -44,12 +45,6 @@ print(json.dumps(out.detach().double().tolist()))
 """
 
 
-def _translate(name: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), "--format", "json"],
-                          capture_output=True, text=True, timeout=900)
-    return done.returncode, json.loads(done.stdout)
-
-
 def _gloo(name: str, world: int) -> list[np.ndarray]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -66,7 +61,7 @@ def _gloo(name: str, world: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_tool_gives_the_stated_verdict(name):
-    code, body = _translate(name)
+    code, body = translate(name, timeout=900)
     errors = [d["message"] for d in body["diagnostics"] if d["severity"] == "error"]
     assert (code, body["verdict"]) == EXPECTED[name], errors
     if code == 1:
