@@ -26,8 +26,9 @@ class _Clock:
         run = forked.Run.__new__(forked.Run)
         run.timeout = 2.0
         run.alive = {r: 1000 + r for r in ranks}
-        run.started = run.last_tick = run.checked = self.now
+        run.started = run.window_start = run.checked = self.now
         run.cpu = {r: 0.0 for r in ranks}
+        run.window_cpu = dict(run.cpu)
         self.run = run
 
     def advance(self, seconds: float, cpu_each: float) -> bool:
@@ -57,6 +58,13 @@ def test_run_whose_ranks_use_no_cpu_after_the_budget_is_a_hang(monkeypatch):
     assert not clock.advance(1.0, 0.1)          # started, then every rank waits
     assert not clock.advance(forked._STALL, 0.0)  # idle, but not yet past the budget on the wall
     assert clock.advance(forked._STALL + 1.0, 0.0)
+
+
+def test_hung_gloo_ranks_background_ticks_do_not_hide_the_hang(monkeypatch):
+    clock = _Clock(monkeypatch)
+    # measured: a rank hung in gloo's recv uses one clock tick (0.01 CPU s) every 3-4 s
+    stuck = any(clock.advance(3.0, 0.01 / 6) for _ in range(5))
+    assert stuck and clock.now - 100.0 < 4 * forked._STALL
 
 
 def test_wall_clock_outer_bound_ends_a_run_that_barely_progresses(monkeypatch):
