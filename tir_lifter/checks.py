@@ -29,7 +29,7 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
                              is_mask, mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
-from .localize import faulty_line
+from .localize import faulty_line, missing_initialization
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -381,8 +381,15 @@ def _fault_diagnostic(kernel: Kernel, sizes: dict[str, int], fault: Any) -> Diag
     example = Counterexample(inputs={"sizes": dict(sizes)}, reference={}, per_rank={},
                              value=f"line {fault.line} {fault.message}", confirmed=confirmed,
                              note="re-run on floats" if confirmed else "not reproduced on floats")
-    return Diagnostic(fault.check, ERROR, f"kernel {fault.message} on reduced sizes "
-                      f"{_sizes(sizes)}", fault.line, example)
+    message, line = f"kernel {fault.message} on reduced sizes {_sizes(sizes)}", fault.line
+    missing = missing_initialization(kernel, fault.buffer, fault.line) if fault.buffer else None
+    if missing is not None:  # the faulty statement is one that is not there: name where it belongs
+        after, anchor, what = missing
+        message = (f"kernel {fault.message} (line {fault.line}) on reduced sizes {_sizes(sizes)}; nothing before "
+                   f"that read writes {fault.buffer}: its initialization belongs after line {after}, before the "
+                   f"{what} at line {anchor}")
+        line = after
+    return Diagnostic(fault.check, ERROR, message, line, example)
 
 
 def _conflict_diagnostic(kernel: Kernel, sizes: dict[str, int], conflict: Any) -> Diagnostic:

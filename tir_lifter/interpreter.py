@@ -35,6 +35,7 @@ class Fault:
     check: str  # "out-of-bounds" | "uninitialized-read"
     line: int | None
     message: str
+    buffer: str | None = None
 
 
 @dataclass
@@ -250,7 +251,7 @@ class Machine:
         if self.record_origins:
             self._reads |= self.origin.get(self._cell(name, index), frozenset())
         if value is None:
-            self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it")
+            self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it", name)
             return self.backend.const(0)
         return value
 
@@ -312,10 +313,10 @@ class Machine:
     def _block_of(self, block_id: int) -> tuple[int, ...]:
         return self.blocks[block_id]
 
-    def fault(self, check: str, line: int | None, message: str) -> None:
+    def fault(self, check: str, line: int | None, message: str, buffer: str | None = None) -> None:
         if (check, line) not in self._fault_lines:
             self._fault_lines.add((check, line))
-            self.faults.append(Fault(check, line, message))
+            self.faults.append(Fault(check, line, message, buffer))
 
     # -- expressions --
     def convert(self, value: Any, source: str | None, target: str | None) -> Any:

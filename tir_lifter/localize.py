@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import z3
 
-from .program import Call, GridLaunch, If, Kernel, Loop, Stmt, Store, While, walk_expr
+from .program import WARP_GROUP, Call, GridLaunch, If, Kernel, Loop, Region, Stmt, Store, TileOp, While, walk_expr
 
 
 def _inputs(term: Any, element_of: dict[int, tuple[str, tuple[int, ...]]], memo: dict[int, frozenset]) -> frozenset:
@@ -129,3 +129,91 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         if converted:
             return converted[0], "it converts the value to a narrower type"
     return written_at, ""
+
+
+# --- a read of never-written memory: where the missing initialization belongs ----------------
+
+# the operands a tile op writes (any other kind: every region operand, so a write is never missed)
+_WRITTEN_OPERANDS = {"copy": (1,), "fill": (0,), "gemm": (2,), "reduce": (1,), "atomic_add": (1,),
+                     "barrier_arrive": (), "barrier_wait": ()}
+
+
+def _writes(stmt: Stmt, names: set[str]) -> bool:
+    if isinstance(stmt, Store):
+        return stmt.buffer in names
+    if isinstance(stmt, TileOp):
+        slots = _WRITTEN_OPERANDS.get(stmt.kind, tuple(range(len(stmt.operands))))
+        return any(isinstance(stmt.operands[i], Region) and stmt.operands[i].buffer in names
+                   for i in slots if i < len(stmt.operands))
+    return False
+
+
+def _aliases(kernel: Kernel, name: str) -> set[str]:
+    """``name`` and the on-chip buffers sharing its memory (``T.reshape`` views and their base)."""
+    names = {name}
+    for _ in range(2):
+        names |= {view.name for view, base in kernel.onchip_views if base in names}
+        names |= {base for view, base in kernel.onchip_views if view.name in names}
+    return names
+
+
+def _path_to(stmts: tuple[Stmt, ...], line: int, names: set[str]) -> tuple[list[Stmt] | None, bool]:
+    """The statements around the first statement on ``line`` in program order (outermost
+    first, that statement last), and whether a statement before it writes one of ``names``."""
+    for stmt in stmts:
+        if stmt.line == line and not isinstance(stmt, (Loop, While, If, GridLaunch)):
+            return [stmt], False
+        if isinstance(stmt, (Loop, While, GridLaunch)):
+            path, wrote = _path_to(stmt.body, line, names)
+        elif isinstance(stmt, If):
+            path, wrote = _path_to(stmt.then + stmt.orelse, line, names)
+        else:
+            path, wrote = None, _writes(stmt, names)
+        if path is not None:
+            return [stmt] + path, wrote
+        if wrote:
+            return None, True
+    return None, False
+
+
+def _statement_columns(kernel: Kernel) -> dict[int, int]:
+    """Line -> 1-based column of each source statement (from the file when the lift has none)."""
+    if kernel.columns:
+        return dict(kernel.columns)
+    import ast
+    try:
+        with open(kernel.source or "", encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    found: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found[node.lineno] = min(found.get(node.lineno, node.col_offset + 1), node.col_offset + 1)
+    return found
+
+
+def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tuple[int, int, str] | None:
+    """Where the initialization of ``buffer`` belongs when the statement on ``line`` reads it
+    before anything was written to it and no statement before that one (in program order)
+    writes it: ``(after, anchor, what)``, the source statement after which it belongs, the
+    line of the outermost loop around the read (else the reading statement itself), and that
+    statement's kind.  None when some earlier statement writes the buffer (the read is then of
+    an element that write missed: not a missing initialization) or a line is unknown."""
+    if line is None:
+        return None
+    path, wrote = _path_to(kernel.body, line, _aliases(kernel, buffer))
+    if path is None or wrote:
+        return None
+    structural = lambda s: isinstance(s, GridLaunch) or (  # noqa: E731 - launches and warp groups order nothing
+        isinstance(s, If) and isinstance(s.cond, Call) and s.cond.fn == WARP_GROUP)
+    candidates = [s for s in path if not structural(s)]
+    loops = [s for s in candidates if isinstance(s, (Loop, While))]
+    anchor = loops[0] if loops else candidates[0] if candidates else None
+    columns = _statement_columns(kernel)
+    if anchor is None or anchor.line not in columns:
+        return None
+    before = [ln for ln, col in columns.items() if ln < anchor.line and col <= columns[anchor.line]]
+    if not before or (kernel.line is not None and max(before) < kernel.line):
+        return None
+    return max(before), anchor.line, "loop" if loops else "statement"

@@ -17,11 +17,30 @@ def test_swapped_block_index_is_a_spec_violation_with_a_confirmed_counterexample
     assert diag.line == line_of(path, "T.copy(B[") and f"line {diag.line} is where it goes wrong" in diag.message
 
 
-def test_missing_clear_of_the_accumulator_is_an_uninitialized_read(write_kernel):
+def test_missing_clear_of_the_accumulator_is_an_uninitialized_read_named_where_the_clear_belongs(write_kernel):
     path = write_kernel(gemm_source(clear="pass"))
     report = run_lift(path, frontend="text")
     [diag] = [d for d in report.diagnostics if d.check == "uninitialized-read"]
-    assert diag.line == line_of(path, "T.gemm(")
+    # the statement that is missing: its place, after the line before the K loop (here the `pass`)
+    assert diag.line == line_of(path, "pass")
+    assert f"(line {line_of(path, 'T.gemm(')})" in diag.message
+    assert f"belongs after line {diag.line}, before the loop at line {line_of(path, 'T.Pipelined')}" in diag.message
+    assert report.verdict == "violations"
+
+
+def test_a_deleted_clear_belongs_after_the_allocation_before_the_loop(write_kernel):
+    path = write_kernel(gemm_source(clear=""))
+    [diag] = [d for d in run_lift(path, frontend="text").diagnostics if d.check == "uninitialized-read"]
+    assert diag.line == line_of(path, "C_local = T.alloc_fragment")
+
+
+def test_a_read_an_earlier_write_missed_keeps_the_reading_line(write_kernel):
+    # the clear writes all rows but the last: not a missing initialization, a write that falls short
+    partial = "for i, j in T.Parallel(block_M - 1, block_N):\n                C_local[i, j] = 0"
+    path = write_kernel(gemm_source(clear=partial))
+    report = run_lift(path, frontend="text")
+    [diag] = [d for d in report.diagnostics if d.check == "uninitialized-read"]
+    assert diag.line == line_of(path, "T.gemm(") and "belongs" not in diag.message
     assert report.verdict == "violations"
 
 

@@ -24,6 +24,8 @@ MUTANTS = {
                         "the loop or condition stops"),
     "store_shift.py": (STORE, "T.copy(acc, C[by * block_M, bx * block_N + 1])", "another element should have"),
 }
+# a dropped statement: the violation names the place it belongs, not the read it leaves uninitialized
+DROPPED = {"no_clear.py": ("T.clear(acc)", "pass")}
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +34,21 @@ def reports(tmp_path_factory):
     from tir_lifter.elaborate_run import report_from_json, run_batch
     folder = tmp_path_factory.mktemp("localize")
     paths = {}
-    for name, (old, new, _) in MUTANTS.items():
+    for name, (old, new, _) in list(MUTANTS.items()) + [(n, (o, w, "")) for n, (o, w) in DROPPED.items()]:
         assert old in GEMM
         (folder / name).write_text(GEMM.replace(old, new))
         paths[name] = str(folder / name)
     bodies = {body["file"]: body for body in run_batch(list(paths.values()), timeout=900.0)}
     return {name: (report_from_json(bodies[path]), path) for name, path in paths.items()}
+
+
+def test_a_dropped_clear_is_located_where_the_clear_belongs_with_its_column(reports):
+    report, path = reports["no_clear.py"]
+    [diag] = [d for d in report.diagnostics if d.check == "uninitialized-read"]
+    assert report.verdict == "violations" and diag.counterexample.confirmed
+    assert (diag.line, diag.column) == (line_of(path, "        pass"), 9)
+    assert f"(line {line_of(path, 'T.gemm(')})" in diag.message and \
+        f"before the loop at line {line_of(path, 'T.Pipelined(')}" in diag.message
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
