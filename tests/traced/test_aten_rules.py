@@ -264,6 +264,9 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.min.dim", [(I, (3, 4), 0, 3)], {"dim": 0}),
     ("aten.max.default", [f23], {}),
     ("aten.amin.default", [f234], {"dim": [2]}),
+    ("aten.aminmax.default", [f234], {"dim": 1}),
+    ("aten.aminmax.default", [f234], {"dim": -1, "keepdim": True}),
+    ("aten.aminmax.default", [(I, (3, 4), -9, 9)], {}),
     ("aten.argmax.default", [(I, (3, 4), 0, 3)], {"dim": 1}),
     ("aten.topk.default", [(F, (3, 5))], {"k": 2}),
     ("aten.topk.default", [f234], {"k": 3, "dim": 1, "largest": False}),
@@ -366,6 +369,7 @@ CASES += [
     ("aten.scatter.src", [(F, (3, 4)), (I, (1, 4), 0, 3), (F, (2, 4))], {"dim": 0}),
     ("aten.scatter.value", [(F, (3, 4)), (I, (3, 1), 0, 4)], {"dim": 1, "value": 0.9}),
     ("aten.scatter.value", [(I, (3, 4), -5, 5), (I, (3, 1), 0, 4)], {"dim": -1, "value": 7}),
+    ("aten.scatter_.value", [(F, (3, 4)), (I, (3, 2), 0, 4)], {"dim": 1, "value": -2.5}),   # solar_open's router
     ("aten.where.ScalarOther", [(B, (2, 3)), f23], {"other": -0.5}),
     ("aten.where.ScalarOther", [(B, (2, 3)), f23], {"other": float("-inf")}),
     ("aten.where.ScalarSelf", [(B, (2, 3)), (I, (2, 3), -5, 5)], {"self": 4}),

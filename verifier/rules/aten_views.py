@@ -380,6 +380,17 @@ aten("aten.amin.default", _amin)
 aten("aten.min.default", _amin)
 
 
+def _aminmax(xp, args, attrs, ctx):
+    """(min, max) over ``dim``, or over every element when none is named (a vision-language rotary
+    embedding's position range)."""
+    dim = attrs.get("dim")
+    over = {"dim": None if dim is None else [dim], "keepdim": bool(attrs.get("keepdim", False))}
+    return [_amin(xp, args[:1], over, ctx)[0], _reduce("amax")(xp, args[:1], over, ctx)[0]]
+
+
+aten("aten.aminmax.default", _aminmax)
+
+
 def _truth(combine: str):
     """``all``/``any`` over dims (every dim when none is named): ``x != 0`` folded with and/or
     (megatron-core's RNG tracker checks ``(states == state).all()``)."""
