@@ -12,7 +12,7 @@ TINY = dict(num_hidden_layers=1, hidden_size=16, intermediate_size=32, moe_inter
             shared_expert_intermediate_size=16, num_attention_heads=4, num_key_value_heads=4, head_dim=4,
             vocab_size=64, max_position_embeddings=64, num_experts=4, num_local_experts=4, n_routed_experts=4,
             num_experts_per_tok=2, n_shared_experts=1, use_cache=False, first_k_dense_replace=0,
-            q_lora_rank=None, kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=4,
+            kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=4,
             qk_head_dim=8, n_group=1, topk_group=1, attention_dropout=0.0, hidden_dropout=0.0,
             partial_rotary_factor=1.0, sliding_window=16, tie_word_embeddings=False)  # a window longer than
 # the 8 tokens masks nothing, and the layers that need one (gemma2, qwen2_moe) get one
@@ -34,12 +34,65 @@ def plan_architectures() -> list[tuple[str, str]]:
     return found
 
 
-def model_class(model_type: str):
+def model_class(model_type: str, config_name: str | None = None):
+    """The causal LM of ``model_type`` (else its image-text-to-text model, else its base model) whose
+    config class is ``config_name``: llama4's causal LM takes the text config, the plan is on the whole
+    model's.  None: transformers exports none (voxtral_realtime_text)."""
     import transformers
     from transformers.models.auto import modeling_auto as ma
 
-    name = ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or ma.MODEL_MAPPING_NAMES.get(model_type)
-    return getattr(transformers, name, None) if name else None   # None: not exported (voxtral_realtime_text)
+    for mapping in (ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, ma.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+                    ma.MODEL_MAPPING_NAMES):
+        cls = getattr(transformers, mapping.get(model_type) or "", None)
+        if cls is not None and (config_name is None or getattr(cls.config_class, "__name__", None) == config_name):
+            return cls
+    return None
+
+
+# Size fields the TINY table does not name, matched by what their names say they are (linear-attention
+# heads, an indexer's heads, per-layer input vocabularies, an expert FFN, a layer count spelled
+# num_layers, a vision tower's projector, a top-k of experts): each shrinks to the tiny value of its kind, never grows, never turns None.
+SHRINK = ((r"(^|_)num_(hidden_)?(layers|blocks)$", 1), (r"vocab_size", 64), (r"head_dim$", 4),
+          (r"(^|_)n(um)?(_\w+)?_heads$", 4), (r"(hidden|intermediate|ffn)(_\w+)?_size", 16), (r"_rank$", 8),
+          (r"expert_num$", 4), (r"channels?$", 16), (r"_(input|output)_dim$", 16), (r"moe_topk$", 2))
+
+
+def _shrink(config) -> None:
+    import re
+
+    for key, value in list(config.to_dict().items()):
+        if key in TINY or isinstance(value, bool) or not isinstance(value, int) or not hasattr(config, key):
+            continue
+        tiny = next((v for pattern, v in SHRINK if re.search(pattern, key)), None)
+        if tiny is not None and value > tiny:
+            setattr(config, key, tiny)
+
+
+def _mrope_sections(config) -> None:
+    """A multimodal rotary embedding splits head_dim/2 frequencies into (temporal, height, width)
+    sections; the class's sections (or an even split where it names none) are scaled to the tiny head
+    by largest remainder.  Token ids alone give the three position grids the same values."""
+    rope = getattr(config, "rope_parameters", None)
+    if not isinstance(rope, dict):
+        return
+    half = (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads) // 2
+    given = rope.get("mrope_section") or [1, 1, 1]
+    exact = [half * x / sum(given) for x in given]
+    parts = [int(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: parts[i] - exact[i])[: half - sum(parts)]:
+        parts[i] += 1
+    config.rope_parameters = {**rope, "mrope_section": parts}
+
+
+def _reads_mrope(config) -> bool:
+    import importlib
+    import inspect
+
+    try:
+        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+    except ImportError:
+        return False
+    return "mrope_section" in inspect.getsource(module)
 
 
 def tiny_config(config_name: str):
@@ -47,9 +100,22 @@ def tiny_config(config_name: str):
 
     cls = getattr(transformers, config_name)
     config = cls()
+    return _tiny(config)
+
+
+def _tiny(config):
+    for sub in getattr(config, "sub_configs", None) or {}:   # a composite's text, vision, audio parts
+        if getattr(config, sub, None) is not None:
+            setattr(config, sub, _tiny(getattr(config, sub)))
+    layers = getattr(config, "num_hidden_layers", None)
     for key, value in TINY.items():
         if hasattr(config, key):
-            setattr(config, key, value)
+            old = getattr(config, key)   # a per-layer list (gemma3n's intermediate_size) stays one
+            setattr(config, key, [value] * TINY["num_hidden_layers"] if isinstance(old, list) else value)
+    for key, value in list(vars(config).items()):   # other per-layer lists keep their first layers
+        if isinstance(value, list) and layers and len(value) == layers and key != "layer_types":
+            setattr(config, key, value[: TINY["num_hidden_layers"]])
+    _shrink(config)
     layer_types = getattr(config, "layer_types", None)
     if isinstance(layer_types, list) and layer_types:
         config.layer_types = layer_types[:1]
@@ -58,6 +124,10 @@ def tiny_config(config_name: str):
             setattr(config, key, [])
     if hasattr(config, "rope_parameters") and isinstance(config.rope_parameters, dict):
         config.rope_parameters = {**config.rope_parameters, "partial_rotary_factor": 1.0}
+        if _reads_mrope(config):
+            _mrope_sections(config)
+    if getattr(config, "num_kv_shared_layers", 0):   # layers sharing an earlier layer's keys: none of 1
+        config.num_kv_shared_layers = 0
     if isinstance(getattr(config, "pad_token_id", None), int) and config.pad_token_id >= config.vocab_size:
         config.pad_token_id = None   # the embedding's padding row must lie in the tiny vocabulary
     config._attn_implementation = "eager"
@@ -72,7 +142,7 @@ def build(model_type: str, config_name: str, world: int):
 
     torch.manual_seed(0)
     config = tiny_config(config_name)
-    model = model_class(model_type)(config).to(torch.float64)
+    model = model_class(model_type, config_name)(config).to(torch.float64)
     model.eval()   # no dropout; gradients still flow
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
@@ -94,7 +164,8 @@ def build(model_type: str, config_name: str, world: int):
             setattr(model.get_submodule(owner), attr, torch.nn.Parameter(piece, requires_grad=param.requires_grad))
         distribute_model(model, None, None, mesh, world)
     torch.manual_seed(1)
-    ids = torch.randint(0, config.vocab_size, (1, 8))
+    vocab = getattr(config, "vocab_size", None) or config.get_text_config().vocab_size   # llama4: its text part's
+    ids = torch.randint(0, vocab, (1, 8))
     return model, (ids,)
 
 

@@ -1,7 +1,7 @@
 """Every transformers architecture that ships a tensor-parallel plan (``base_model_tp_plan``), tiny,
 with that plan applied on the ranks the way transformers applies it, checked by the tool.
 
-    python benchmarks/hf_tp_plans.py [--only llama,qwen3] [--limit N] [--jobs 2] [--json out.json]
+    python benchmarks/hf_tp_plans.py [--only llama,qwen3] [--limit N] [--jobs 2] [--json out.json] [--truth-only]
 
 Per architecture (benchmarks/hf_tp_harness.py builds it): a config with 1 layer, hidden 16, 4 heads
 and 4 key/value heads (divisible by 2 and 4), 4 experts where there are experts; float64; on N ranks
@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--truth-only", action="store_true", help="the ground truth only (printed), not the tool")
+    ap.add_argument("--gt-timeout", type=float, default=120.0, help="ground truth CPU seconds per architecture")
     args = ap.parse_args(argv)
     archs = hf.plan_architectures()
     if args.only:
@@ -78,17 +80,23 @@ def main(argv=None) -> int:
         archs = [a for a in archs if a[0] in wanted]
     if args.limit:
         archs = archs[: args.limit]
-    for model_type, _ in [a for a in archs if hf.model_class(a[0]) is None]:
+    for model_type, _ in [a for a in archs if hf.model_class(*a) is None]:
         realcode.log(f"  {model_type}: skipped: transformers exports no model class for it")
-    archs = [a for a in archs if hf.model_class(a[0]) is not None]
+    archs = [a for a in archs if hf.model_class(*a) is not None]
     realcode.log(f"{len(archs)} architectures with base_model_tp_plan")
     selected = rows_for(archs)
-    truths = realcode.ground_truths(selected, 120.0)
+    truths = realcode.ground_truths(selected, args.gt_timeout)
+    if args.truth_only:
+        for (model_type, _), e in zip(archs, selected):
+            status, note = judged(truths[e.key])
+            detail = note or realcode._truth_summary(truths[e.key]) or (truths[e.key].error or "")[-200:]
+            print(f"{model_type}: {status} {detail}".rstrip())
+        return 0
     rows = []
     with tempfile.TemporaryDirectory(prefix="hf_tp_") as tmp:
         def one(pair):
             (model_type, config), e = pair
-            cls = hf.model_class(model_type)
+            cls = hf.model_class(model_type, config)
             harness = Path(tmp, f"harness_{model_type}.py")
             harness.write_text(HARNESS.format(bench=str(ROOT / "benchmarks"), model_type=model_type, config=config))
             res = realcode.run_tool(e, args.timeout, target=cls.__module__,

@@ -297,7 +297,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write every row here")
     ap.add_argument("--timeout", type=float, default=240.0, help="the tool's --timeout per entry")
-    ap.add_argument("--gt-timeout", type=float, default=60.0, help="ground truth seconds per entry")
+    ap.add_argument("--gt-timeout", type=float, default=60.0, help="ground truth CPU seconds per entry")
     ap.add_argument("--truth-only", action="store_true", help="print the ground truth and stop")
     ap.add_argument("--mutants", action="store_true", help="run the mutated twins instead")
     ap.add_argument("--reuse", type=Path, help="a previous --json: its rows stand for entries not selected now")

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from frontends.sandbox import cpu_seconds_of  # noqa: E402
 from groundtruth import realworld_runner as rw  # noqa: E402
 from groundtruth import runner as base  # noqa: E402
 
@@ -83,13 +84,26 @@ def run_group(keys: list[str], world: int, outdir: Path, timeout: float, extra_p
                "--port", str(port), "--outdir", str(outdir), *keys]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                       stderr=open(outdir / f"w{world}_r{rank}.log", "w")))
-    deadline = time.monotonic() + timeout * max(1, len(keys)) + 900   # start-up on a loaded machine
-    for p in procs:
-        try:
-            p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    wait_cpu(procs, timeout * max(1, len(keys)) + STARTUP_CPU)
+
+
+STARTUP_CPU = 60.0   # CPU seconds a rank may spend importing torch and the libraries before its entries
+WALL_FACTOR = 8.0    # the wall clock's outer bound, as a multiple of the CPU budget
+
+
+def wait_cpu(procs: list, budget: float, poll: float = 0.5) -> None:
+    """Wait for the rank processes; stop one that has used more than ``budget`` CPU seconds.  CPU time,
+    not the wall clock: on a machine at load 40 a rank gets a fortieth of a core, and a wall-clock limit
+    took slow entries for ones that gave no result.  A rank waiting on a peer uses almost none (gloo's own
+    60 s timeout ends that wait); ``WALL_FACTOR`` times the budget on the wall clock is the outer bound."""
+    deadline = time.monotonic() + WALL_FACTOR * budget
+    while any(p.poll() is None for p in procs):
+        late = time.monotonic() > deadline
+        for p in procs:
+            if p.poll() is None and (late or cpu_seconds_of(p.pid) > budget):
+                p.kill()
+                p.wait()
+        time.sleep(poll)
 
 
 def compare(key: str, outdir: Path, world: int) -> dict:
