@@ -35,6 +35,10 @@ class Span:
     # ``place()``): (the operand's value name, the variable, the line that bound it); set by the traced
     # frontend, so that a value bound where an op used to be (a collective dropped) is named there
     bound: tuple[tuple[str, str, int], ...] = field(default=(), compare=False, hash=False)
+    # operands an earlier bare call of the user's (``dist.all_reduce(t)``, ``reduce_(t)``) read and left
+    # unwritten, its last such call: (the operand's value name, the variable, that call's line, its
+    # ``within``), so that an in-place collective that did nothing is named where it is
+    left: tuple[tuple[str, str, int | None, tuple[str, int] | None], ...] = field(default=(), compare=False, hash=False)
 
     def __str__(self) -> str:
         if self.line is None:

@@ -647,7 +647,8 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
                 held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
             except (TypeError, ValueError):
                 held = []
-            return _own_draw(program, op) or _bound_before(op, held, producer) or op
+            return _own_draw(program, op) or _bound_before(op, held, producer) \
+                or _left_unreduced(op, held, producer, lambda name: name in pairs and partial(pairs[name])) or op
         op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
     return op
 
@@ -672,6 +673,41 @@ def _bound_before(reader: Op, partials: list[str], producer: dict[str, Op]) -> O
         return None
     kind = (f"{reader.kind} ({reader.span.where()}) reading {variable}, which holds a partial sum of the ranks: "
             f"a reduction belongs after the line that bound {variable}")
+    return Op(tuple(partials), kind, (), {}, span)
+
+
+def _left_unreduced(reader: Op, partials: list[str], producer: dict[str, Op],
+                    is_partial: Callable[[str], bool]) -> Op | None:
+    """``reader`` goes wrong reading a partial sum that a bare call of the user's read earlier and left
+    as it was (no write named the value anew: ``dist.all_reduce(t)`` reducing nothing, a wrapper that
+    returned early), directly or through ops that keep it a partial sum (``sum_exp / count``): the
+    in-place reduction belongs at that call, so the finding names it (the reader stays in the message).
+    Not for a collective reader, nor when the operands lead to different calls."""
+    if not partials or reader.kind.startswith(_COLLECTIVE_KINDS) or "c10d" in reader.kind:
+        return None
+
+    def left_by(op: Op, name: str, depth: int = 0):
+        entry = next(((v, line, within) for n, v, line, within in op.span.left if n == name), None)
+        made = producer.get(name)
+        if entry is not None or made is None or depth > 8 or made.kind.startswith(_COLLECTIVE_KINDS):
+            return entry
+        found = {left_by(made, arg, depth + 1) for arg in made.args if arg in producer and is_partial(arg)}
+        found.discard(None)
+        return found.pop() if len(found) == 1 else None
+
+    try:
+        found = {left_by(reader, name) for name in partials}
+    except (TypeError, ValueError):
+        return None
+    if len(found) != 1 or None in found:
+        return None
+    ((variable, line, within),) = found
+    span = Span(line, reader.span.file, tuple(within) if within is not None else None)
+    if span.place() == reader.span.place():
+        return None
+    kind = (f"{reader.kind} ({reader.span.where()}) reading a partial sum of the ranks ({variable}, or a value "
+            f"made from it): the call at {span.where()} read {variable} and left it as it was; the reduction "
+            f"belongs there")
     return Op(tuple(partials), kind, (), {}, span)
 
 

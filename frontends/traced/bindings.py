@@ -32,6 +32,7 @@ class Statement:
     line: int
     binds: frozenset[str]
     reads: frozenset[str]
+    bare: bool = False   # a call whose result nothing keeps (``dist.all_reduce(t)``, ``reduce_(t)``)
 
 
 def statements(filename: str) -> dict[int, Statement]:
@@ -51,7 +52,7 @@ def statements(filename: str) -> dict[int, Statement]:
                           if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
         reads = frozenset(n.id for part in parts for n in ast.walk(part)
                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
-        statement = Statement(node.lineno, binds, reads)
+        statement = Statement(node.lineno, binds, reads, isinstance(node, ast.Expr) and isinstance(node.value, ast.Call))
         for line in range(node.lineno, last + 1):
             table[line] = statement
     return table
@@ -78,6 +79,8 @@ def _header(node: ast.stmt) -> tuple[list[ast.AST], int] | None:
 class _Frame:
     current: Statement | None = None
     bound: dict[str, int] = field(default_factory=dict)   # name -> the line that last bound it
+    # a bare call running: (its span's line, within), and (variable, tensor, recorded value name) it reads
+    reading: tuple[tuple[int | None, Any], list[tuple[str, Any, str]]] | None = None
 
     def finish(self) -> None:
         if self.current is not None:
@@ -96,6 +99,10 @@ class LineTrace:
         self._frames: dict[int, _Frame] = {}
         self.returned: dict[Any, tuple[int, list[tuple[Any, str, int]]]] = {}   # code -> (line, [(value, name, bound at)])
         self.active = False
+        # recorded value name -> (variable, line, within) of the last bare call that read that value and
+        # left it as it was (no write named it anew): where an in-place collective that did nothing was
+        self.left: dict[str, tuple[str, int | None, Any]] = {}
+        self.namer = None   # tensor -> the recorder's name of its current value (None: not recorded)
 
     def __enter__(self) -> "LineTrace":
         if sys.gettrace() is None:
@@ -133,8 +140,11 @@ class LineTrace:
         if event == "line":
             statement = self._statement(frame.f_code.co_filename, frame.f_lineno)
             if statement is not state.current:
+                self._left_by(state)
                 state.finish()
                 state.current = statement
+                if statement is not None and statement.bare and statement.reads and self.namer is not None:
+                    self._reading(frame, state)
         elif event == "return":
             statement = self._statement(frame.f_code.co_filename, frame.f_lineno)
             local = frame.f_locals if statement is not None else {}
@@ -143,6 +153,37 @@ class LineTrace:
                 if name in state.bound and name in local and statement.line != state.bound[name]])
             self._frames.pop(id(frame), None)
         return self._local
+
+    def _reading(self, frame, state: _Frame) -> None:
+        """A bare call starts: the tensors it reads through local names, with their values' names now."""
+        import torch
+
+        local = frame.f_locals
+        held = [(name, local[name]) for name in sorted(state.current.reads)
+                if isinstance(local.get(name), torch.Tensor)]
+        named = [(name, tensor, self.namer(tensor)) for name, tensor in held]
+        named = [entry for entry in named if entry[2] is not None]
+        if named:
+            span = self._spans.span()   # the statement's first line, in this frame or the checked file's
+            if span.within is not None:
+                state.reading = ((span.line, (span.within[0], state.current.line)), named)
+            else:
+                state.reading = ((state.current.line, None), named)
+
+    def _left_by(self, state: _Frame) -> None:
+        """The bare call that ran ended: a tensor it read whose value no write named anew was left as it
+        was (an in-place collective there did nothing)."""
+        if state.reading is None:
+            return
+        (line, within), named = state.reading
+        state.reading = None
+        for name, tensor, value in named:
+            if self.namer(tensor) == value:
+                self.left[value] = (name, line, within)
+
+    def left_unwritten(self, value: str) -> tuple[str, int | None, Any] | None:
+        """(variable, line, within) of the last bare call that read ``value`` and left it unwritten."""
+        return self.left.get(value)
 
     def reads(self, frame, tensors: list[Any]) -> list[tuple[Any, str, int]]:
         """For each of ``tensors`` that the statement running in ``frame`` reads through a local name

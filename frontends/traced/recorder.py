@@ -274,7 +274,8 @@ class Recorder(TorchDispatchMode):
         return out
 
     def _with_bound(self, span: Span, args, kwargs) -> Span:
-        """``span`` with the operands its statement reads through names bound on an earlier line."""
+        """``span`` with the operands its statement reads through names bound on an earlier line, and
+        those an earlier bare call read and left unwritten."""
         tensors = [t for value in (*args, *kwargs.values()) for _, t in flat_tensors(value)
                    if isinstance(t, torch.Tensor)]
         bound = []
@@ -282,7 +283,21 @@ class Recorder(TorchDispatchMode):
             binding = self.names.lookup(tensor)
             if binding is not None:
                 bound.append((binding.name, variable, line))
+        left = []
+        if self.lines.left:
+            for tensor in tensors:
+                binding = self.names.lookup(tensor)
+                found = self.lines.left_unwritten(binding.name) if binding is not None else None
+                if found is not None:
+                    left.append((binding.name, *found))
+        if left:
+            span = replace(span, left=tuple(left))
         return replace(span, bound=tuple(bound)) if bound else span
+
+    def value_name(self, tensor) -> str | None:
+        """The recorded name of ``tensor``'s current value (None: none recorded)."""
+        binding = self.names.lookup(tensor)
+        return binding.name if binding is not None else None
 
     def _named_op(self, func, args, kwargs) -> FailedOp | None:
         """``func`` with the names of its tensor operands (a DTensor's: its local tensor's), never

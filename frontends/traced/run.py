@@ -868,6 +868,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             try:
                 with lines, returned:
                     recorder.lines = lines
+                    lines.namer = recorder.value_name
                     out = fn(*passed)
             except Exception as error:  # the user's code raised: say where
                 if _ours(error):

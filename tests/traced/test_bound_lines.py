@@ -7,7 +7,9 @@
 * t3: ``out = piece`` where the gather was, returned (another shape than one device's): at the binding;
 * t4: the reduction dropped from the reader's own line (``summed + b``); ``summed`` was bound by the
   matmul that made it, so the reader is named (the binding line is no place the fault is);
-* t5: t1 inside a package of the user's own: the package file's line, with its file.
+* t5: t1 inside a package of the user's own: the package file's line, with its file;
+* t6: an in-place reduction through a wrapper that does nothing (``reduce_(sum_exp, enabled=False)``):
+  the bare call that read the partial sums and left them as they were is named, not their reader.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from frontends.traced.bindings import statements
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 TWINS = ["t1_rebound_reduction", "t2_returned_partial", "t3_returned_piece", "t4_reader_is_the_bug",
-         "t5_package_rebound"]
+         "t5_package_rebound", "t6_idle_reduction"]
 
 
 def translate(name: str) -> tuple[int, dict]:
@@ -93,6 +95,15 @@ def test_a_binding_in_the_users_package_is_named_with_its_file():
     layers = CASES / "t_row_layers" / "layers.py"
     assert first["line"] == marked_line(layers) and first["file"].endswith("t_row_layers/layers.py"), first
     assert "(layers.py line 22, called from line 11) reading summed" in first["message"], first["message"]
+
+
+@pytest.mark.torch
+def test_an_in_place_reduction_that_did_nothing_is_named_at_its_call():
+    pytest.importorskip("torch")
+    first = first_error("t6_idle_reduction_bug.py")
+    assert (first["line"], first["file"]) == (marked_line(CASES / "t6_idle_reduction_bug.py"), None), first
+    assert "aten.log.default (line 21) reading a partial sum" in first["message"], first["message"]
+    assert "the call at line 19 read sum_exp and left it as it was" in first["message"], first["message"]
 
 
 @pytest.mark.torch
