@@ -48,8 +48,19 @@ FS_MAP = "fairscale/nn/model_parallel/mappings.py"
 FS_LAYERS = "fairscale/nn/model_parallel/layers.py"
 FS_CE = "fairscale/nn/model_parallel/cross_entropy.py"
 HF_TP = "transformers/integrations/tensor_parallel.py"
+YC_A2A = "yunchang/comm/all_to_all.py"
+DS_SEQ = "deepspeed/sequence/layer.py"
+TT_UTILS = "torchtitan/distributed/utils.py"
 MG = "megatron-core:megatron.core."
 FS = "fairscale:fairscale.nn.model_parallel."
+HF = "transformers:transformers.integrations.tensor_parallel."
+YC = "yunchang:yunchang.comm.all_to_all."
+DS = "deepspeed:deepspeed.sequence.layer."
+# A collective that fills a buffer in place (all_to_all_single) is dropped as ``output.copy_(input_t)``:
+# the buffer then holds the rank's own blocks, not uninitialised memory (a reproducible ground truth).
+A2A_OLD = "dist.all_to_all_single(output, input_t, group=group)"
+A2A_NEW = "output.copy_(input_t)"
+DS_A2A = "dist.all_to_all_single(output, input_t, group=group, async_op=async_op)"
 
 MUTANTS = [
     Mutant(MG + "tensor_parallel.layers.ColumnParallelLinear[gather_output]", MG_MAP, 94,
@@ -112,6 +123,31 @@ MUTANTS = [
            "missing backward reduction"),
     Mutant("transformers:transformers.integrations.tensor_parallel.RowwiseParallel", HF_TP, 836,
            "outputs = all_reduce_forward(outputs, device_mesh)", "outputs = outputs", "drop collective"),
+    # Entries of the other libraries whose unmutated ground truth agrees and that the tool checks today
+    # (litgpt's entries differ from one device unmutated: no correct twin to mutate; accelerate's
+    # ``broadcast`` gives every rank the same values, so no mutant of it can differ).
+    Mutant(MG + "tensor_parallel.mappings.gather_from_tensor_model_parallel_region", MG_MAP, 268,
+           "return _gather_along_last_dim(input_, group)", "return input_", "drop collective"),
+    Mutant(FS + "mappings.gather_from_model_parallel_region", FS_MAP, 131,
+           "return _gather(input_)", "return input_", "drop collective"),
+    Mutant(HF + "all_gather", HF_TP, 502, "torch.cat(tensor_list, dim=last_dim)", "torch.cat(tensor_list, dim=0)",
+           "wrong dim"),
+    Mutant(HF + "split", HF_TP, 530, "return chunks[rank].contiguous()", "return chunks[0].contiguous()",
+           "wrong split"),
+    Mutant(HF + "ColwiseParallel[gather_output]", HF_TP, 701, "return all_gather(outputs, device_mesh)",
+           "return outputs", "drop collective"),
+    Mutant(HF + "RowwiseParallel[split_input]", HF_TP, 836, "outputs = all_reduce_forward(outputs, device_mesh)",
+           "outputs = outputs", "drop collective"),
+    Mutant(YC + "SeqAllToAll4D[seq_to_head]", YC_A2A, 56, A2A_OLD, A2A_NEW, "drop collective"),
+    Mutant(YC + "SeqAllToAll4D[head_to_seq]", YC_A2A, 90, A2A_OLD, A2A_NEW, "drop collective"),
+    Mutant(YC + "SeqAllToAll5D", YC_A2A, 180, A2A_OLD, A2A_NEW, "drop collective"),
+    Mutant(DS + "single_all_to_all", DS_SEQ, 297, DS_A2A, A2A_NEW, "drop collective"),
+    Mutant(DS + "_SeqAllToAll[head_to_seq]", DS_SEQ, 297, DS_A2A, A2A_NEW, "drop collective"),
+    Mutant(DS + "_SeqAllToAll[seq_to_head]", DS_SEQ, 460,
+           "_SeqAllToAll.apply(ctx.group, *grad_output, ctx.gather_idx, ctx.scatter_idx,",
+           "_SeqAllToAll.apply(ctx.group, *grad_output, ctx.scatter_idx, ctx.gather_idx,", "swap backward dims"),
+    Mutant("torchtitan:torchtitan.distributed.utils.dist_sum_tensor", TT_UTILS, 129,
+           "x = funcol.all_reduce(x, reduceOp=reduceOp, group=mesh)", "x = x", "drop collective"),
 ]
 
 
