@@ -55,7 +55,8 @@ def _at_reduced_sizes(run_request, reference, request: dict):
                  for rank in range(request["world"])]
     except Exception:  # the code did not run at these sizes: keep the file's own
         return None
-    program = to_program(smaller_reference, ranks, dict(request.get("layouts", {})), request["shown_as"])
+    program = to_program(smaller_reference, ranks, {**smaller_reference.layouts, **request.get("layouts", {})},
+                         request["shown_as"])
     if not isinstance(program, TracedProgram):
         return None
     return replace(program, assumptions=program.assumptions + (describe(sizes, reference.constants),),
@@ -246,7 +247,8 @@ def trace(request: dict):
             return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks "
                                               f"({type(error).__name__})", line)
         return TraceFailure("input-error", f"{type(error).__name__}: {error}", line)
-    return _read_collective(to_program(reference, ranks, dict(request.get("layouts", {})), request["shown_as"]),
+    return _read_collective(to_program(reference, ranks, {**reference.layouts, **request.get("layouts", {})},
+                                       request["shown_as"]),
                             any(run.recording.read_collective for run in ranks))
 
 

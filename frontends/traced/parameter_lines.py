@@ -46,30 +46,47 @@ class ParameterLines:
         return made[1] if made is not None and made[0] is param else Span()
 
 
+_WATCHERS: list[tuple[SpanFinder, dict]] = []   # the active watchers (innermost last)
+
+
 @contextlib.contextmanager
 def _styles_made(spans: SpanFinder, styles: dict) -> Iterator[None]:
     """Keep the user's line that made each tensor-parallel style (torch's ``ParallelStyle``)."""
-    try:
-        from torch.distributed.tensor.parallel.style import ParallelStyle
-    except ImportError:
+    if not _watch_style_construction():
         yield
         return
-    if "__new__" in ParallelStyle.__dict__:   # already watched (nested), or torch defines one
-        yield
-        return
-
-    def new(cls, *args, **kwargs):  # noqa: ARG001 - the constructor's arguments go to __init__
-        style = object.__new__(cls)
-        span = spans.span()
-        if span.line is not None:
-            styles[id(style)] = (style, span)
-        return style
-
-    ParallelStyle.__new__ = new
+    _WATCHERS.append((spans, styles))
     try:
         yield
     finally:
-        del ParallelStyle.__new__
+        _WATCHERS.remove((spans, styles))
+
+
+def _watch_style_construction() -> bool:
+    """Give ``ParallelStyle`` a ``__new__`` that tells the active watcher, once per process and never
+    removed: deleting a ``__new__`` set on a class leaves its subclasses calling ``object.__new__``
+    with the constructor's arguments, so ``ColwiseParallel(use_local_output=False)`` would raise
+    afterwards."""
+    try:
+        from torch.distributed.tensor.parallel.style import ParallelStyle
+    except ImportError:
+        return False
+    if getattr(ParallelStyle.__dict__.get("__new__"), "__func__", None) is _new_style:
+        return True
+    if "__new__" in ParallelStyle.__dict__:   # torch defines one: leave it
+        return False
+    ParallelStyle.__new__ = staticmethod(_new_style)
+    return True
+
+
+def _new_style(cls, *args, **kwargs):  # noqa: ARG001 - the constructor's arguments go to __init__
+    style = object.__new__(cls)
+    if _WATCHERS:
+        spans, styles = _WATCHERS[-1]
+        span = spans.span()
+        if span.line is not None:
+            styles[id(style)] = (style, span)
+    return style
 
 
 def _style_applying(styles: dict) -> Span | None:

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from verifier.ir import Span
 
-from . import collectives, harness, megatron_setup, package_state
+from . import collectives, harness, megatron_setup, package_state, styles
 from .backward_raises import BackwardReturns, raising_backward
 from .bindings import LineTrace
 from .cuda_standin import library_rng_helpers, map_cuda_to_cpu
@@ -86,6 +86,7 @@ class RunResult:
     assumptions: list[str]
     mesh: dict[str, int]
     constants: dict = field(default_factory=dict)   # the file's own size constants
+    layouts: dict = field(default_factory=dict)     # blocks the entry itself states (a style's layouts)
 
 
 @dataclass(frozen=True)
@@ -508,10 +509,12 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         if request.harness:   # the harness builds the entry and its inputs; its guard holds over the run
             with made.watching(spans):
                 spec, target, names, inputs, guard = _from_harness(module, request, world)
-            fn, mesh, frozen = target, {"tp": world}, set(request.no_grad)
+            fn, mesh, frozen, stated = target, {"tp": world}, set(request.no_grad), {}
             call_fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
         else:
             spec = find_entry(module, request.entry)
+            stated = styles.stated_layouts(getattr(module, spec.name)(*spec.args, **spec.kwargs)) \
+                if spec.kind == "style" else {}
             try:
                 with made.watching(spans):
                     target, mesh = _construct(module, spec, world, request.shapes, request.args)
@@ -530,7 +533,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         vocab = getattr(module, "VOCAB", None)
         leaves, tensors = _bind_leaves(recorder, names, inputs, target, spans, reference,
                                        vocab if type(vocab) is int else None, frozen,
-                                       blocks=(request.layouts, world, rank), made=made)
+                                       blocks=({**stated, **request.layouts}, world, rank), made=made)
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             try:
@@ -542,6 +545,10 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
                 raise
         result.assumptions += [inference_said] if inference_said else []
         result.constants = constants
+        result.layouts = stated
+        if stated:
+            result.assumptions.append(f"{spec.name} states {', '.join(f'{k}={v}' for k, v in stated.items())} by its "
+                                      f"own layouts: a rank takes or returns that block (--expect overrides)")
         result.assumptions[:0] = _where_it_ran(request)
         return result
     finally:
@@ -813,8 +820,8 @@ def _bind_block(recorder: Recorder, name: str, value: Any, block: Region, spans:
     local_name = f"{name}@local"
     recorder.names.bind(tensor, local_name)
     dims = [d for d, (a, b) in enumerate(block) if b - a != int(value.shape[d])]
-    sentence = (f"input {name}: each rank is given its block of dim {dims[0]} (as stated by --expect), and the "
-                f"outputs and gradients are compared block by block" if dims else None)
+    sentence = (f"input {name}: each rank is given its block of dim {dims[0]} (as stated by --expect or by the "
+                f"entry's own layouts), and the outputs and gradients are compared block by block" if dims else None)
     if sentence and sentence not in recorder.recording.assumptions:
         recorder.recording.assumptions.append(sentence)
     return Leaf(name, local_name, tuple(value.shape), tuple(tensor.shape), trainable, "input", block, "user"), tensor

@@ -12,6 +12,12 @@ the way the library applies it to a model's linear:
   tp_plan=...)`` does through ``shard_and_distribute_module``.
 
 What was built is said in the report (``harness.built()``).
+
+A torch style states the layouts of what the module takes and returns (``input_layouts``,
+``output_layouts``, ``sequence_sharding`` with ``use_local_output``): ``RowwiseParallel`` takes each
+rank's block of the last dim, ``ColwiseParallel`` returns one.  Those are the style's own documented
+attributes, so they state the blocks as ``--expect`` would (``stated_layouts``); the user's own
+``--expect`` wins.
 """
 from __future__ import annotations
 
@@ -61,3 +67,23 @@ def applied_to_linear(style: Any, in_features: int | None, world: int) -> torch.
     harness.note(f"the entry {name} applied to nn.Linear({features}, {2 * features}) on a 1-D mesh tp={world} "
                  f"({how})")
     return linear
+
+
+def stated_layouts(style: Any) -> dict[str, str]:
+    """``{"input": "Shard(d)", "out": "Shard(d)"}`` as a torch style's own layouts state them (a local
+    tensor given or returned as a rank's block); empty for other styles and for whole values."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel.style import ParallelStyle
+
+    if not isinstance(style, ParallelStyle):
+        return {}
+
+    def shard(layouts) -> str | None:
+        first = layouts[0] if isinstance(layouts, tuple) and layouts else layouts
+        return f"Shard({first.dim})" if isinstance(first, Shard) else None
+
+    sequence = getattr(style, "sequence_sharding", None)
+    stated = {"input": shard(getattr(style, "input_layouts", sequence))}
+    if getattr(style, "use_local_output", False):
+        stated["out"] = shard(getattr(style, "output_layouts", sequence))
+    return {name: layout for name, layout in stated.items() if layout is not None}

@@ -62,6 +62,54 @@ def test_a_row_parallel_linear_is_built_as_wide_as_its_given_input():
     assert any("input_size=32 (the given input's last dim)" in m for m in _messages(body))
 
 
+_ROWWISE_ON_GLOO = """
+import os, sys, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+dist.init_process_group("gloo", rank=rank, world_size=world, init_method="file://" + sys.argv[3])
+torch.manual_seed(0)
+linear = torch.nn.Linear(16, 32)
+x = torch.randn(4, 2, 16)
+whole = linear(x).detach()
+model = parallelize_module(linear, init_device_mesh("cpu", (world,)), RowwiseParallel())
+out = model(x.chunk(world, dim=-1)[rank])   # each rank its block of the last dim, as input_layouts states
+print(float((out - whole).abs().max()))
+"""
+
+
+@pytest.mark.torch
+def test_a_torch_style_states_the_blocks_it_takes_by_its_own_layouts(tmp_path):
+    # RowwiseParallel takes each rank's block of the input's last dim (its input_layouts): given the whole
+    # input, its ranks raised in DTensor's sharding propagation ("unsupported"); gloo agrees with one device
+    # when each rank is given its block
+    script = tmp_path / "rowwise.py"
+    script.write_text(_ROWWISE_ON_GLOO)
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), "2", str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, text=True) for r in range(2)]
+    assert all(float(p.communicate(timeout=300)[0]) < 1e-5 for p in ranks)
+    code, body = translate("torch.distributed.tensor.parallel.style", "--entry", "RowwiseParallel")
+    assert (code, body["verdict"]) == (0, "verified"), _messages(body)[:4]
+    assert any("RowwiseParallel states input=Shard(-1)" in m for m in _messages(body))
+    # the user's own statement wins over the style's
+    code, body = translate("torch.distributed.tensor.parallel.style", "--entry", "RowwiseParallel",
+                           "--expect", "input=Replicate")
+    assert (code, body["verdict"]) == (3, "unsupported"), _messages(body)[:4]
+
+
+def test_a_style_with_arguments_is_made_after_its_lines_were_watched():
+    # the watcher of the lines that make styles once removed a __new__ it had set on ParallelStyle, and
+    # afterwards ColwiseParallel(use_local_output=False) raised "object.__new__() takes exactly one argument"
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    from frontends.traced.parameter_lines import ParameterLines
+    from frontends.traced.spans import SpanFinder
+
+    with ParameterLines().watching(SpanFinder(__file__, __file__)):
+        inside = ColwiseParallel(use_local_output=False)
+    assert not inside.use_local_output and not ColwiseParallel(use_local_output=False).use_local_output
+
+
 @pytest.mark.torch
 @pytest.mark.realcode
 def test_a_transformers_style_entry_is_applied_to_a_linear_and_checked():
