@@ -265,6 +265,14 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.max.default", [f23], {}),
     ("aten.amin.default", [f234], {"dim": [2]}),
     ("aten.aminmax.default", [f234], {"dim": 1}),
+    ("aten.erfinv.default", [("open-unit", (3, 4))], {}),
+    ("aten.std.correction", [f234], {"dim": [2], "keepdim": True}),
+    ("aten.std.correction", [f234], {"dim": [1], "correction": 0}),
+    ("aten.repeat.default", [f23], {"repeats": [2, 1, 3]}),
+    ("aten.repeat.default", [(I, (3,), -4, 4)], {"repeats": [2]}),
+    ("aten._is_all_true.default", [(B, (2, 3))], {}),
+    ("aten.eye.default", [], {"n": 3, "dtype": "float64"}),
+    ("aten.eye.m", [], {"n": 2, "m": 4}),
     ("aten.aminmax.default", [f234], {"dim": -1, "keepdim": True}),
     ("aten.aminmax.default", [(I, (3, 4), -9, 9)], {}),
     ("aten.argmax.default", [(I, (3, 4), 0, 3)], {"dim": 1}),
@@ -424,6 +432,8 @@ def _inputs(specs, rng):
     for spec in specs:
         if spec[0] == "pos":
             out.append(rng.random(spec[1]) + 0.5)
+        elif spec[0] == "open-unit":   # (-1, 1): erfinv's domain
+            out.append(rng.random(spec[1]) * 1.98 - 0.99)
         elif spec[0] in ("softmax", "log_softmax"):
             values = torch.tensor(rng.standard_normal(spec[1]))
             soft = torch.softmax(values, -1) if spec[0] == "softmax" else torch.log_softmax(values, -1)
@@ -469,7 +479,7 @@ def test_numpy_semantics_equal_torch(case):
 def _interpreted(kind: str) -> bool:
     """Ops whose Z3 encoding has no uninterpreted function: Z3 must compute the exact numbers."""
     nonlinear = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "softmax", "layer_norm",
-                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar", "cos.", "sin.", "softplus", "expm1")
+                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar", "cos.", "sin.", "softplus", "expm1", "erfinv", "std.")
     return not any(word in kind for word in nonlinear)
 
 

@@ -199,7 +199,7 @@ def _unary(rule: str) -> Evaluate:
                                                          else args[0]])]
 
 
-for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "neg", "abs", "cos", "sin"):
+for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "neg", "abs", "cos", "sin", "erfinv"):
     aten(f"aten.{_name}.default", _unary(_name))
 aten("aten.relu.default", lambda xp, args, attrs, ctx: [call("relu", xp, args)])
 
@@ -638,6 +638,17 @@ def _arange(xp, args, attrs, ctx):
 
 for _overload in ("default", "start", "start_step"):
     aten(f"aten.arange.{_overload}", _arange)
+
+
+def _eye(xp, args, attrs, ctx):
+    """The n x m identity (a chunked linear attention adds it to its lower-triangular solve)."""
+    n = int(attrs["n"])
+    m = int(attrs.get("m") if attrs.get("m") is not None else n)
+    return [literal(xp, np.eye(n, m), dtype_kind(attrs.get("dtype")) or "float")]
+
+
+aten("aten.eye.default", _eye)
+aten("aten.eye.m", _eye)
 
 
 def _triangle(lower: bool) -> Evaluate:

@@ -408,6 +408,7 @@ def _truth(combine: str):
 for _overload in ("default", "dim", "dims"):
     aten(f"aten.all.{_overload}", _truth("and"))
     aten(f"aten.any.{_overload}", _truth("or"))
+aten("aten._is_all_true.default", _truth("and"))   # torch.distributions' argument check
 
 
 def _max_dim(pick_max: bool):
@@ -493,6 +494,19 @@ def _var(xp, args, attrs, ctx):
 
 
 aten("aten.var.correction", _var)
+aten("aten.std.correction", lambda xp, args, attrs, ctx: [call("sqrt", xp, _var(xp, args, attrs, ctx))])
+
+
+def _repeat(xp, args, attrs, ctx):
+    """``x.repeat(*sizes)``: the tensor tiled, with leading dims added when ``sizes`` has more."""
+    sizes = [int(n) for n in attrs["repeats"]]
+    x = args[0]
+    if len(sizes) < np.ndim(x):
+        raise ShapeError(f"repeat with {len(sizes)} sizes of a {np.ndim(x)}-dim tensor")
+    return [_array(xp, np.tile(np.reshape(x, (1,) * (len(sizes) - np.ndim(x)) + np.shape(x)), sizes))]
+
+
+aten("aten.repeat.default", _repeat)
 
 
 def _cumsum(xp, args, attrs, ctx):

@@ -138,7 +138,7 @@ def _unary(name: str, evaluate, linear: bool = False, monotone: bool = False):
 
 _unary("neg", lambda xp, args, attrs, ctx: [-args[0]], linear=True)
 _unary("identity", lambda xp, args, attrs, ctx: [args[0]], linear=True)
-for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu", "gelu_tanh", "cos", "sin"):
+for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "gelu", "gelu_tanh", "cos", "sin", "erfinv"):
     _unary(_name, lambda xp, args, attrs, ctx, _n=_name: [xp.unary(_n, args[0])])
 _unary("relu", lambda xp, args, attrs, ctx: [xp.maximum(args[0], xp.zeros(np.shape(args[0]),
                                                                        "i64" if xp.is_int(args[0]) else "f32"))],
