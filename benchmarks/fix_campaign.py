@@ -52,6 +52,7 @@ LIBRARIES = re.compile(r"^\s*(?:from|import)\s+(megatron|fairscale|deepspeed|tor
                        r"|torch\.distributed\.(?:tensor|fsdp|_composable)|torch\.nn\.parallel)\b", re.M)
 FIRST_FIX = "patched file verifies"
 NOT_STARTED = "not started (--max-seconds)"
+END_MARK = "@@exit"   # fix_worker.py's line after each run
 
 
 @dataclass
@@ -149,10 +150,47 @@ def _command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "verify_agent"]
 
 
-class FixRun:
-    """``verify-agent fix --write`` on a copy of one bug, its stderr read with timestamps."""
+class Worker:
+    """``fix_worker.py``: the campaign's fix runs one after another in one process whose warm servers
+    stay up between bugs (the same command entry, deadline and sandboxed runs; see that file)."""
 
-    def __init__(self, bug: Bug, folder: Path, timeout: float):
+    def __init__(self):
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+        self.process = subprocess.Popen([sys.executable, str(HERE / "fix_worker.py")], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                                        cwd=str(ROOT))
+        self.run: FixRun | None = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            run = self.run
+            if run is not None:
+                run.take(line)
+        run = self.run
+        if run is not None:
+            run.ended.set()   # the worker died (its exit code stays None)
+
+    def send(self, run: FixRun, args: list[str]) -> None:
+        self.run = run
+        request = {"args": args, "file": str(run.copy), "stdout": str(run.copy.parent / "fix.out"),
+                   "cwd": str(run.copy.parent)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+class FixRun:
+    """``verify-agent fix --write`` on a copy of one bug, its stderr read with timestamps: in the
+    campaign's worker (warm servers kept), or with ``worker=None`` as its own process (cold)."""
+
+    def __init__(self, bug: Bug, folder: Path, timeout: float, worker: Worker | None = None):
         self.bug = bug
         self.copy = folder / bug.origin.name
         self.copy.parent.mkdir(parents=True, exist_ok=True)
@@ -160,35 +198,65 @@ class FixRun:
         self.started = time.monotonic()
         self.first: float | None = None
         self.lines: list[str] = []
-        env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-        self.process = subprocess.Popen(
-            _command() + ["fix", str(self.copy), "--write", "--top", "1", "--no-backup", "--timeout", str(timeout)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(folder))
+        self.code: int | None = None
+        self.ended = threading.Event()
+        self.worker = worker
+        args = ["fix", str(self.copy), "--write", "--top", "1", "--no-backup", "--timeout", str(timeout)]
         self.deadline = self.started + timeout + 60
+        self.out = ""
+        if worker is not None:
+            self.process = None
+            worker.send(self, args)
+            return
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+        self.process = subprocess.Popen(_command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env=env, cwd=str(folder))
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.out = ""
+
+    def take(self, line: str) -> None:
+        """One stderr line (each kept with the seconds since the run started); the worker's end marker."""
+        if self.worker is not None and line.startswith(END_MARK):
+            self.code = int(line.split()[1])
+            self.ended.set()
+            return
+        self.lines.append(f"{time.monotonic() - self.started:6.1f} {line.rstrip()}")
+        if self.first is None and FIRST_FIX in line:
+            self.first = time.monotonic() - self.started
 
     def _read(self) -> None:
         for line in self.process.stderr:
-            self.lines.append(line.rstrip())
-            if self.first is None and FIRST_FIX in line:
-                self.first = time.monotonic() - self.started
+            self.take(line)
+
+    def _finished(self) -> bool:
+        if self.worker is not None:
+            return self.ended.is_set()
+        return self.process.poll() is not None
 
     def poll(self) -> bool:
-        if self.process.poll() is None:
+        if not self._finished():
             if time.monotonic() < self.deadline:
                 return False
-            self.process.kill()
+            if self.worker is not None:
+                self.worker.kill()
+                self.ended.wait(timeout=5)
+            else:
+                self.process.kill()
             self.bug.notes.append("killed after the tool's timeout")
-        self.out = self.process.stdout.read()
-        self.process.wait()
-        self.reader.join(timeout=5)
+        if self.worker is not None:
+            self.worker.run = None
+            out = self.copy.parent / "fix.out"
+            self.out = out.read_text() if out.is_file() else ""
+        else:
+            self.out = self.process.stdout.read()
+            self.process.wait()
+            self.reader.join(timeout=5)
+            self.code = self.process.returncode
         bug = self.bug
         bug.total = time.monotonic() - self.started
-        bug.exit_code = self.process.returncode
+        bug.exit_code = self.code
         bug.seconds = self.first
-        bug.progress = [ln for ln in self.lines if ln.strip()]
+        bug.progress = [ln for ln in self.lines if ln.split(None, 1)[1:] != []]
         text = self.copy.read_text()
         if text != bug.source:
             bug.patched = text
@@ -215,9 +283,13 @@ def interleave(bugs: list[Bug]) -> list[Bug]:
     return out
 
 
-def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, stop_at: float | None = None) -> None:
+def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, stop_at: float | None = None,
+              cold: bool = False) -> None:
+    """``fix --write`` on each bug, ``jobs`` at once: each in a worker that keeps its warm servers
+    between bugs (a worker killed at a bug's timeout is replaced), or ``cold`` one process per bug."""
     waiting = list(enumerate(bugs))
     running: list[FixRun] = []
+    idle: list[Worker] = []
     done = 0
     while waiting or running:
         if stop_at is not None and time.monotonic() > stop_at and waiting:
@@ -227,15 +299,24 @@ def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, sto
             waiting = []
         while waiting and len(running) < jobs:
             index, bug = waiting.pop(0)
-            running.append(FixRun(bug, folder / f"fix{index}", timeout))
+            worker = None
+            if not cold:
+                idle = [w for w in idle if w.alive()]
+                worker = idle.pop() if idle else Worker()
+            running.append(FixRun(bug, folder / f"fix{index}", timeout, worker))
         for run in list(running):
             if run.poll():
                 running.remove(run)
+                if run.worker is not None and run.worker.alive():
+                    idle.append(run.worker)
                 done += 1
                 bug = run.bug
                 when = f"{bug.seconds:6.1f}" if bug.seconds is not None else "     -"
                 log(f"[{done}/{len(bugs)}] {when} s  {bug.label}: {bug.description}")
         time.sleep(0.2)
+    for worker in idle:
+        worker.process.stdin.close()
+        worker.process.wait()
 
 
 def report(bugs: list[Bug]) -> str:
@@ -283,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write every bug's outcome here")
     ap.add_argument("--max-seconds", type=float,
                     help="start no new fix after this long; the figures cover the bugs whose fix run finished")
+    ap.add_argument("--cold", action="store_true",
+                    help="each fix run its own verify-agent process (no warm server kept between bugs)")
     ap.add_argument("--cache-dir", default=str(HERE / "mutants" / "cache"))
     args = ap.parse_args(argv)
 
@@ -307,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             + f"); fix --write on each, {args.jobs} at once ...")
         bugs = interleave(bugs)
         run_fixes(bugs, folder / "fix", args.timeout, args.jobs, log,
-                  None if args.max_seconds is None else started + args.max_seconds)
+                  None if args.max_seconds is None else started + args.max_seconds, cold=args.cold)
         skipped = [b for b in bugs if NOT_STARTED in b.notes]
         bugs = [b for b in bugs if NOT_STARTED not in b.notes]
         if skipped:
