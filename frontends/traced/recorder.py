@@ -509,6 +509,8 @@ class Recorder(TorchDispatchMode):
                         "aten.item.default", "aten.allclose.default"):
                 return
         arg_names, attrs, written = self._arguments(func, args, kwargs, span)
+        if kind == "aten.nonzero.default" and isinstance(out, torch.Tensor):
+            attrs["count"] = int(out.shape[0])   # a data-dependent size: the one of the path recorded
         if kind == "aten.as_strided.default" and args and isinstance(args[0], torch.Tensor):
             # as_strided addresses memory: the rule needs to know whether memory order is logical order
             attrs["input_contiguous"] = bool(args[0].is_contiguous())

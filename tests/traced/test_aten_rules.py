@@ -579,7 +579,7 @@ UNTESTED_BY_DESIGN = {
 
 
 # ops whose inputs torch relates (a backward's buffer is a function of its input): compared below
-COMPARED_IN_THEIR_OWN_TEST = {"aten.log_sigmoid_backward.default"}
+COMPARED_IN_THEIR_OWN_TEST = {"aten.log_sigmoid_backward.default", "aten.nonzero.default"}
 
 
 def test_log_sigmoid_backward_equals_torch_given_the_buffer_its_forward_made():
@@ -630,3 +630,15 @@ def test_fsdp2_packing_ops_match_torch():
     torch.ops.fsdp.chunk_cat([torch.tensor(g) for g in grads], 0, 2, out=out)
     (ours,) = evaluate("fsdp.chunk_cat.default", [*grads, np.zeros((2, 8))], {"dim": 0, "num_chunks": 2})
     assert np.allclose(ours, out.numpy())
+
+
+@pytest.mark.parametrize("values", [[[0, 1.5, 0], [2, 0, -1]], [True, False, True, True], [[0.0, 0.0]], [[[1, 0], [0, 3]]]])
+def test_nonzero_equals_torch_given_the_recorded_count_in_numpy_and_z3(values):
+    """nonzero's size is data-dependent: the recording gives the count, the rule the coordinates."""
+    x = np.asarray(values)
+    want = torch.nonzero(torch.tensor(x)).numpy()
+    got = evaluate("aten.nonzero.default", [x], {"count": len(want)})
+    assert np.asarray(got[0]).shape == want.shape and np.array_equal(np.asarray(got[0]), want)
+    xp = Z3Backend()
+    symbolic = evaluate("aten.nonzero.default", [_symbolic_literal(xp, x)], {"count": len(want)}, xp)[0]
+    assert np.array_equal(np.array([[_z3_value(t) for t in row] for row in symbolic]).reshape(want.shape), want)

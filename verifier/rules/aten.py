@@ -676,7 +676,7 @@ INPLACE = ("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "mul.Tensor",
            "relu.default", "sqrt.default", "rsqrt.default", "pow.Tensor_Scalar", "tril.default", "triu.default",
            "silu.default", "gelu.default", "floor_divide.Tensor", "remainder.Scalar", "remainder.Tensor",
            "logical_not.default", "index_put.default", "unsqueeze.default", "squeeze.dim", "transpose.default",
-           "t.default", "fill.Scalar", "scatter.value", "scatter.src")
+           "t.default", "fill.Scalar", "scatter.value", "scatter.src", "index_add.default")
 
 
 def _in_self_dtype(evaluate: Evaluate) -> Evaluate:

@@ -664,6 +664,34 @@ def _index_add(xp, args, attrs, ctx):
 aten("aten.index_add.default", _index_add)
 
 
+def _nonzero(xp, args, attrs, ctx):
+    """The coordinates of the nonzero elements in row-major order, as many rows as the recording saw
+    (``count``: the size is data-dependent, and the recorder states the path taken as an assumption).
+    Row j holds the coordinates of the element with exactly j nonzero elements before it (zeros where
+    fewer than j+1 are nonzero): exact in Z3 too (a mixture-of-experts loop's experts and tokens)."""
+    if attrs.get("count") is None:
+        raise AtenUnsupported("nonzero without the number of elements the recording found")
+    x = args[0]
+    shape = np.shape(x)
+    flags = np.reshape(to_kind(xp, x, "bool"), -1)
+    ones = np.reshape(to_kind(xp, flags, "int"), -1)
+    before = _array(xp, np.cumsum(ones) - ones) if np.size(ones) else ones
+    coords = np.array(list(np.ndindex(*shape)), dtype=np.int64).reshape(-1, len(shape))
+    zeros = literal(xp, np.zeros(np.size(ones)), "int")
+    rows = []
+    for j in range(int(attrs["count"])):
+        hit = xp.logical("and", flags, xp.compare("eq", before, literal(xp, np.full(np.size(ones), j), "int")))
+        rows.append([call("sum", xp, [xp.where(hit, literal(xp, coords[:, d], "int"), zeros)], dim=[0])
+                     for d in range(len(shape))])
+    if not rows:
+        return [literal(xp, np.zeros((0, len(shape))), "int")]
+    table = np.array([[np.asarray(v, dtype=object).reshape(())[()] for v in row] for row in rows], dtype=object)
+    return [_array(xp, table if xp.symbolic else table.astype(np.int64))]
+
+
+aten("aten.nonzero.default", _nonzero)
+
+
 def _scatter_add(xp, args, attrs, ctx):
     """out[..., index[..., k, ...], ...] += src[..., k, ...] along ``dim`` (gather's backward)."""
     x, index, src = args
