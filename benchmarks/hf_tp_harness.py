@@ -54,7 +54,8 @@ def model_class(model_type: str, config_name: str | None = None):
 # num_layers, a vision tower's projector, a top-k of experts): each shrinks to the tiny value of its kind, never grows, never turns None.
 SHRINK = ((r"(^|_)num_(hidden_)?(layers|blocks)$", 1), (r"vocab_size", 64), (r"head_dim$", 4),
           (r"(^|_)n(um)?(_\w+)?_heads$", 4), (r"(hidden|intermediate|ffn)(_\w+)?_size", 16), (r"_rank$", 8),
-          (r"expert_num$", 4), (r"channels?$", 16), (r"_(input|output)_dim$", 16), (r"moe_topk$", 2))
+          (r"expert_num$", 4), (r"channels?$", 16), (r"_(input|output)_dim$", 16), (r"moe_topk$", 2),
+          (r"max_distance$", 16))
 
 
 def _shrink(config) -> None:
@@ -66,6 +67,10 @@ def _shrink(config) -> None:
         tiny = next((v for pattern, v in SHRINK if re.search(pattern, key)), None)
         if tiny is not None and value > tiny:
             setattr(config, key, tiny)
+    patch = getattr(config, "patch_size", None)
+    for key in ("image_size", "crop_size"):   # a vision tower: two patches a side
+        if isinstance(patch, int) and isinstance(getattr(config, key, None), int) and config.to_dict()[key] > 2 * patch:
+            setattr(config, key, 2 * patch)
 
 
 def _mrope_sections(config) -> None:
