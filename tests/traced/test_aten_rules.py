@@ -265,6 +265,8 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.max.default", [f23], {}),
     ("aten.amin.default", [f234], {"dim": [2]}),
     ("aten.aminmax.default", [f234], {"dim": 1}),
+    ("aten.floor.default", [(F, (3, 4))], {}),
+    ("aten.floor.default", [(I, (3,), -5, 5)], {}),
     ("aten.erfinv.default", [("open-unit", (3, 4))], {}),
     ("aten.std.correction", [f234], {"dim": [2], "keepdim": True}),
     ("aten.std.correction", [f234], {"dim": [1], "correction": 0}),

@@ -202,6 +202,8 @@ def _unary(rule: str) -> Evaluate:
 for _name in ("exp", "log", "tanh", "sqrt", "rsqrt", "sigmoid", "silu", "neg", "abs", "cos", "sin", "erfinv"):
     aten(f"aten.{_name}.default", _unary(_name))
 aten("aten.relu.default", lambda xp, args, attrs, ctx: [call("relu", xp, args)])
+aten("aten.floor.default", lambda xp, args, attrs, ctx: [args[0] if kind_of(xp, args[0]) != "float" else
+                                                          to_kind(xp, round_to_int(xp, args[0], "floor"), "float")])
 
 
 def _gelu(xp, args, attrs, ctx):
