@@ -19,7 +19,8 @@ one way a person fixes communication at that line, spelled in the file's own idi
   the rank), ``buffers`` (a gather buffer no collective fills) and ``sequence_parallel`` (a norm's
   parameters not marked ``sequence_parallel``) and ``waits`` (an async handle dropped, never waited
   on, or waited on after its buffer is read) and ``positions`` (a shard's positions where a mask
-  needs global ones: ``rank * chunk`` added).
+  needs global ones: ``rank * chunk`` added) and ``partners`` (a send nobody receives or a receive
+  nobody sends to gets its partner beside it).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -493,10 +494,11 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .sequence_parallel import mark_sequence_parallel
     from .positions import global_positions
     from .waits import wait_before_read, wait_handles
+    from .partners import add_partner
 
     return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
             same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
-            global_positions)
+            global_positions, add_partner)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
@@ -543,6 +545,7 @@ AFFINITY = {
     "layout": ("change_dim", "shard_dim", "dim_keyword"),
     "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
     "wait": ("wait_before_read", "wait_handles"),
+    "p2p": ("add_partner",),
 }
 
 
@@ -550,7 +553,7 @@ def op_kind(op: str) -> str:
     """The recorded op's kind for ``AFFINITY``: collective, scale, embedding, wait, matmul, layout or ""."""
     if op in COLLECTIVE_CALLS or op.startswith(("all_", "reduce_scatter", "broadcast")):
         return "collective"
-    if op in ("embedding", "wait"):
+    if op in ("embedding", "wait", "p2p"):
         return op
     if op in SCALE_OPS and op != "mul":
         return "scale"

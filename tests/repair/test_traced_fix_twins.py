@@ -227,3 +227,36 @@ def test_wait_and_position_recipes_write_the_twin_edit_and_leave_the_twin_alone(
     assert any(written in patched for patched in _wait_and_position_edits(folder, buggy))
     # the correct twin is already waited on and offset: nothing is proposed at any of its lines
     assert _wait_and_position_edits(folder, twin) == []
+
+
+# bug class: (buggy file in cases/, a text the fix must write); the verified twin of both is
+# examples/models/dist_ring_allgather_ok.py
+PARTNER_TWINS = {
+    # the ring's recv lost: every isend goes unreceived; the recv comes back beside it, from the
+    # previous rank, into the block that rank sent
+    "recv partner removed": ("ring_allgather_recv_dropped.py",
+                             "        send_req = dist.isend(blocks[(rank - step) % world], dst=nxt)\n"
+                             "        dist.recv(blocks[(prev - step) % world], src=prev)\n"),
+    # the ring's isend lost: every recv waits; the block the next rank expects is sent to it
+    "send partner removed": ("ring_allgather_send_dropped.py",
+                             "        send_request = dist.isend(blocks[(nxt - step - 1) % world], dst=nxt)\n"
+                             "        dist.recv(blocks[(rank - step - 1) % world], src=prev)\n"
+                             "        send_request.wait()\n"),
+}
+
+
+def _partner_edits(path: Path) -> list[str]:
+    from frontends.patches.at_line import Site
+    from frontends.patches.partners import add_partner
+
+    text = path.read_text()
+    return [patched for line in range(1, len(text.splitlines()) + 1)
+            for _, patched, _ in add_partner(text, path.name, Site(line, "p2p"))]
+
+
+@pytest.mark.parametrize("bug", sorted(PARTNER_TWINS))
+def test_partner_recipe_writes_the_partner_and_leaves_the_paired_twin_alone(bug):
+    buggy, written = PARTNER_TWINS[bug]
+    assert any(written in patched for patched in _partner_edits(CASES / buggy))
+    # the verified ring pairs each isend with a recv: nothing is proposed at any of its lines
+    assert _partner_edits(MODELS / "dist_ring_allgather_ok.py") == []

@@ -61,6 +61,8 @@ def sites_of(report: Report):
                 op = "partial"
             if diagnostic.check == "async":   # a buffer read before its wait(), or a handle never waited on
                 op = "wait"
+            if diagnostic.check == "p2p":     # a send or receive without its partner
+                op = "p2p"
             sites.append(Site(diagnostic.line, op, gradient))
     unique: list = []
     for site in sites:
