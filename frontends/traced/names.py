@@ -16,6 +16,7 @@ class Binding:
     name: str
     version: int
     pending: bool = False   # written by an op whose version bump torch applies after the mode returns
+    serial: int = 0         # the order of bindings: a later binding of the same memory holds its latest value
 
 
 def _address(tensor: Any) -> tuple | None:
@@ -32,6 +33,7 @@ class NameTable:
         self._by_address: dict[tuple, tuple[Binding, Any]] = {}
         self._alive: list[Any] = []
         self._count = 0
+        self._serial = 0
         self.shapes: dict[str, tuple[int, ...]] = {}   # name -> the shape torch gave its value
 
     def fresh(self, hint: str = "t") -> str:
@@ -42,7 +44,8 @@ class NameTable:
         """``pending``: an in-place aten op just wrote ``tensor``; torch bumps ``_version`` (once)
         in the ADInplaceOrView kernel, which runs after the dispatch mode returns.  ``by_address``
         False: an alias of a named tensor, which keeps the address (and its version counter) for twins."""
-        binding = Binding(name, int(tensor._version), pending)
+        self._serial += 1
+        binding = Binding(name, int(tensor._version), pending, self._serial)
         if name not in self.shapes:
             try:
                 self.shapes[name] = tuple(int(d) for d in tensor.shape)
@@ -57,11 +60,12 @@ class NameTable:
 
     def mark_stale(self, keys: set[int]) -> None:
         """The tensors of these ids were written without torch counting it: their names are out of date."""
+        self._serial += 1   # newer than every binding: no earlier twin may stand in for them
         for key in keys & self._by_id.keys():
-            self._by_id[key] = Binding(self._by_id[key].name, -1)
+            self._by_id[key] = Binding(self._by_id[key].name, -1, False, self._serial)
         for address, (twin_binding, twin) in list(self._by_address.items()):
             if id(twin) in keys:
-                self._by_address[address] = (Binding(twin_binding.name, -1), twin)
+                self._by_address[address] = (Binding(twin_binding.name, -1, False, self._serial), twin)
 
     def lookup(self, tensor: Any) -> Binding | None:
         """The binding of ``tensor`` by identity (stale or not); else adopt a same-address twin's.
@@ -71,7 +75,7 @@ class NameTable:
         """
         binding = self._by_id.get(id(tensor))
         if binding is not None and int(tensor._version) >= binding.version:
-            return binding
+            return self._written_through_twin(tensor, binding) or binding
         if binding is not None:
             # a version counter never goes down: torch gave this tensor a new one (``.data`` does, to
             # the alias it made through the dispatcher), so its binding says nothing now; the
@@ -85,6 +89,20 @@ class NameTable:
         if int(twin._version) not in (twin_binding.version, twin_binding.version + int(twin_binding.pending)):
             return Binding(twin_binding.name, -1)   # the named value changed since: stale
         self.bind(tensor, twin_binding.name)
+        return self._by_id[id(tensor)]
+
+    def _written_through_twin(self, tensor: Any, binding: Binding) -> Binding | None:
+        """The same memory bound later through another tensor object (``weight.data.copy_(w)`` writes
+        through an alias with a version counter of its own, so ``weight``'s counter does not move):
+        the memory holds that later value, so ``tensor`` takes its name."""
+        address = _address(tensor)
+        entry = self._by_address.get(address) if address is not None else None
+        if entry is None or entry[1] is tensor or entry[0].serial <= binding.serial:
+            return None
+        twin_binding, twin = entry
+        if int(twin._version) not in (twin_binding.version, twin_binding.version + int(twin_binding.pending)):
+            return None
+        self.bind(tensor, twin_binding.name, by_address=False)
         return self._by_id[id(tensor)]
 
     def current(self, tensor: Any) -> str | None:

@@ -5,7 +5,11 @@ reduced buffer (megatron-core's ``main_grad`` into its gradient buffer) looked c
 value from before the collective: k6_reduced_buffer_view_bug.py was `verified` (a false verified;
 gloo: 2 ranks give twice one device).  And ``w.grad.data`` is an alias torch makes through the
 dispatcher and then gives a new version counter, which made the recorder refuse the read
-(megatron-core's DDP gradient hook: ``param.main_grad.add_(param.grad.data)``).  Twins k6_*, each
+(megatron-core's DDP gradient hook: ``param.main_grad.add_(param.grad.data)``).  A write through such
+an alias (``w.data.copy_(block)``, megatron-core's CPU initialization of every weight) does not move
+``w``'s own counter either: ``w`` was read as the empty tensor it was made as (k7_data_copy_ok.py was
+`unsupported`, "the verifier's model disagrees with torch"; megatron-core's whole training step too);
+the same memory bound later through another tensor now gives its name.  Twins k6_* and k7_*, each
 backed by plain gloo runs of the file (1 rank against 2, grad mode on: the cases run backward
 inside the entry).
 """
@@ -31,6 +35,8 @@ EXPECTED = {
     "k6_reduced_buffer_view_ok.py": (0, "verified"),
     "k6_main_grad_hook_bug.py": (1, "violations"),
     "k6_main_grad_hook_ok.py": (0, "verified"),
+    "k7_data_copy_bug.py": (1, "violations"),
+    "k7_data_copy_ok.py": (0, "verified"),
 }
 RANK = """
 import json, os, sys, warnings, torch, torch.distributed as dist
