@@ -101,8 +101,9 @@ def main(argv=None) -> int:
             harness.write_text(HARNESS.format(bench=str(ROOT / "benchmarks"), model_type=model_type, config=config))
             res = realcode.run_tool(e, args.timeout, target=cls.__module__,
                                     extra=("--entry", cls.__name__, "--harness", str(harness)))
+            first = next((f"line {ln}: {m[:160]}" for ln, m in res["reasons"]), "")
             realcode.log(f"  {model_type}: truth {' '.join(judged(truths[e.key]))}, tool {res['verdict']} "
-                         f"({res['seconds']:.0f}s)")
+                         f"({res['seconds']:.0f}s) {first}".rstrip())
             return model_type, config, e, res
 
         with cf.ThreadPoolExecutor(args.jobs) as pool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends import TorchRaises
 from ..registry import REGISTRY, ShapeError, norm_dim
 from .aten import UNIT, AtenUnsupported, aten, call, dtype_kind, kind_of, literal, scalar_term, to_kind
 
@@ -550,16 +551,35 @@ aten("aten.gather.default", _gather)
 def _index_tensor(xp, args, attrs, ctx):
     """``self[idx]`` with one integer index tensor on the first dim (the common lookup), or
     ``self[rows, cols]`` of a matrix with two (``logits[arange(n), target]``)."""
-    if attrs.get("indices_none") or len(args) not in (2, 3) or len(args) == 3 and np.ndim(args[0]) != 2:
-        raise AtenUnsupported("advanced indexing other than x[index_tensor] and matrix[rows, cols]")
+    if attrs.get("indices_none") or len(args) < 2 or len(args) - 1 > np.ndim(args[0]):
+        raise AtenUnsupported("advanced indexing other than x[i0, i1, ...] with index tensors on the leading dims")
     x, *indices = args
     if any(kind_of(xp, index) == "bool" for index in indices):
         raise AtenUnsupported("boolean-mask indexing has a data-dependent shape")
     if len(indices) == 1:
         return [_array(xp, xp.take_rows(x, indices[0]))]
+    if np.ndim(x) > 2:
+        return [_array(xp, _leading_index(xp, x, indices))]
     rows, cols = np.broadcast_arrays(np.asarray(indices[0], dtype=object if xp.symbolic else None),
                                      np.asarray(indices[1], dtype=object if xp.symbolic else None))
     return [_array(xp, xp.pick(xp.take_rows(x, rows), cols))]
+
+
+def _leading_index(xp, x, indices):
+    """``x[i0, i1, ..., ik]`` on the leading dims (a router's ``weights[token_idx, top_k_pos, None]``):
+    the leading dims flattened into one, looked up at ``i0 * s1 * ... + i1 * ... + ik``; each index is
+    checked against its own dim where it is a number."""
+    sizes = np.shape(x)[: len(indices)]
+    for index, size in zip(indices, sizes):
+        if not xp.symbolic and np.size(index) and (np.min(index) < 0 or np.max(index) >= size):
+            raise TorchRaises(f"index out of range: ids in [{np.min(index)}, {np.max(index)}] for a dim of {size}")
+    kind = object if xp.symbolic else None
+    parts = np.broadcast_arrays(*[np.asarray(i, dtype=kind) for i in indices])
+    flat = parts[0]
+    for part, size in zip(parts[1:], sizes[1:]):
+        flat = flat * int(size) + part
+    table = np.reshape(x, (int(np.prod(sizes)),) + np.shape(x)[len(indices):])
+    return xp.take_rows(table, flat)
 
 
 aten("aten.index.Tensor", _index_tensor)
