@@ -799,7 +799,57 @@ def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, r
             best = (key, op, r)
     if best is None:
         return None, rank
-    return best[1], best[2]
+    return _gradient_read_through(program, runs, comparison, best[2], best[1]) or best[1], best[2]
+
+
+def _gradient_read_through(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int,
+                           found: Op) -> Op | None:
+    """An input's gradient that every rank holds a term of (summed, the single device's) goes wrong at
+    the backward of the forward op that read the input; that op read it through a name bound on an
+    earlier line that made none of it (``x_parallel = x`` where a copy to the parallel region was, the
+    identity whose backward all-reduces): the reduction the gradient misses belongs at that line."""
+    if comparison.kind != "gradient" or not _ranks_hold_terms(program, runs, comparison):
+        return None
+    leaf = comparison.label.split("gradient of ", 1)[-1].strip()
+    producer = {name: op for op in program.ranks[rank] for name in op.results}
+
+    def is_leaf(name: str) -> bool:   # the leaf, or a copy or view of it (the run's own clone of an input)
+        for _ in range(8):
+            if name == leaf or name.startswith(leaf + "@"):
+                return True
+            made = producer.get(name)
+            if made is None or not made.kind.startswith(_COPY_KINDS + _VIEW_KINDS + ("aten.detach.",)) or not made.args:
+                return False
+            name = made.args[0]
+        return False
+
+    place = found.span.place()
+    readers = {(variable, line, op.span) for op in program.ranks[rank] if op is not found and op.span.place() == place
+               for value, variable, line in op.span.bound if is_leaf(value)}
+    bindings = {(variable, line) for variable, line, _ in readers}
+    if len(bindings) != 1:
+        return None
+    variable, line, span = next(iter(readers))
+    at = _at_line(span, line)
+    kind = (f"the backward of {found.kind} ({found.span.where()}), whose forward read {leaf} as {variable}: every "
+            f"rank's gradient of {leaf} is a partial sum; the reduction it misses belongs at the line that bound "
+            f"{variable}")
+    return Op(found.results, kind, (), {}, at)
+
+
+def _ranks_hold_terms(program: TracedProgram, runs: _Runs, comparison: Comparison) -> bool:
+    """Every rank's value of ``comparison`` is whole and a term of the single device's value."""
+    try:
+        want = np.asarray(runs.reference[comparison.reference])
+        whole = tuple((0, int(d)) for d in want.shape)
+        if any(r is not None and tuple(tuple(int(x) for x in b) for b in r) != whole for r in comparison.regions):
+            return False
+        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(comparison.per_rank)]
+        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
+            return False
+        return _terms_of(values, want, program.world)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> Op | None:

@@ -9,7 +9,9 @@
   matmul that made it, so the reader is named (the binding line is no place the fault is);
 * t5: t1 inside a package of the user's own: the package file's line, with its file;
 * t6: an in-place reduction through a wrapper that does nothing (``reduce_(sum_exp, enabled=False)``):
-  the bare call that read the partial sums and left them as they were is named, not their reader.
+  the bare call that read the partial sums and left them as they were is named, not their reader;
+* t7: a copy to the parallel region dropped (``x_parallel = x``): each rank's gradient of x stays a
+  partial sum, made by the backward of the matmul that read ``x_parallel``: named at the line that bound it.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from frontends.traced.bindings import statements
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 TWINS = ["t1_rebound_reduction", "t2_returned_partial", "t3_returned_piece", "t4_reader_is_the_bug",
-         "t5_package_rebound", "t6_idle_reduction"]
+         "t5_package_rebound", "t6_idle_reduction", "t7_dropped_input_copy"]
 
 
 def translate(name: str) -> tuple[int, dict]:
@@ -104,6 +106,15 @@ def test_an_in_place_reduction_that_did_nothing_is_named_at_its_call():
     assert (first["line"], first["file"]) == (marked_line(CASES / "t6_idle_reduction_bug.py"), None), first
     assert "aten.log.default (line 21) reading a partial sum" in first["message"], first["message"]
     assert "the call at line 19 read sum_exp and left it as it was" in first["message"], first["message"]
+
+
+@pytest.mark.torch
+def test_an_input_gradient_left_partial_is_named_where_its_reader_bound_it():
+    pytest.importorskip("torch")
+    first = first_error("t7_dropped_input_copy_bug.py")
+    assert (first["line"], first["file"]) == (marked_line(CASES / "t7_dropped_input_copy_bug.py"), None), first
+    assert first["message"].startswith("gradient of x differs"), first["message"]
+    assert "the backward of aten.mm.default (line 37), whose forward read x as x_parallel" in first["message"]
 
 
 @pytest.mark.torch
