@@ -386,6 +386,10 @@ CASES += [
     ("aten.index.Tensor", [(F, (4, 5)), (I, (3,), 0, 4), (I, (3,), 0, 5)], {"list_lengths": [2]}),
     ("aten.index.Tensor", [(F, (4, 5)), (I, (2, 1), 0, 4), (I, (3,), 0, 5)], {"list_lengths": [2]}),
     ("aten.index.Tensor", [(F, (4, 3, 1)), (I, (5,), 0, 4), (I, (5,), 0, 3)], {"list_lengths": [2]}),   # a router's
+    ("aten.index_put.default", [(F, (4, 3, 1)), (I, (5,), 0, 4), (I, (5,), 0, 3), (F, (5, 1))],
+     {"accumulate": True, "list_lengths": [2]}),   # the router weights' backward
+    ("aten.index_put.default", [(F, (4, 3, 2)), ("distinct", (3,), 4), (I, (3,), 0, 3), (F, (2,))],
+     {"accumulate": False, "list_lengths": [2]}),
     ("aten.index.Tensor", [(F, (2, 3, 4, 2)), (I, (2, 1), 0, 2), (I, (3,), 0, 3), (I, (1, 3), 0, 4)],
      {"list_lengths": [3]}),
     ("aten.index_put.default", [(F, (4, 5)), ("distinct", (3,), 4), (I, (3,), 0, 5), (F, (3,))],

@@ -634,6 +634,8 @@ def _index_put(xp, args, attrs, ctx):
     """``x[mask] = v`` (a boolean mask over leading dims) or ``x[ids] = v`` (ids on dim 0)."""
     if not attrs.get("indices_none") and len(args) == 4 and np.ndim(args[0]) == 2:
         return [_cells_written(xp, *args, bool(attrs.get("accumulate", False)))]
+    if not attrs.get("indices_none") and 4 <= len(args) <= np.ndim(args[0]) + 2:
+        return [_leading_cells_written(xp, args[0], args[1:-1], args[-1], bool(attrs.get("accumulate", False)))]
     if attrs.get("indices_none") or len(args) != 3:
         raise AtenUnsupported("index_put with more than two index tensors or an index on a later dim")
     x, index, values = args
@@ -648,6 +650,27 @@ def _index_put(xp, args, attrs, ctx):
         written = x + target if accumulate else target
         return [_array(xp, xp.where(np.broadcast_to(mask, np.shape(x)), written, x))]
     return [_rows_written(xp, _array(xp, x), index, values, accumulate)]
+
+
+def _leading_cells_written(xp, x, indices, values, accumulate: bool):
+    """``x[i0, i1, ...] = values`` (``+=``) with index tensors on the leading dims of a tensor of any
+    rank (the backward of ``weights[token_idx, top_k_pos]``): the leading dims flattened into rows,
+    written at ``i0 * s1 * ... + i1 * ... + ik`` in index order."""
+    if any(kind_of(xp, index) == "bool" for index in indices):
+        raise AtenUnsupported("index_put with boolean masks on several dims")
+    sizes = np.shape(x)[: len(indices)]
+    for index, size in zip(indices, sizes):
+        if not xp.symbolic and np.size(index) and (np.min(index) < 0 or np.max(index) >= size):
+            raise AtenUnsupported(f"index out of range for a dim of {size}")
+    kind = object if xp.symbolic else None
+    parts = np.broadcast_arrays(*[np.asarray(i, dtype=kind) for i in indices])
+    flat = parts[0]
+    for part, size in zip(parts[1:], sizes[1:]):
+        flat = flat * int(size) + part
+    rest = tuple(np.shape(x)[len(indices):])
+    table = _array(xp, np.reshape(x, (int(np.prod(sizes)),) + rest))
+    values = np.broadcast_to(np.asarray(to_kind(xp, values, kind_of(xp, x)), dtype=kind), flat.shape + rest)
+    return _array(xp, np.reshape(_rows_written(xp, table, flat, values, accumulate), np.shape(x)))
 
 
 def _cells_written(xp, x, rows, cols, values, accumulate: bool):
