@@ -29,7 +29,7 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
                              is_mask, mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
-from .localize import faulty_line, missing_initialization
+from .localize import faulty_line, missing_initialization, short_loop
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -424,8 +424,16 @@ def _coverage_diagnostic(kernel: Kernel, sizes: dict[str, int], name: str, cells
                              per_rank={"grid": {axis.var: eval_size(axis.extent, sizes) for axis in kernel.grid}},
                              value=f"{box} never written", confirmed=confirmed,
                              note="re-run on floats: the element keeps its initial value")
-    message = (f"no block writes {box} ({len(cells)} elements) on reduced sizes {_sizes(sizes)}; "
-               f"grid is {grid} (size the grid with T.ceildiv)")
+    message = f"no block writes {box} ({len(cells)} elements) on reduced sizes {_sizes(sizes)}; "
+    loop = short_loop(kernel, name, cells, tuple(eval_size(d, sizes) for d in kernel.buffer(name).shape))
+    if loop is not None:  # every write indexes the missing elements' axis by a loop, not by a block
+        try:
+            trips = f" ({eval_size(loop.extent, sizes)} iterations)"
+        except Exception:  # noqa: BLE001 - an extent of other loops' variables: named without its count
+            trips = ""
+        message += f"the loop over {loop.var} at line {loop.line}{trips} stops before writing them; grid is {grid}"
+        return Diagnostic("coverage", ERROR, message, loop.line, example)
+    message += f"grid is {grid} (size the grid with T.ceildiv)"
     return Diagnostic("coverage", ERROR, message, kernel.grid_line or kernel.line, example)
 
 

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import z3
 
-from .program import WARP_GROUP, Call, GridLaunch, If, Kernel, Loop, Region, Stmt, Store, TileOp, While, walk_expr
+from .program import (PARALLEL, WARP_GROUP, Call, GridLaunch, If, Kernel, Loop, Region, Stmt, Store, TileOp, Var, While,
+                      walk_expr)
 
 
 def _inputs(term: Any, element_of: dict[int, tuple[str, tuple[int, ...]]], memo: dict[int, frozenset]) -> frozenset:
@@ -217,3 +218,53 @@ def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tup
     if not before or (kernel.line is not None and max(before) < kernel.line):
         return None
     return max(before), anchor.line, "loop" if loops else "statement"
+
+
+# --- output elements no block writes: a loop that stops short, not the grid ------------------
+
+def _writers(stmts: tuple[Stmt, ...], name: str, loops: tuple[Loop, ...] = ()):
+    """(statement, loops around it) of each statement writing ``name``, in program order."""
+    for stmt in stmts:
+        if isinstance(stmt, Loop):
+            yield from _writers(stmt.body, name, loops + (stmt,))
+        elif isinstance(stmt, (While, GridLaunch)):
+            yield from _writers(stmt.body, name, loops)
+        elif isinstance(stmt, If):
+            yield from _writers(stmt.then + stmt.orelse, name, loops)
+        elif _writes(stmt, {name}):
+            yield stmt, loops
+
+
+def _written_index(stmt: Stmt, name: str) -> tuple | None:
+    """The index expressions (a region's starts) of ``stmt``'s write to ``name``."""
+    if isinstance(stmt, Store):
+        return stmt.indices
+    regions = [stmt.operands[i] for i in _WRITTEN_OPERANDS.get(stmt.kind, ()) if i < len(stmt.operands)]
+    found = [r for r in regions if isinstance(r, Region) and r.buffer == name]
+    return found[0].starts if found else None
+
+
+def short_loop(kernel: Kernel, name: str, cells: list[tuple[int, ...]], shape: tuple[int, ...]) -> Loop | None:
+    """The loop that stops before writing the elements ``cells`` of ``name`` no block writes:
+    along an axis where only some index values are missing, every statement writing ``name``
+    indexes that axis by loop variables and no grid variable (else the grid, or a block index,
+    is the suspect and None is returned); the outermost such loop of the first writer."""
+    missing = [axis for axis, extent in enumerate(shape) if 0 < len({c[axis] for c in cells}) < extent]
+    grid = {axis.var for axis in kernel.grid} | {axis.var for stmt in kernel.body if isinstance(stmt, GridLaunch)
+                                                  for axis in stmt.axes}
+    writers = list(_writers(kernel.body, name))
+    if not missing or not writers:
+        return None
+    suspects: list[Loop] = []
+    for stmt, loops in writers:
+        index = _written_index(stmt, name)
+        if index is None or len(index) != len(shape):
+            return None
+        for axis in missing:
+            used = {node.name for node in walk_expr(index[axis]) if isinstance(node, Var)}
+            by_var = [loop for loop in loops if loop.var in used]
+            if used & grid or not by_var:
+                return None
+            serial = [loop for loop in by_var if loop.kind != PARALLEL]
+            suspects.append((serial or by_var)[0])
+    return suspects[0] if suspects[0].line is not None else None

@@ -126,3 +126,39 @@ def test_two_operand_extrema_written_either_way_are_one_term_and_other_terms_are
     assert not _same_term(z3.If(s >= 0, s, 0), z3.If(s >= 0, 0, s), memo)  # max is not min
     assert not _same_term(z3.If(s >= 0, s, 0), z3.If(s >= 1, s, 0), memo)
     assert not _same_term(s, a * b + c * c, memo)
+
+
+COLUMN_TILES = '''
+import tilelang.language as T
+
+
+def double(M, N, block_M, block_N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            tile = T.alloc_fragment((block_M, block_N), "float32")
+            for nt in T.serial({trips}):
+                T.copy(X[bx * block_M, nt * block_N], tile)
+                for i, j in T.Parallel(block_M, block_N):
+                    tile[i, j] = tile[i, j] * 2.0
+                T.copy(tile, Y[bx * block_M, nt * block_N])
+
+    return main
+
+
+func = double(256, 256, 64, 64)
+'''
+
+
+def test_unwritten_columns_of_a_short_tile_loop_name_the_loop_not_the_grid(write_kernel):
+    path = write_kernel(COLUMN_TILES.format(trips="T.ceildiv(N, block_N) - 1"))
+    report = run_lift(path, frontend="text")
+    [diag] = [d for d in report.diagnostics if d.check == "coverage"]
+    assert diag.line == line_of(path, "for nt in T.serial(")
+    assert "the loop over nt" in diag.message and "stops before writing them" in diag.message
+    assert "T.ceildiv)" not in diag.message and diag.counterexample.confirmed
+
+
+def test_the_whole_tile_loop_writes_every_column(write_kernel):
+    report = run_lift(write_kernel(COLUMN_TILES.format(trips="T.ceildiv(N, block_N)")), frontend="text")
+    assert not [d for d in report.diagnostics if d.check == "coverage"]
