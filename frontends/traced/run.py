@@ -260,6 +260,10 @@ def teardown() -> None:
     torch.nn.parallel.DistributedDataParallel.__init__ = _REAL_DDP_INIT
     SIMULATED_DDP.clear()
     dist.new_group = dist.distributed_c10d.new_group = _REAL_NEW_GROUP
+    for state, real in _REAL_INITIALIZE.items():
+        state.initialize_model_parallel = real
+    _REAL_INITIALIZE.clear()
+    REPLACED_STATES.clear()
     while PARALLEL_STATES:
         destroy = getattr(PARALLEL_STATES.pop(), "destroy_model_parallel", None)
         if callable(destroy):
@@ -569,10 +573,13 @@ def _from_harness(module, request: RunRequest, world: int):
 def _where_it_ran(request: RunRequest) -> list[str]:
     """How the file was imported and which parallel state was set up for it (stated in the report)."""
     said = [locate(request.path, request.paths).describe()]
-    if PARALLEL_STATES:
+    launched = [s.__name__ for s in PARALLEL_STATES if s.__name__ not in REPLACED_STATES]
+    if launched:
         said.append(f"parallel state set up as a launcher would: "
-                    f"{', '.join(f'{s.__name__}.initialize_model_parallel' for s in PARALLEL_STATES)}(world size), "
+                    f"{', '.join(f'{name}.initialize_model_parallel' for name in launched)}(world size), "
                     f"every rank in one tensor-parallel group")
+    said += [f"{name}.initialize_model_parallel: the code's own call set up the parallel sizes (the launcher's "
+             f"set-up was undone first)" for name in dict.fromkeys(REPLACED_STATES)]
     said += package_state.SET_UP
     said += harness.built()
     said += megatron_setup.SEEDED[:1]
@@ -713,12 +720,33 @@ def set_up_parallel_state(module, world: int) -> list[str]:
                                       f"would, raised {type(error).__name__}: {error}") from error
         PARALLEL_STATES.append(state)
         done.append(state.__name__)
+        _yield_to_the_codes_own(state)
     try:   # packages whose parallel state has no initialize_model_parallel (deepspeed's groups)
         package_state.set_up(module, world)
     except Exception as error:
         raise UserCodeError(None, f"setting up the package's process groups as a launcher would raised "
                                   f"{type(error).__name__}: {error}") from error
     return done
+
+
+REPLACED_STATES: list[str] = []   # parallel states the code initialised itself, replacing the launcher's
+_REAL_INITIALIZE: dict = {}       # state module -> its own initialize_model_parallel (restored by teardown)
+
+
+def _yield_to_the_codes_own(state) -> None:
+    """The code's own ``initialize_model_parallel(...)`` (a training script sets up its parallel sizes
+    itself) replaces the launcher's set-up instead of raising "already initialized": the launcher's
+    groups are destroyed first, as if it had not run.  Undone by ``teardown``."""
+    real = state.initialize_model_parallel
+
+    def initialize(*args, **kwargs):
+        state.initialize_model_parallel = real
+        state.destroy_model_parallel()
+        REPLACED_STATES.append(state.__name__)
+        return real(*args, **kwargs)
+
+    state.initialize_model_parallel = initialize
+    _REAL_INITIALIZE[state] = real
 
 
 def _parallel_states(module) -> list:

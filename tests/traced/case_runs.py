@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,35 @@ def translate(name: str, *extra: str, timeout: float = 300) -> tuple[int, dict]:
     run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), *extra,
                           "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=timeout)
     return run.returncode, json.loads(run.stdout)
+
+
+_RANK = """
+import json, os, sys, warnings, torch, torch.distributed as dist
+warnings.simplefilter("ignore")
+rank, world, port, cases, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+sys.path.insert(0, cases)
+case = __import__(name)
+torch.manual_seed(7)
+out = case.forward(*case.example_inputs())
+print(json.dumps(out.detach().double().tolist()))
+"""
+
+
+def gloo_outputs(name: str, world: int) -> list:
+    """Each rank's output of case ``name``'s ``forward(*example_inputs())`` on ``world`` plain gloo ranks
+    (grad mode on: a case may run backward inside its entry), as nested lists of floats."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name[:-3]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outputs = []
+    for process in ranks:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+        outputs.append(json.loads(out))
+    return outputs
 
 
 def marked_line(path: Path) -> int:

@@ -15,21 +15,14 @@ inside the entry).
 """
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from case_runs import translate
+from case_runs import gloo_outputs, translate
 
 pytest.importorskip("torch")
 
 pytestmark = pytest.mark.torch
 
-CASES = Path(__file__).resolve().parent / "cases"
 EXPECTED = {
     "k6_reduced_buffer_view_bug.py": (1, "violations"),
     "k6_reduced_buffer_view_ok.py": (0, "verified"),
@@ -38,31 +31,6 @@ EXPECTED = {
     "k7_data_copy_bug.py": (1, "violations"),
     "k7_data_copy_ok.py": (0, "verified"),
 }
-RANK = """
-import json, os, sys, warnings, torch, torch.distributed as dist
-warnings.simplefilter("ignore")
-rank, world, port, cases, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-sys.path.insert(0, cases)
-case = __import__(name)
-torch.manual_seed(7)
-out = case.forward(*case.example_inputs())
-print(json.dumps(out.detach().double().tolist()))
-"""
-
-
-def _gloo(name: str, world: int) -> list[np.ndarray]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(world), str(port), str(CASES), name[:-3]],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outputs = []
-    for process in ranks:
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-2000:]
-        outputs.append(np.array(json.loads(out)))
-    return outputs
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -76,6 +44,6 @@ def test_the_tool_gives_the_stated_verdict(name):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_gloo_backs_the_stated_verdict(name):
-    [one] = _gloo(name, 1)
-    agree = all(np.allclose(one, rank, rtol=1e-6, atol=1e-8) for rank in _gloo(name, 2))
+    [one] = gloo_outputs(name, 1)
+    agree = all(np.allclose(one, rank, rtol=1e-6, atol=1e-8) for rank in gloo_outputs(name, 2))
     assert agree == (EXPECTED[name][1] == "verified")
