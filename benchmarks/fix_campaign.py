@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps([{
             "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
             "fix_run_seconds": round(b.total, 1), "exit": b.exit_code, "fix": b.description,
-            "written_truth": b.patched_truth, "notes": b.notes, "progress": b.progress[-40:],
+            "written_truth": b.patched_truth, "notes": b.notes, "progress": b.progress[-80:],
             "diff": None if b.patched is None else "".join(__import__("difflib").unified_diff(
                 b.source.splitlines(True), b.patched.splitlines(True), n=1)),
         } for b in bugs], indent=1))
