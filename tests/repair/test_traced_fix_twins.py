@@ -245,6 +245,20 @@ PARTNER_TWINS = {
 }
 
 
+@pytest.mark.parametrize("bug", sorted(PARTNER_TWINS))
+def test_removed_partner_gets_a_confirmed_fix_that_matches_one_device(tmp_path, bug):
+    buggy, written = PARTNER_TWINS[bug]
+    fix = _confirmed_fix(_copy(tmp_path, buggy))
+    assert written in fix.patched
+    patched = tmp_path / f"patched_{buggy}"
+    patched.write_text(fix.patched)
+    # forward only: the ring states its inputs not trainable (point-to-point ops carry no gradient);
+    # the runner's grad mode trains them anyway and rejects the verified twin itself (max 10.2)
+    for world in (2, 4):
+        truth = run_file(patched, world=world, mode="forward", dtype="float64")
+        assert truth.matches, truth.summary()
+
+
 def _partner_edits(path: Path) -> list[str]:
     from frontends.patches.at_line import Site
     from frontends.patches.partners import add_partner
