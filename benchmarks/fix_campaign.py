@@ -9,7 +9,8 @@ the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped
 re-opped collective, a changed ``dim=``, a ``/ world`` dropped or added) of ``examples/models``,
 ``examples/realworld`` and every ``examples/realcode*`` folder of drivers around real libraries.
 A mutant counts only if real gloo ranks (1 vs 2 and 4, outputs and gradients; cached) show it
-wrong.  For each bug, on a temporary copy:
+wrong; a gallery file that states its inputs not trainable (``expected.json``: ``"autograd": false``)
+is judged on outputs, as it claims.  For each bug, on a temporary copy:
 
 1. ``verify-agent fix COPY --write --top 1 --no-backup --timeout T`` (the CLI as a user runs it);
    the seconds until its first "patched file verifies" line are the time to the first verified fix;
@@ -62,6 +63,7 @@ class Bug:
     source: str           # the buggy text
     kind: str             # ground-truth runner: gt.GALLERY or gt.REALWORLD
     library: bool         # a driver around a real library
+    grad: bool = True     # gradients compared too (a gallery file whose expected.json says autograd false: outputs)
     truth: str = ""       # the buggy file on real ranks
     seconds: float | None = None     # to the first verified fix
     total: float = 0.0               # the whole fix --write run
@@ -87,6 +89,17 @@ class Bug:
 
 def _kind(path: Path) -> str:
     return gt.GALLERY if path.parent.name == "models" else gt.REALWORLD
+
+
+def _grad(path: Path) -> bool:
+    """Compare gradients on real ranks, unless the file is a gallery file that states its inputs not
+    trainable (expected.json ``"autograd": false``: a plain ``dist.all_reduce`` carries no gradient, and
+    the runner's gradient mode, which trains every input, rejects the correct file itself)."""
+    expected = path.parent / "expected.json"
+    if _kind(path) != gt.GALLERY or not expected.is_file():
+        return True
+    info = json.loads(expected.read_text()).get(path.name, {})
+    return not (isinstance(info, dict) and info.get("autograd") is False)
 
 
 def realworld_bugs(only: list[str]) -> list[Bug]:
@@ -130,7 +143,7 @@ def mutant_bugs(count: int, library_count: int, seed: int, operators: list[str],
     for m in picked:
         path = by_digest[m.digest][0]
         label = f"{m.origin}:{m.line} {m.operator} ({m.description})"
-        bugs.append(Bug(label, path, m.source, _kind(path), _library(path, m.source)))
+        bugs.append(Bug(label, path, m.source, _kind(path), _library(path, m.source), _grad(path)))
     return bugs
 
 
@@ -141,7 +154,7 @@ def truths(items: list[tuple[Bug, str]], folder: Path, timeout: float, cache: gt
         target = folder / f"gt{index}" / bug.origin.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-        requests.append(gt.Request(str(target), bug.kind, True, hashlib.sha256(text.encode()).hexdigest()[:16]))
+        requests.append(gt.Request(str(target), bug.kind, bug.grad, hashlib.sha256(text.encode()).hexdigest()[:16]))
     return gt.ground_truth(requests, worlds=(2, 4), timeout=timeout, cache=cache, parallel=4, progress=log)
 
 
