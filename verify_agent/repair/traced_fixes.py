@@ -254,9 +254,21 @@ def _violated(report: Report) -> set[str]:
 
 
 def _improves(before: Report, after: Report) -> bool:
-    """A pass ``before`` violated is proven ``after``: the edit fixed part of the finding."""
+    """The edit fixed part of the finding: a pass ``before`` violated is proven ``after``, or the kinds of
+    finding ``after`` are a strict part of ``before``'s (two bugs at once: the waits of a ring added, its
+    dropped all-gather still to come; the async checks are not a pass of their own)."""
     passes = after.extra.get("passes", {})
-    return any(passes.get(name) == "proven" for name in _violated(before))
+    if any(passes.get(name) == "proven" for name in _violated(before)):
+        return True
+    was, now = _finding_kinds(before), _finding_kinds(after)
+    return bool(now) and now != was and all(now[kind] <= was[kind] for kind in now)
+
+
+def _finding_kinds(report: Report):
+    """How many error findings of each check (``async``, ``equivalence``, ``p2p``...) the report has."""
+    from collections import Counter
+
+    return Counter(d.check for d in report.diagnostics if d.severity == ERROR and d.check not in _NOT_FINDINGS)
 
 
 def _search(original: str, source: str, path: str, report: Report, settings: TracedSettings, progress: Progress,
