@@ -569,17 +569,25 @@ def _leading_index(xp, x, indices):
     """``x[i0, i1, ..., ik]`` on the leading dims (a router's ``weights[token_idx, top_k_pos, None]``):
     the leading dims flattened into one, looked up at ``i0 * s1 * ... + i1 * ... + ik``; each index is
     checked against its own dim where it is a number."""
+    sizes, flat = _leading_rows(xp, x, indices, TorchRaises)
+    table = np.reshape(x, (int(np.prod(sizes)),) + np.shape(x)[len(indices):])
+    return xp.take_rows(table, flat)
+
+
+def _leading_rows(xp, x, indices, out_of_range: type[Exception]):
+    """(the leading dims' sizes, the row ``i0 * s1 * ... + i1 * ... + ik`` of each index) for index
+    tensors on the leading dims of ``x``; an index out of its dim raises ``out_of_range`` where the
+    indices are numbers."""
     sizes = np.shape(x)[: len(indices)]
     for index, size in zip(indices, sizes):
         if not xp.symbolic and np.size(index) and (np.min(index) < 0 or np.max(index) >= size):
-            raise TorchRaises(f"index out of range: ids in [{np.min(index)}, {np.max(index)}] for a dim of {size}")
+            raise out_of_range(f"index out of range: ids in [{np.min(index)}, {np.max(index)}] for a dim of {size}")
     kind = object if xp.symbolic else None
     parts = np.broadcast_arrays(*[np.asarray(i, dtype=kind) for i in indices])
     flat = parts[0]
     for part, size in zip(parts[1:], sizes[1:]):
         flat = flat * int(size) + part
-    table = np.reshape(x, (int(np.prod(sizes)),) + np.shape(x)[len(indices):])
-    return xp.take_rows(table, flat)
+    return sizes, flat
 
 
 aten("aten.index.Tensor", _index_tensor)
@@ -658,15 +666,8 @@ def _leading_cells_written(xp, x, indices, values, accumulate: bool):
     written at ``i0 * s1 * ... + i1 * ... + ik`` in index order."""
     if any(kind_of(xp, index) == "bool" for index in indices):
         raise AtenUnsupported("index_put with boolean masks on several dims")
-    sizes = np.shape(x)[: len(indices)]
-    for index, size in zip(indices, sizes):
-        if not xp.symbolic and np.size(index) and (np.min(index) < 0 or np.max(index) >= size):
-            raise AtenUnsupported(f"index out of range for a dim of {size}")
+    sizes, flat = _leading_rows(xp, x, indices, AtenUnsupported)
     kind = object if xp.symbolic else None
-    parts = np.broadcast_arrays(*[np.asarray(i, dtype=kind) for i in indices])
-    flat = parts[0]
-    for part, size in zip(parts[1:], sizes[1:]):
-        flat = flat * int(size) + part
     rest = tuple(np.shape(x)[len(indices):])
     table = _array(xp, np.reshape(x, (int(np.prod(sizes)),) + rest))
     values = np.broadcast_to(np.asarray(to_kind(xp, values, kind_of(xp, x)), dtype=kind), flat.shape + rest)
