@@ -370,6 +370,18 @@ def cpu_seconds_of(pid: int) -> float:
         return 0.0
 
 
+def is_runnable(pid: int) -> bool:
+    """Whether the main thread of a living process is running or waiting for a CPU (state R), or in
+    uninterruptible I/O (D): working, however slowly.  A process blocked waiting for a message
+    sleeps (S); False when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"R", b"D")
+
+
 def _descendants(root: int) -> list[int]:
     """Every living process below ``root`` (from /proc; empty where there is none)."""
     children: dict[int, list[int]] = {}

@@ -14,11 +14,12 @@ checked: ``torch.distributed.is_initialized()`` must be false).
 A run's ``timeout`` counts CPU seconds, not the wall clock, so a loaded machine cannot turn a
 slow run into a "hang" (a fix that real ranks would confirm into a refuted one).  A run is stuck
 when a rank has used more than ``timeout`` CPU seconds (it spins), or, once ``timeout`` wall
-seconds have passed, when no living rank has used more than ``_IDLE_CPU`` CPU seconds in a window
-of ``_STALL`` wall seconds (each waits for a message that never comes: a hung gloo rank still
-ticks about 0.01 CPU s every 3 s in its background threads, a starved rank on a machine at load
-50 still gets about 4 % of a core), or at the outer bound of ``_WALL_FACTOR`` times ``timeout`` on
-the wall clock.
+seconds have passed, when for a window of ``_STALL`` wall seconds no living rank's main thread was
+ever seen runnable and none used more than ``_IDLE_CPU`` CPU seconds (each sleeps waiting for a
+message that never comes; a starved rank on a busy machine is runnable, waiting for a CPU; a hung
+gloo rank's background threads still tick now and then, about 0.01 CPU s every 3 s alone and more
+beside a test suite, so CPU ticks alone cannot tell), or at the outer bound of ``_WALL_FACTOR``
+times ``timeout`` on the wall clock.
 """
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from frontends.sandbox import cpu_seconds_of
+from frontends.sandbox import cpu_seconds_of, is_runnable
 
 _PEER_ERROR_GRACE = 5.0
 _POLL = 0.01
 _STALL = 4.0        # wall seconds of the window in which a hang uses (almost) no CPU
-_IDLE_CPU = 0.02    # CPU seconds a rank may use in that window and still count as waiting
+_IDLE_CPU = 0.25    # CPU seconds a sleeping rank's background threads may use in that window
 _WALL_FACTOR = 8.0  # the outer bound, as a multiple of the CPU budget
 _CHECK = 0.1        # seconds between reads of the ranks' CPU time
 
@@ -66,6 +67,7 @@ class Run:
         self.started = time.monotonic()
         self.cpu = {rank: 0.0 for rank in self.alive}   # CPU seconds each rank has used
         self.window_start, self.window_cpu = self.started, dict(self.cpu)  # the stall window
+        self.window_busy = False                        # a rank's main thread seen runnable in it
         self.checked = self.started                     # when /proc was last read
         self.outcome = base._Outcome()
         self.first_error_at = None
@@ -96,21 +98,24 @@ class Run:
 
 
     def _stuck(self, now: float) -> bool:
-        """Past the CPU budget, stalled (no living rank used more than ``_IDLE_CPU`` in a window of
-        ``_STALL`` s, after ``timeout`` wall seconds), or past the wall clock's outer bound."""
+        """Past the CPU budget, stalled (in a window of ``_STALL`` s, after ``timeout`` wall seconds,
+        no rank's main thread seen runnable and none using more than ``_IDLE_CPU``), or past the
+        wall clock's outer bound."""
         if now - self.checked < _CHECK:
             return False
         self.checked = now
         for rank, pid in self.alive.items():
             self.cpu[rank] = max(self.cpu[rank], cpu_seconds_of(pid))
+            self.window_busy = self.window_busy or is_runnable(pid)
         if max(self.cpu[rank] for rank in self.alive) > self.timeout:
             return True
         waited = now - self.started
         if now - self.window_start >= _STALL:
-            idle = all(self.cpu[rank] - self.window_cpu[rank] <= _IDLE_CPU for rank in self.alive)
+            idle = not self.window_busy and all(self.cpu[rank] - self.window_cpu[rank] <= _IDLE_CPU
+                                                for rank in self.alive)
             if idle and waited > self.timeout:
                 return True
-            self.window_start, self.window_cpu = now, dict(self.cpu)
+            self.window_start, self.window_cpu, self.window_busy = now, dict(self.cpu), False
         return waited > _WALL_FACTOR * self.timeout
 
 

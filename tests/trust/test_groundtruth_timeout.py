@@ -17,22 +17,26 @@ from mutants import forked  # noqa: E402
 
 
 class _Clock:
-    """Fake wall clock and per-rank CPU readings for ``Run._stuck``."""
+    """Fake wall clock, per-rank CPU readings and main-thread states for ``Run._stuck``."""
 
     def __init__(self, monkeypatch, ranks=(0, 1)):
         self.now = 100.0
         self.cpu = {1000 + r: 0.0 for r in ranks}
+        self.runnable = False
         monkeypatch.setattr(forked, "cpu_seconds_of", lambda pid: self.cpu[pid])
+        monkeypatch.setattr(forked, "is_runnable", lambda pid: self.runnable)
         run = forked.Run.__new__(forked.Run)
         run.timeout = 2.0
         run.alive = {r: 1000 + r for r in ranks}
         run.started = run.window_start = run.checked = self.now
         run.cpu = {r: 0.0 for r in ranks}
-        run.window_cpu = dict(run.cpu)
+        run.window_cpu, run.window_busy = dict(run.cpu), False
         self.run = run
 
-    def advance(self, seconds: float, cpu_each: float) -> bool:
-        """``seconds`` of wall time in steps of 0.5 s, each rank using ``cpu_each`` per step."""
+    def advance(self, seconds: float, cpu_each: float, runnable: bool | None = None) -> bool:
+        """``seconds`` of wall time in steps of 0.5 s, each rank using ``cpu_each`` per step; its main
+        thread runnable (by default: when it uses CPU)."""
+        self.runnable = cpu_each > 0 if runnable is None else runnable
         stuck = False
         for _ in range(int(seconds / 0.5)):
             self.now += 0.5
@@ -62,9 +66,16 @@ def test_run_whose_ranks_use_no_cpu_after_the_budget_is_a_hang(monkeypatch):
 
 def test_hung_gloo_ranks_background_ticks_do_not_hide_the_hang(monkeypatch):
     clock = _Clock(monkeypatch)
-    # measured: a rank hung in gloo's recv uses one clock tick (0.01 CPU s) every 3-4 s
-    stuck = any(clock.advance(3.0, 0.01 / 6) for _ in range(5))
+    # measured: a rank hung in gloo's recv uses one clock tick (0.01 CPU s) every 3-4 s alone, more
+    # beside a test suite (its background threads), while its main thread sleeps
+    stuck = any(clock.advance(3.0, 0.05 / 6, runnable=False) for _ in range(5))
     assert stuck and clock.now - 100.0 < 4 * forked._STALL
+
+
+def test_a_starved_rank_is_runnable_and_not_a_hang(monkeypatch):
+    clock = _Clock(monkeypatch)
+    # at load 50 on 2 cores a working rank gets little CPU but its main thread waits to run (state R)
+    assert not clock.advance(14.0, 0.001, runnable=True)   # (the outer bound is at 16 s)
 
 
 def test_wall_clock_outer_bound_ends_a_run_that_barely_progresses(monkeypatch):
