@@ -80,7 +80,7 @@ def stated_layouts(style: Any) -> dict[str, str]:
 
     def shard(layouts) -> str | None:
         first = layouts[0] if isinstance(layouts, tuple) and layouts else layouts
-        return f"Shard({first.dim})" if isinstance(first, Shard) else None
+        return f"Shard({first.dim})" if type(first) is Shard else None   # not a strided shard: no block
 
     sequence = getattr(style, "sequence_sharding", None)
     stated = {"input": shard(getattr(style, "input_layouts", sequence))}
