@@ -103,5 +103,5 @@ def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound(monkeypatch)
     run = forked.Run(gt.GALLERY, spec, 2, 4.0)
     while not run.poll():
         time.sleep(0.01)
-    assert run.outcome.timed_out and run.outcome.stuck_ranks == [0, 1]
+    assert run.outcome.timed_out and run.outcome.stuck_ranks == [0, 1], (run.cpu, run.outcome.seconds)
     assert max(run.cpu.values()) < 4.0   # a hang uses no CPU: the stall ended it, not the CPU budget
