@@ -598,8 +598,6 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             return False
         want = np.asarray(reference[partner])
         values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(names)]
-        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
-            return False
         return _terms_of(values, want, program.world)
 
     unpaired: dict[str, bool] = {}
@@ -742,7 +740,10 @@ def _unwritten_read(op: Op, producer: dict[str, Op]) -> Op | None:
 def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:
     """The ranks' values sum to ``want`` and are not all the same: per-rank terms of a sum.  Equal
     values that sum to it are the single device's value scaled by 1 / world (a division too many),
-    and values that average to it may be pieces scaled by world: both wrong where they happen."""
+    and values that average to it may be pieces scaled by world: both wrong where they happen.
+    Values that are terms (symbolic) or of another shape are not numbers to sum: False."""
+    if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
+        return False
     floats = [v.astype(float) for v in values]
     if all(_close(v, floats[0]) for v in floats[1:]):
         return False
@@ -843,10 +844,8 @@ def _ranks_hold_terms(program: TracedProgram, runs: _Runs, comparison: Compariso
         want = np.asarray(runs.reference[comparison.reference])
         whole = tuple((0, int(d)) for d in want.shape)
         if any(r is not None and tuple(tuple(int(x) for x in b) for b in r) != whole for r in comparison.regions):
-            return False
+            return False   # each rank holds a piece: not a term of the whole
         values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(comparison.per_rank)]
-        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
-            return False
         return _terms_of(values, want, program.world)
     except (KeyError, TypeError, ValueError):
         return False
@@ -861,17 +860,7 @@ def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> O
             or comparison.kind not in ("output", "gradient") \
             or comparison.span.line is None or _at_no_line_of_its_own(program, comparison):
         return None
-    try:
-        want = np.asarray(runs.reference[comparison.reference])
-        whole = tuple((0, int(d)) for d in want.shape)
-        if any(r is not None and tuple(tuple(int(x) for x in b) for b in r) != whole for r in comparison.regions):
-            return None   # each rank holds a piece: not a term of the whole
-        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(comparison.per_rank)]
-        if want.dtype == object or any(v.shape != want.shape or v.dtype == object for v in values):
-            return None
-        if not _terms_of(values, want, program.world):
-            return None
-    except (KeyError, TypeError, ValueError):
+    if not _ranks_hold_terms(program, runs, comparison):
         return None
     unreduced = Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {},
                    comparison.span)
