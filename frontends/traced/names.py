@@ -27,6 +27,11 @@ def _address(tensor: Any) -> tuple | None:
         return None
 
 
+def _unchanged(tensor: Any, binding: Binding) -> bool:
+    """``tensor`` still holds the value ``binding`` names (its counter as bound, or one pending bump on)."""
+    return int(tensor._version) in (binding.version, binding.version + int(binding.pending))
+
+
 class NameTable:
     def __init__(self) -> None:
         self._by_id: dict[int, Binding] = {}
@@ -81,12 +86,11 @@ class NameTable:
             # the alias it made through the dispatcher), so its binding says nothing now; the
             # same-address twin whose counter it was decides, as for any tensor made outside
             del self._by_id[id(tensor)]
-        address = _address(tensor)
-        entry = self._by_address.get(address) if address is not None else None
+        entry = self._twin(tensor)
         if entry is None:
             return None
         twin_binding, twin = entry
-        if int(twin._version) not in (twin_binding.version, twin_binding.version + int(twin_binding.pending)):
+        if not _unchanged(twin, twin_binding):
             return Binding(twin_binding.name, -1)   # the named value changed since: stale
         self.bind(tensor, twin_binding.name)
         return self._by_id[id(tensor)]
@@ -95,15 +99,19 @@ class NameTable:
         """The same memory bound later through another tensor object (``weight.data.copy_(w)`` writes
         through an alias with a version counter of its own, so ``weight``'s counter does not move):
         the memory holds that later value, so ``tensor`` takes its name."""
-        address = _address(tensor)
-        entry = self._by_address.get(address) if address is not None else None
+        entry = self._twin(tensor)
         if entry is None or entry[1] is tensor or entry[0].serial <= binding.serial:
             return None
         twin_binding, twin = entry
-        if int(twin._version) not in (twin_binding.version, twin_binding.version + int(twin_binding.pending)):
+        if not _unchanged(twin, twin_binding):
             return None
         self.bind(tensor, twin_binding.name, by_address=False)
         return self._by_id[id(tensor)]
+
+    def _twin(self, tensor: Any) -> tuple[Binding, Any] | None:
+        """The last binding of ``tensor``'s memory (same storage, offset, shape, strides, dtype) and its tensor."""
+        address = _address(tensor)
+        return self._by_address.get(address) if address is not None else None
 
     def current(self, tensor: Any) -> str | None:
         """The tensor's name if its value is still the one recorded under that name."""

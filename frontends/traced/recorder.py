@@ -278,18 +278,14 @@ class Recorder(TorchDispatchMode):
         those an earlier bare call read and left unwritten."""
         tensors = [t for value in (*args, *kwargs.values()) for _, t in flat_tensors(value)
                    if isinstance(t, torch.Tensor)]
-        bound = []
-        for tensor, variable, line in self.lines.reads(self.spans.frame, tensors):
-            binding = self.names.lookup(tensor)
-            if binding is not None:
-                bound.append((binding.name, variable, line))
+        bound = [(name, variable, line) for tensor, variable, line in self.lines.reads(self.spans.frame, tensors)
+                 if (name := self.value_name(tensor)) is not None]
         left = []
         if self.lines.left:
-            for tensor in tensors:
-                binding = self.names.lookup(tensor)
-                found = self.lines.left_unwritten(binding.name) if binding is not None else None
+            for name in map(self.value_name, tensors):
+                found = self.lines.left_unwritten(name) if name is not None else None
                 if found is not None:
-                    left.append((binding.name, *found))
+                    left.append((name, *found))
         if left:
             span = replace(span, left=tuple(left))
         return replace(span, bound=tuple(bound)) if bound else span
