@@ -20,6 +20,7 @@ Only statements the wrong value came through (its provenance) are candidates.
 """
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ import z3
 
 from .program import (PARALLEL, WARP_GROUP, Call, GridLaunch, If, Kernel, Loop, Region, Stmt, Store, TileOp, Var, While,
                       walk_expr)
+from .source_lines import statement_columns
 
 
 def _inputs(term: Any, element_of: dict[int, tuple[str, tuple[int, ...]]], memo: dict[int, frozenset]) -> frozenset:
@@ -181,17 +183,12 @@ def _statement_columns(kernel: Kernel) -> dict[int, int]:
     """Line -> 1-based column of each source statement (from the file when the lift has none)."""
     if kernel.columns:
         return dict(kernel.columns)
-    import ast
     try:
         with open(kernel.source or "", encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return {}
-    found: dict[int, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found[node.lineno] = min(found.get(node.lineno, node.col_offset + 1), node.col_offset + 1)
-    return found
+    return dict(statement_columns(tree))
 
 
 def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tuple[int, int, str] | None:

@@ -15,7 +15,7 @@ import difflib
 import re
 from dataclasses import replace
 
-from .program import GridLaunch, If, Kernel, Loop, Stmt, Store, TileOp, While
+from .program import GridLaunch, If, Kernel, Loop, Stmt, Store, TileOp, While, walk_stmts
 
 _TILE_KINDS = {"copy": ("copy", 1), "clear": ("fill", 0), "fill": ("fill", 0), "gemm": ("gemm", 2),
                "atomic_add": ("atomic", 0), "im2col": ("loop", None)}
@@ -108,17 +108,7 @@ def attach_lines(kernel: Kernel, source: str, def_line: int | None) -> Kernel:
     items = _source_items(_kernel_function(tree, def_line))
     if not items:
         return kernel
-    ours: list[Stmt] = []
-
-    def collect(stmts: tuple[Stmt, ...]) -> None:
-        for stmt in stmts:
-            ours.append(stmt)
-            if isinstance(stmt, (Loop, While, GridLaunch)):
-                collect(stmt.body)
-            elif isinstance(stmt, If):
-                collect(stmt.then)
-                collect(stmt.orelse)
-    collect(kernel.body)
+    ours = list(walk_stmts(kernel.body))
     matcher = difflib.SequenceMatcher(a=[_signature(s) for s in ours], b=[sig for sig, _ in items], autojunk=False)
     lines: dict[int, int] = {}
     for block in matcher.get_matching_blocks():
@@ -139,10 +129,10 @@ def attach_lines(kernel: Kernel, source: str, def_line: int | None) -> Kernel:
         return tuple(out)
     launches = [line for sig, line in items if sig == ("launch",)]
     return replace(kernel, body=relabel(kernel.body, None), grid_line=launches[0] if launches else kernel.grid_line,
-                   columns=_columns(_kernel_function(tree, def_line)))
+                   columns=statement_columns(_kernel_function(tree, def_line)))
 
 
-def _columns(tree: ast.AST) -> tuple[tuple[int, int], ...]:
+def statement_columns(tree: ast.AST) -> tuple[tuple[int, int], ...]:
     """(line, 1-based column) of the first statement starting on each line."""
     found: dict[int, int] = {}
     for node in ast.walk(tree):
