@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from fix_worker import END as END_MARK  # noqa: E402  (the worker's line after each run)
 from mutants import groundtruth as gt  # noqa: E402
 from mutants.operators import mutants_of, stratified_sample  # noqa: E402
 
@@ -53,7 +54,6 @@ LIBRARIES = re.compile(r"^\s*(?:from|import)\s+(megatron|fairscale|deepspeed|tor
                        r"|torch\.distributed\.(?:tensor|fsdp|_composable)|torch\.nn\.parallel)\b", re.M)
 FIRST_FIX = "patched file verifies"
 NOT_STARTED = "not started (--max-seconds)"
-END_MARK = "@@exit"   # fix_worker.py's line after each run
 
 
 @dataclass
