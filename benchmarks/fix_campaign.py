@@ -9,8 +9,9 @@ the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped
 re-opped collective, a changed ``dim=``, a ``/ world`` dropped or added) of ``examples/models``,
 ``examples/realworld`` and every ``examples/realcode*`` folder of drivers around real libraries.
 A mutant counts only if real gloo ranks (1 vs 2 and 4, outputs and gradients; cached) show it
-wrong; a gallery file that states its inputs not trainable (``expected.json``: ``"autograd": false``)
-is judged on outputs, as it claims.  For each bug, on a temporary copy:
+wrong; inputs a file's ``example_inputs()`` writes ``requires_grad=False`` for are not trained (the
+runner reads that statement as the tool does), so a forward-only file is judged on what it claims.
+For each bug, on a temporary copy:
 
 1. ``verify-agent fix COPY --write --top 1 --no-backup --timeout T`` (the CLI as a user runs it);
    the seconds until its first "patched file verifies" line are the time to the first verified fix;
@@ -63,7 +64,7 @@ class Bug:
     source: str           # the buggy text
     kind: str             # ground-truth runner: gt.GALLERY or gt.REALWORLD
     library: bool         # a driver around a real library
-    grad: bool = True     # gradients compared too (a gallery file whose expected.json says autograd false: outputs)
+    grad: bool = True     # gradients compared too (inputs the file writes requires_grad=False for stay untrained)
     truth: str = ""       # the buggy file on real ranks
     seconds: float | None = None     # to the first verified fix
     total: float = 0.0               # the whole fix --write run
@@ -89,17 +90,6 @@ class Bug:
 
 def _kind(path: Path) -> str:
     return gt.GALLERY if path.parent.name == "models" else gt.REALWORLD
-
-
-def _grad(path: Path) -> bool:
-    """Compare gradients on real ranks, unless the file is a gallery file that states its inputs not
-    trainable (expected.json ``"autograd": false``: a plain ``dist.all_reduce`` carries no gradient, and
-    the runner's gradient mode, which trains every input, rejects the correct file itself)."""
-    expected = path.parent / "expected.json"
-    if _kind(path) != gt.GALLERY or not expected.is_file():
-        return True
-    info = json.loads(expected.read_text()).get(path.name, {})
-    return not (isinstance(info, dict) and info.get("autograd") is False)
 
 
 def realworld_bugs(only: list[str]) -> list[Bug]:
@@ -143,7 +133,7 @@ def mutant_bugs(count: int, library_count: int, seed: int, operators: list[str],
     for m in picked:
         path = by_digest[m.digest][0]
         label = f"{m.origin}:{m.line} {m.operator} ({m.description})"
-        bugs.append(Bug(label, path, m.source, _kind(path), _library(path, m.source), _grad(path)))
+        bugs.append(Bug(label, path, m.source, _kind(path), _library(path, m.source)))
     return bugs
 
 

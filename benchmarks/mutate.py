@@ -94,7 +94,7 @@ def originals(files: list[str] | None) -> list[Original]:
             raise SystemExit(f"mutate.py: {p}: no such file")
         info = _expected(p.parent).get(p.name, {})
         kind = gt.REALWORLD if p.parent.name in ("realworld", "realcode_drivers") else gt.GALLERY
-        grad = True   # every floating input of an entry is differentiable (the tool compares its gradient)
+        grad = True   # every floating input is trained unless example_inputs() writes requires_grad=False (as the tool)
         verdict = info.get("verdict") if isinstance(info, dict) else None
         found.append(Original(p, kind, grad, verdict))
     return found

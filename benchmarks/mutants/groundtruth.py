@@ -234,6 +234,8 @@ def _prepare_parent(kind: str) -> None:
     import torch.distributed.tensor  # noqa: F401  (seconds of lazy imports, else paid by every rank)
     import torch.nn.functional  # noqa: F401
 
+    import frontends.traced.entries  # noqa: F401  (the gallery runner's reading of inputs stated not trainable)
+
     del torch
     if kind == REALWORLD:
         import contextlib
