@@ -20,7 +20,8 @@ one way a person fixes communication at that line, spelled in the file's own idi
   parameters not marked ``sequence_parallel``) and ``waits`` (an async handle dropped, never waited
   on, or waited on after its buffer is read) and ``positions`` (a shard's positions where a mask
   needs global ones: ``rank * chunk`` added) and ``partners`` (a send nobody receives or a receive
-  nobody sends to gets its partner beside it).
+  nobody sends to gets its partner beside it) and ``p2p_order`` (sends and receives posted in another
+  order than their partners: the loop over microbatches reordered).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -495,10 +496,11 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .positions import global_positions
     from .waits import wait_before_read, wait_handles
     from .partners import add_partner
+    from .p2p_order import match_order
 
     return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
             same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
-            global_positions, add_partner)
+            global_positions, add_partner, match_order)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
@@ -546,6 +548,7 @@ AFFINITY = {
     "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
     "wait": ("wait_before_read", "wait_handles"),
     "p2p": ("add_partner",),
+    "deadlock": ("match_order", "add_partner"),
 }
 
 
@@ -553,7 +556,7 @@ def op_kind(op: str) -> str:
     """The recorded op's kind for ``AFFINITY``: collective, scale, embedding, wait, matmul, layout or ""."""
     if op in COLLECTIVE_CALLS or op.startswith(("all_", "reduce_scatter", "broadcast")):
         return "collective"
-    if op in ("embedding", "wait", "p2p"):
+    if op in ("embedding", "wait", "p2p", "deadlock"):
         return op
     if op in SCALE_OPS and op != "mul":
         return "scale"

@@ -252,8 +252,8 @@ def test_removed_partner_gets_a_confirmed_fix_that_matches_one_device(tmp_path, 
     assert written in fix.patched
     patched = tmp_path / f"patched_{buggy}"
     patched.write_text(fix.patched)
-    # forward only: the ring states its inputs not trainable (point-to-point ops carry no gradient);
-    # the runner's grad mode trains them anyway and rejects the verified twin itself (max 10.2)
+    # forward only: the ring states its inputs not trainable (point-to-point ops carry no gradient),
+    # so gradient mode has nothing to differentiate
     for world in (2, 4):
         truth = run_file(patched, world=world, mode="forward", dtype="float64")
         assert truth.matches, truth.summary()
@@ -274,3 +274,43 @@ def test_partner_recipe_writes_the_partner_and_leaves_the_paired_twin_alone(bug)
     assert any(written in patched for patched in _partner_edits(CASES / buggy))
     # the verified ring pairs each isend with a recv: nothing is proposed at any of its lines
     assert _partner_edits(MODELS / "dist_ring_allgather_ok.py") == []
+
+
+# a pipeline stage posting its receives in the other order than the previous stage sends (blocking
+# send/recv under gloo: a deadlock); the verified twin receives in send order
+ORDER_BUGGY, ORDER_TWIN = "pipeline_p2p_tag_order_deadlock.py", "pipeline_p2p_microbatches.py"
+
+
+def test_receives_in_the_other_order_get_a_confirmed_fix_that_matches_one_device(tmp_path):
+    path = tmp_path / ORDER_BUGGY
+    shutil.copyfile(REALWORLD / ORDER_BUGGY, path)
+    fix = _confirmed_fix(path)
+    # either side takes the other's order: the receives go 0, 1 or the sends go 1, 0
+    assert ("        for mb in (0, 1):\n            dist.recv(" in fix.patched
+            or "        for mb in (1, 0):\n            dist.send(" in fix.patched)
+    patched = tmp_path / f"patched_{ORDER_BUGGY}"
+    patched.write_text(fix.patched)
+    _matches_one_device(patched, realworld=True)
+
+
+def test_receives_in_send_order_twin_verifies(tmp_path):
+    path = tmp_path / ORDER_TWIN
+    shutil.copyfile(REALWORLD / ORDER_TWIN, path)
+    _, result = check_file(path)
+    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+
+
+def _order_edits(path: Path) -> list[str]:
+    from frontends.patches.at_line import Site
+    from frontends.patches.p2p_order import match_order
+
+    text = path.read_text()
+    return [patched for line in range(1, len(text.splitlines()) + 1)
+            for _, patched, _ in match_order(text, path.name, Site(line, "deadlock"))]
+
+
+def test_order_recipe_writes_the_twin_order_and_leaves_the_twin_alone():
+    edits = _order_edits(REALWORLD / ORDER_BUGGY)
+    assert (REALWORLD / ORDER_TWIN).read_text().split('"""', 2)[2] in [e.split('"""', 2)[2] for e in edits]
+    # sends and receives already in the same order: nothing is proposed at any line
+    assert _order_edits(REALWORLD / ORDER_TWIN) == []

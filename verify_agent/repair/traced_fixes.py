@@ -28,6 +28,7 @@ Progress = Optional[Callable[[str], None]]
 CANDIDATE_TIMEOUT = 90.0     # seconds for one candidate's trace and proof
 CONFIRM_TIMEOUT = 90.0
 _CULPRIT = re.compile(r"first go wrong at ([\w.]+) \(line (\d+)\)")
+_BLOCKED = re.compile(r"is blocked in [^;]*? at line (\d+)")
 _NOT_FINDINGS = ("unsupported", "scale", "sandbox", "translation", "assumption")
 
 
@@ -63,6 +64,9 @@ def sites_of(report: Report):
                 op = "wait"
             if diagnostic.check == "p2p":     # a send or receive without its partner
                 op = "p2p"
+            if diagnostic.check == "deadlock":   # every blocked call's line: either side may be the one to move
+                op = "deadlock"
+                sites += [Site(int(line), op) for line in _BLOCKED.findall(diagnostic.message)]
             sites.append(Site(diagnostic.line, op, gradient))
     unique: list = []
     for site in sites:
