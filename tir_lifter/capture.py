@@ -136,8 +136,18 @@ def _def_line(func: Any, path: str) -> int | None:
 
 class _StubProfiler:
     def __init__(self, capture: Capture | None = None, instances: tuple[Instance, ...] = (),
-                 out_idx: tuple[int, ...] | None = None):
-        self._capture, self._instances, self._out_idx = capture, instances, out_idx
+                 out_idx: tuple[int, ...] | None = None, kernel: _StubKernel | None = None):
+        self._capture, self._instances, self._out_idx, self._kernel = capture, instances, out_idx, kernel
+
+    def _get_inputs(self, with_output: bool = False, dynamic_symbolic_constraints: Any = None) -> list[Any]:
+        """TileLang's profiler inputs: one tensor per parameter (outputs only ``with_output``), here
+        meta tensors of the parameters' shapes, which the file passes to the kernel and its reference."""
+        func = self._kernel.primfunc() if self._kernel is not None else None
+        if func is None:
+            raise NotImplementedError("the profiler's inputs of a kernel whose PrimFunc is unknown")
+        params = list(func.params)
+        outs = {i % len(params) for i in (self._out_idx or ())}
+        return [_meta_tensor(func.buffer_map[p]) for i, p in enumerate(params) if with_output or i not in outs]
 
     def do_bench(self, *args: Any, **kwargs: Any) -> float:
         return 1.0
@@ -183,27 +193,28 @@ class _StubKernel:
                     self._capture.launches.append(Launch(instance, tuple(args), self._out_idx, outputs=named))
         return _returned(named)
 
+    def primfunc(self) -> Any:
+        """The PrimFunc this kernel was compiled from, or None."""
+        if self._primfunc is None and self._instances:
+            instance = self._instances[0]
+            if instance.primfunc is not None:
+                self._primfunc = instance.primfunc
+            elif instance.jit is not None:
+                self._primfunc = instance.jit.get_tir(*instance.args, **dict(instance.kwargs))
+        return self._primfunc
+
     def _outputs(self) -> tuple[tuple[str, Any], ...]:
         """The kernel's ``out_idx`` outputs as meta tensors, so the file's run goes on to its checks."""
         if not self._out_idx or not self._instances:
             return ()
         try:
-            func = self._primfunc
-            if func is None:
-                instance = self._instances[0]
-                if instance.primfunc is not None:
-                    func = instance.primfunc
-                elif instance.jit is not None:
-                    func = instance.jit.get_tir(*instance.args, **dict(instance.kwargs))
-            if func is None:
-                return ()
-            self._primfunc = func
-            return _output_tensors(func, self._out_idx)
+            func = self.primfunc()
+            return () if func is None else _output_tensors(func, self._out_idx)
         except Exception:  # noqa: BLE001 - the run goes on without outputs
             return ()
 
     def get_profiler(self, *args: Any, **kwargs: Any) -> _StubProfiler:
-        return _StubProfiler(self._capture, self._instances, self._out_idx)
+        return _StubProfiler(self._capture, self._instances, self._out_idx, self)
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         return ""

@@ -36,6 +36,29 @@ NOT_FOUND = ""  # the reason when the run shows no reference call or comparison 
 _REFERENCE = re.compile(r"(?i)(^ref|reference|torch|naive|_ref$|_ref_|^ref_)")
 
 
+class _Unread:
+    """The value given to a reference parameter its code never reads (a scratch buffer the file
+    passes along, ``ref_program(q, kv, glse, Output_partial)``): ``None`` at the re-run."""
+
+    def __repr__(self) -> str:
+        return "unread"
+
+
+UNREAD = _Unread()
+
+
+def unread_parameters(func: Any) -> set[str]:
+    """Parameters of ``func`` its bytecode never names (no load, store or closure cell), so no
+    value passed for them can change its result; none when it could reach its locals by name."""
+    import dis
+    code = getattr(func, "__code__", None)
+    if code is None or {"locals", "vars", "eval", "exec"} & set(code.co_names):
+        return set()
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    named = {i.argval for i in dis.get_instructions(code) if isinstance(i.argval, str)}
+    return params - named - set(code.co_cellvars)
+
+
 @dataclass(frozen=True)
 class Argument:
     name: str
@@ -88,6 +111,9 @@ class TracedSpec:
         generator = torch.Generator().manual_seed(0)
         leaves: dict[str, Any] = {}
         for arg in self.arguments:
+            if arg.value is UNREAD:
+                kwargs[arg.name] = None
+                continue
             if arg.tensor is None:
                 kwargs[arg.name] = self._reduced_value(arg, shapes)
                 continue
@@ -213,6 +239,10 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             if ref.via != "call" or number in capture.wrappers:
                 continue
             args = dict(ref.arguments)
+            scratch = {id(t) for p, t in tensors.items() if p in written}
+            unread = unread_parameters(ref.func)
+            args.update({n: UNREAD for n, v in args.items()  # a buffer the kernel writes, never read by it
+                         if isinstance(v, torch.Tensor) and id(v) in scratch and id(v) not in by_id and n in unread})
             arg_tensors = {n: v for n, v in args.items() if isinstance(v, torch.Tensor)}
             if not arg_tensors or any(id(v) not in by_id and id(v) not in viewed for v in arg_tensors.values()):
                 continue
@@ -273,6 +303,9 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
     via = " via profiler.assert_allclose" if ref.via == "profiler" else ""
     sizes = [a.name for a in arguments
              if a.tensor is None and isinstance(a.value, int) and not isinstance(a.value, bool)]
+    unread = [a.name for a in arguments if a.value is UNREAD]
+    if unread:
+        via += f"; {', '.join(unread)} passed buffers the kernel writes, which {name} never reads (given None)"
     if sizes:
         via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
     if uncompared:
