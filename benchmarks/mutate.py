@@ -14,7 +14,9 @@ touched).  For each one:
 * ground truth: real torch.distributed (gloo, CPU) runs, 1 rank against 2 and 4 ranks,
   outputs and gradients (gradients for autograd-aware gallery files and every real-world
   driver), see benchmarks/mutants/groundtruth.py; results are cached by content hash;
-* the tool: ``verify-agent translate MUTANT --format json`` in a subprocess (``--jobs`` at once).
+* the tool: ``verify-agent translate MUTANT --format json`` (``--jobs`` at once), warm by default:
+  through the repair campaign's worker (benchmarks/fix_worker.py, fork servers kept up per set of
+  installed imports; every trace still sandboxed), ``--cold`` for one process per mutant.
 
 For every mutant found (ground truth differs, tool says violations) of a file the tool reads, the
 report counts whether the tool's first error names the mutated line (primary line) and whether
@@ -145,7 +147,7 @@ def recorded_outcomes(path: str) -> list[Outcome]:
 
 def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_timeout: float, gt_parallel: int,
                  tool_timeout: float, worlds: tuple[int, ...], cache: gt.Cache, log=print,
-                 max_seconds: float | None = None) -> list[Outcome]:
+                 max_seconds: float | None = None, warm: bool = True) -> list[Outcome]:
     by_label = {o.label: o for o in origs}
     with tempfile.TemporaryDirectory(prefix="mutants-") as tmp:
         folder = Path(tmp)
@@ -160,7 +162,10 @@ def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_
         stop_at = None if max_seconds is None else started + max_seconds
         verdicts: list[tool.ToolVerdict | None] = [None] * len(mutants)
         waiting = list(range(len(mutants)))
-        running: dict[int, tool.PendingTool] = {}
+        running: dict[int, tool.PendingTool | tool.WarmRun] = {}
+        # warm: one fix_worker per job, its fork servers kept between mutants (``tool.WarmTools``)
+        workers = [tool.WarmTools() for _ in range(max(1, jobs))] if warm else []
+        busy: dict[int, tool.WarmTools] = {}
 
         def pump_tools() -> None:
             """Keep ``jobs`` tool runs going (background processes, polled: no threads,
@@ -169,6 +174,8 @@ def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_
                 if pending.poll() is not None:
                     verdicts[i] = pending.result
                     del running[i]
+                    if i in busy:
+                        workers.append(busy.pop(i))
                     done = sum(v is not None for v in verdicts)
                     if done % 20 == 0 or done == len(mutants):
                         log(f"tool {done}/{len(mutants)} ({time.monotonic() - started:.0f}s)")
@@ -176,14 +183,22 @@ def run_campaign(origs: list[Original], mutants: list[Mutant], *, jobs: int, gt_
                 waiting.clear()
             while waiting and len(running) < max(1, jobs):
                 i = waiting.pop(0)
-                running[i] = tool.PendingTool(str(paths[i]), timeout=tool_timeout, lib_path=libs[i])
+                if warm:
+                    busy[i] = workers.pop(0)
+                    running[i] = busy[i].submit(str(paths[i]), timeout=tool_timeout, lib_path=libs[i])
+                else:
+                    running[i] = tool.PendingTool(str(paths[i]), timeout=tool_timeout, lib_path=libs[i])
 
         truths = gt.ground_truth(requests, worlds=worlds, timeout=gt_timeout, cache=cache,
                                  parallel=gt_parallel, progress=log, tick=pump_tools, stop_at=stop_at)
         log(f"ground truth done in {time.monotonic() - started:.0f}s")
-        while waiting or running:
-            pump_tools()
-            time.sleep(0.05)
+        try:
+            while waiting or running:
+                pump_tools()
+                time.sleep(0.05)
+        finally:
+            for worker in [*workers, *busy.values()]:
+                worker.close()
         log(f"tool runs done in {time.monotonic() - started:.0f}s")
     return [Outcome(m, t, v) for m, t, v in zip(mutants, truths, verdicts)
             if v is not None and t.reason != gt.NOT_RUN]
@@ -298,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="ground-truth cache ('' for none)")
     ap.add_argument("--max-seconds", type=float,
                     help="start no new mutant after this long; the matrix covers the mutants finished")
+    ap.add_argument("--cold", action="store_true",
+                    help="one verify-agent process per mutant (default: warm, through benchmarks/fix_worker.py)")
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--library", action="store_true",
                     help="also mutate the installed libraries' own source (benchmarks/mutants/library.py)")
@@ -352,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     outcomes = run_campaign(origs, mutants, jobs=args.jobs, gt_timeout=args.gt_timeout, gt_parallel=args.gt_parallel,
                             tool_timeout=args.tool_timeout, worlds=worlds, cache=cache, log=log,
-                            max_seconds=args.max_seconds)
+                            max_seconds=args.max_seconds, warm=not args.cold)
     ran = len(outcomes)
     outcomes = earlier + outcomes
     summary = confusion(outcomes)

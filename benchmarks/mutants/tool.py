@@ -1,15 +1,22 @@
-"""The tool's verdict on one file: ``verify-agent translate FILE --format json`` in a subprocess."""
+"""The tool's verdict on one file: ``verify-agent translate FILE --format json``.
+
+Cold (``PendingTool``): one process per mutant, each paying for its fork server's ``import torch``
+and the driver's libraries.  Warm (``WarmTools``): the runs go one after another through the repair
+campaign's worker (``benchmarks/fix_worker.py``: the command line's own entry, deadline armed, fork
+servers kept up per set of installed imports, every trace still a sandboxed grandchild)."""
 from __future__ import annotations
 
 import functools
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 VERIFIED, VIOLATIONS, UNSUPPORTED, INPUT_ERROR, ERROR = "verified", "violations", "unsupported", "input-error", "error"
 VERDICTS = (VERIFIED, VIOLATIONS, UNSUPPORTED, INPUT_ERROR, ERROR)
@@ -43,8 +50,12 @@ def _translate_options() -> tuple[str, ...]:
 
 
 def _tool_command(path: str, timeout: float, llm: str) -> list[str]:
+    return _command() + _translate_args(path, timeout, llm)
+
+
+def _translate_args(path: str, timeout: float, llm: str) -> list[str]:
     options = _translate_options()
-    cmd = _command() + ["translate", path, "--format", "json"]
+    cmd = ["translate", path, "--format", "json"]
     if "--timeout" in options:
         cmd += ["--timeout", str(int(timeout))]
     if "--llm" in options:
@@ -87,6 +98,107 @@ class PendingTool:
         self._out.close()
         self._err.close()
         return self.result
+
+
+_WORKER = Path(__file__).resolve().parents[1] / "fix_worker.py"
+
+
+class WarmTools:
+    """Tool runs through ``fix_worker.py`` (polled, no threads: ground-truth ranks are forked from this
+    process).  One run at a time per worker; a worker past a run's limit, or dead, is killed with its
+    fork servers and the next run starts a new one."""
+
+    def __init__(self, *, llm: str = "off"):
+        from fix_worker import END   # the worker's line after each run
+
+        self.end = END
+        self.llm = llm
+        self.process: subprocess.Popen | None = None
+        self.folder = tempfile.TemporaryDirectory(prefix="warm-tool-")
+        self.runs = 0
+        self.starts = 0
+
+    def _start(self) -> None:
+        env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+        self.process = subprocess.Popen([sys.executable, str(_WORKER)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                        start_new_session=True)
+        os.set_blocking(self.process.stderr.fileno(), False)
+        self.starts += 1
+
+    def submit(self, path: str, *, timeout: float = 60.0, lib_path: str | None = None) -> "WarmRun":
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+        self.runs += 1
+        out = Path(self.folder.name) / f"run{self.runs}.json"
+        args = _translate_args(path, timeout, self.llm) + (["--path", lib_path] if lib_path else [])
+        request = {"args": args, "file": path, "stdout": str(out), "cwd": os.getcwd()}   # as a cold run's
+        self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self.process.stdin.flush()
+        return WarmRun(self, out, timeout + 60)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+        self.folder.cleanup()
+
+
+class WarmRun:
+    """One ``translate`` in a ``WarmTools`` worker, with ``PendingTool``'s ``poll``."""
+
+    def __init__(self, tools: WarmTools, out: Path, limit: float):
+        self.tools, self.out, self.limit = tools, out, limit
+        self.process = tools.process
+        self.started = time.monotonic()
+        self.err = b""
+        self.result: ToolVerdict | None = None
+
+    def poll(self) -> ToolVerdict | None:
+        if self.result is not None:
+            return self.result
+        seconds = time.monotonic() - self.started
+        code = self._read()
+        if code is None and self.process.poll() is None:
+            if seconds <= self.limit:
+                return None
+            self.tools.kill()
+            self.result = ToolVerdict(ERROR, None, seconds, f"no answer within {self.limit:.0f}s")
+        elif code is None:   # the worker died during the run
+            self.tools.process = None
+            self.result = ToolVerdict(ERROR, None, seconds, "the warm worker died: " +
+                                      self.err.decode(errors="replace").strip()[-150:])
+        else:
+            stdout = self.out.read_text() if self.out.is_file() else ""
+            self.out.unlink(missing_ok=True)
+            self.result = _verdict(code, stdout, self.err.decode(errors="replace"), seconds)
+        return self.result
+
+    def _read(self) -> int | None:
+        """The run's exit code once the worker wrote its end line (stderr read so far kept)."""
+        try:
+            while chunk := os.read(self.process.stderr.fileno(), 65536):
+                self.err += chunk
+        except BlockingIOError:
+            pass
+        mark = b"\n" + self.tools.end.encode() + b" "
+        at = (b"\n" + self.err).rfind(mark)
+        end = self.err.find(b"\n", at) if at >= 0 else -1
+        if end < 0:
+            return None
+        code = int(self.err[at + len(mark) - 1:end])
+        self.err = self.err[:at]
+        return code
 
 
 def run_tool(path: str, *, timeout: float = 60.0, llm: str = "off", lib_path: str | None = None) -> ToolVerdict:
