@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
+import re
 import sys
 import tempfile
 import time
@@ -132,6 +134,15 @@ class Recorded:
     library: bool
     diff: str
 
+    @property
+    def file(self) -> str | None:
+        """A library mutant's mutated file in its package (its origin is "<library file> via <driver>")."""
+        return self.origin.split(" via ")[0] if self.library and " via " in self.origin else None
+
+
+def _library_file(mutant) -> str | None:
+    return mutant.file if isinstance(mutant, (LibraryMutant, Recorded)) else None
+
 
 def recorded_outcomes(path: str) -> list[Outcome]:
     out = []
@@ -215,13 +226,36 @@ def confusion(outcomes: list[Outcome]) -> dict:
     return {"matrix": matrix, "left_out": left_out}
 
 
+def _changed_lines(diff: str) -> set[int]:
+    """The mutant file's lines a unified diff (``_diff``) adds or rewrites (its hunks' new side)."""
+    lines = set()
+    for match in re.finditer(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", diff, re.M):
+        start, count = int(match.group(1)), int(match.group(2) or 1)
+        lines.update(range(start, start + count))
+    return lines
+
+
+@functools.lru_cache(maxsize=None)
+def _mutated_lines(mutant) -> frozenset[int]:
+    """Where the mutation is in the mutant file (the file the tool reads): the operator's site (the first
+    line of the mutated statement) and every line the edit wrote (an inserted statement sits one line below
+    the site; a multi-line call's keyword is on a later line)."""
+    if isinstance(mutant, Recorded):
+        diff = mutant.diff
+    elif isinstance(mutant, LibraryMutant):
+        diff = _diff(mutant.original, mutant.source)
+    else:
+        diff = _diff((ROOT / mutant.origin).read_text(), mutant.source)
+    return frozenset({mutant.line} | _changed_lines(diff))
+
+
 def _names(mutant, line: int, file: str | None) -> bool:
-    """An error's (line, file) is the mutated site: a driver mutant's line in the checked file itself
-    (no other file named), a library mutant's line in a file ending with the mutated library path."""
-    if line != mutant.line:
+    """An error's (line, file) is the mutated site (``_mutated_lines``): a driver mutant's line in the checked
+    file itself (no other file named), a library mutant's line in a file ending with the mutated library path."""
+    if line not in _mutated_lines(mutant):
         return False
-    if isinstance(mutant, LibraryMutant):
-        return bool(file) and ("/" + file.replace("\\", "/")).endswith("/" + mutant.file)
+    if _library_file(mutant):
+        return bool(file) and ("/" + file.replace("\\", "/")).endswith("/" + _library_file(mutant))
     return not file
 
 
@@ -235,12 +269,13 @@ def line_hits(outcomes: list[Outcome], library: bool = False) -> dict:
     mutated line is in the library file, so the error must name that file too): how many name the
     mutated line as the primary (first error) line, and how many as a repair line (the checked file's)."""
     found = [o for o in outcomes if o.truth.status == gt.DIFFER and o.verdict.verdict == tool.VIOLATIONS
-             and is_library(o.mutant) == library and (not library or isinstance(o.mutant, LibraryMutant))]
+             and is_library(o.mutant) == library and (not library or bool(_library_file(o.mutant)))]
     primary = sum(1 for o in found if _located(o.verdict) and _names(o.mutant, *_located(o.verdict)[0]))
     anywhere = sum(1 for o in found if any(_names(o.mutant, *at) for at in _located(o.verdict)))
-    repair = 0 if library else sum(1 for o in found if o.mutant.line in o.verdict.repair_lines)
+    repaired = lambda o: any(line in _mutated_lines(o.mutant) for line in o.verdict.repair_lines)  # noqa: E731
+    repair = 0 if library else sum(1 for o in found if repaired(o))
     either = sum(1 for o in found if (_located(o.verdict) and _names(o.mutant, *_located(o.verdict)[0]))
-                 or (not library and o.mutant.line in o.verdict.repair_lines))
+                 or (not library and repaired(o)))
     return {"found": len(found), "primary": primary, "any_error_line": anywhere, "repair": repair, "either": either}
 
 
@@ -261,7 +296,7 @@ def render(outcomes: list[Outcome], summary: dict) -> str:
     text += "\n" + _hits_text(line_hits(outcomes))
     if real:
         text += "\nrealcode drivers only: " + _hits_text(line_hits(real))
-    if any(isinstance(o.mutant, LibraryMutant) for o in outcomes):
+    if any(_library_file(o.mutant) for o in outcomes):
         text += "\nlibrary mutants (the error must name the library file and line): " + \
             _hits_text(line_hits(outcomes, library=True)).replace(", library mutants apart", "")
     return text
@@ -283,6 +318,13 @@ def _render_matrix(outcomes: list[Outcome], summary: dict, wrong_list: bool = Tr
         lines.append(f"wrong definite verdicts: {len(wrong)} (verified where numbers differ: {m[gt.DIFFER][tool.VERIFIED]}, "
                      f"violations where they agree: {m[gt.AGREE][tool.VIOLATIONS]}); "
                      f"unsupported: {100 * unsupported / counted:.1f}%")
+    undecided = [o for o in outcomes if o.truth.status in m and o.verdict.verdict in (tool.UNSUPPORTED, tool.ERROR)]
+    if undecided and wrong_list:
+        lines.append("")
+        lines.append("unsupported and errors (file:line operator -- ground truth -- the tool's first error or note):")
+        for o in sorted(undecided, key=lambda o: (o.mutant.origin, o.mutant.line, o.mutant.operator)):
+            lines.append(f"  {o.mutant.origin}:{o.mutant.line} {o.mutant.operator} -- {o.truth.status} -- "
+                         f"{o.verdict.verdict}: {o.verdict.detail[:160]}")
     if wrong and wrong_list:
         lines.append("")
         lines.append("wrong definite verdicts (file:line operator -- change -- tool verdict / ground truth):")
