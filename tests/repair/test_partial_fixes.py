@@ -9,7 +9,7 @@ the fix is confirmed on 2 and 4 gloo ranks.
 from __future__ import annotations
 
 from verifier.report import ERROR, NOTE, Diagnostic, Report
-from verify_agent.repair.traced_fixes import _improves
+from verify_agent.repair.traced_fixes import _improves, _moves_on
 
 
 def _report(*checks: str, passes: dict | None = None) -> Report:
@@ -40,3 +40,25 @@ def test_a_violated_pass_proven_is_a_partial_fix():
     before = _report("equivalence", passes={"forward": "violated", "backward": "violated"})
     after = _report("equivalence", passes={"forward": "proven", "backward": "violated"})
     assert _improves(before, after)
+
+
+def test_forward_fixed_and_the_backward_it_hid_violated_is_a_base_for_a_second_edit():
+    """A wrong forward hides a backward bug (the run stops at the first counterexample): once the forward
+    is right, the backward's finding shows and the forward is left unproven, not violated."""
+    before = _report("equivalence", passes={"forward": "violated", "backward": "not proven"})
+    after = _report("equivalence", passes={"forward": "not proven", "backward": "violated"})
+    assert not _improves(before, after)
+    assert _moves_on(before, after)
+
+
+def test_an_edit_that_leaves_nothing_checked_is_no_base():
+    before = _report("equivalence", passes={"forward": "violated", "backward": "not proven"})
+    after = _report("unsupported", passes={"forward": "not proven", "backward": "not proven"})
+    assert not _moves_on(before, after)
+
+
+def test_an_edit_that_violates_more_passes_is_no_base():
+    before = _report("equivalence", passes={"forward": "violated", "backward": "not proven", "temporal": "proven"})
+    after = _report("equivalence", "async", passes={"forward": "not proven", "backward": "violated",
+                                                   "temporal": "violated"})
+    assert not _moves_on(before, after)

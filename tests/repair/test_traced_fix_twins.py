@@ -314,3 +314,15 @@ def test_order_recipe_writes_the_twin_order_and_leaves_the_twin_alone():
     assert (REALWORLD / ORDER_TWIN).read_text().split('"""', 2)[2] in [e.split('"""', 2)[2] for e in edits]
     # sends and receives already in the same order: nothing is proposed at any line
     assert _order_edits(REALWORLD / ORDER_TWIN) == []
+
+
+def test_two_bugs_get_both_edits_confirmed_and_match_one_device(tmp_path):
+    """The reduce-from-region forward and the copy-to-region backward both lost their all-reduce: the
+    forward's fix shows the backward's finding (it hid it), and is the base of the second edit.  The
+    verified twin is tp_mlp_fixed.py (``test_fixed_twin_verifies``)."""
+    fix = _confirmed_fix(_copy(tmp_path, "tp_mlp_two_bugs.py"))
+    assert "    def backward(ctx, grad_output):\n        dist.all_reduce(grad_output)\n" in fix.patched
+    assert "    def forward(ctx, x):\n        dist.all_reduce(x)\n        return x\n" in fix.patched
+    patched = tmp_path / "patched_tp_mlp_two_bugs.py"
+    patched.write_text(fix.patched)
+    _matches_one_device(patched, realworld=False)

@@ -268,6 +268,17 @@ def _improves(before: Report, after: Report) -> bool:
     return bool(now) and now != was and all(now[kind] <= was[kind] for kind in now)
 
 
+def _moves_on(before: Report, after: Report) -> bool:
+    """A weaker sign of part fixed: the pass ``before`` violated is no longer violated ``after`` and no more
+    passes are, while findings remain.  A wrong forward hides a backward bug (the run stops at the first
+    counterexample, the backward is left unproven): a Megatron MLP that lost its reduce on top of its
+    copy-to-region, once the reduce is back, shows the input gradient's finding instead (forward not
+    proven, backward violated).  Only a base for a second edit: what is shown is verified and confirmed."""
+    violated, now = _violated(before), _violated(after)
+    return after.verdict == "violations" and bool(_finding_kinds(after)) and bool(violated - now) \
+        and len(now) <= len(violated)
+
+
 def _finding_kinds(report: Report):
     """How many error findings of each check (``async``, ``equivalence``, ``p2p``...) the report has."""
     from collections import Counter
@@ -290,7 +301,7 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
     if progress:
         progress(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(str(s) for s in sorted(named))} "
                  f"(and the file's communicating lines)")
-    partial = None
+    partial = weak = None
     for candidate in pool:
         left = settings.budget_seconds - (time.perf_counter() - started)
         if len(found) >= top_k or left <= 5.0:
@@ -301,9 +312,11 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
             if verdict != "verified":
                 if progress:
                     progress(f"  candidate does not verify ({verdict}): {prefix}{candidate.description}")
-                if partial is None and not prefix and checked.report is not None and \
-                        _improves(report, checked.report):
-                    partial = (candidate.patched, checked.report, candidate.description)
+                if partial is None and not prefix and checked.report is not None:
+                    if _improves(report, checked.report):
+                        partial = (candidate.patched, checked.report, candidate.description)
+                    elif weak is None and _moves_on(report, checked.report):
+                        weak = (candidate.patched, checked.report, candidate.description)
                 continue
             confirmed = "not run on real ranks (--no-confirm)"
             if settings.confirm:
@@ -325,4 +338,4 @@ def _search(original: str, source: str, path: str, report: Report, settings: Tra
                 progress(f"  patched file verifies ({confirmed}): {prefix}{candidate.description}")
         finally:
             shutil.rmtree(overlay_root(copy), ignore_errors=True)
-    return partial
+    return partial if partial is not None else weak

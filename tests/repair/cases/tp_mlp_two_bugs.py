@@ -1,0 +1,42 @@
+"""Two bugs at once: the copy-to-region backward forgets its all-reduce (the input gradient stays a partial
+sum) and the reduce-from-region forward forgets its own (the output stays a partial sum, which hides the first)."""
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+TOKENS, HIDDEN, FFN = 4, 8, 16
+
+
+class CopyToRegion(torch.autograd.Function):
+    """Identity forward; the input's gradient is summed over the ranks."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+class ReduceFromRegion(torch.autograd.Function):
+    """Partial sums added up over the ranks; identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+def forward(x, w_up, w_down):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    h = F.gelu(CopyToRegion.apply(x) @ w_up.chunk(world, dim=1)[rank])
+    y = h @ w_down.chunk(world, dim=0)[rank]
+    return ReduceFromRegion.apply(y)
+
+
+def example_inputs():
+    return torch.randn(TOKENS, HIDDEN), torch.randn(HIDDEN, FFN), torch.randn(FFN, HIDDEN)
