@@ -12,8 +12,9 @@ package first on the path, run through the drivers that call it; site-packages i
 touched).  For each one:
 
 * ground truth: real torch.distributed (gloo, CPU) runs, 1 rank against 2 and 4 ranks,
-  outputs and gradients (gradients for autograd-aware gallery files and every real-world
-  driver), see benchmarks/mutants/groundtruth.py; results are cached by content hash;
+  outputs and gradients (of every floating input, except those a file's ``example_inputs()``
+  writes ``requires_grad=False`` for, as the tool reads them), see benchmarks/mutants/groundtruth.py;
+  results are cached by content hash;
 * the tool: ``verify-agent translate MUTANT --format json`` (``--jobs`` at once), warm by default:
   through the repair campaign's worker (benchmarks/fix_worker.py, fork servers kept up per set of
   installed imports; every trace still sandboxed), ``--cold`` for one process per mutant.
