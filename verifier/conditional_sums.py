@@ -106,6 +106,18 @@ def _merged_sum(terms: list[z3.ExprRef]) -> z3.ExprRef:
         entry[1].append(then)
         entry[2].append(otherwise)
     for condition, thens, otherwises in by_condition.values():
-        then, otherwise = normal_form(z3.Sum(thens)), normal_form(z3.Sum(otherwises))
+        then, otherwise = _expanded(z3.Sum(thens)), _expanded(z3.Sum(otherwises))
         rest.append(then if then.eq(otherwise) else z3.If(condition, then, otherwise))
     return rest[0] if len(rest) == 1 else z3.Sum(rest)
+
+
+# Z3's sum-of-monomials form gives up on a product whose expansion has more than ``som_blowup``
+# (default 10) times its monomials: ``-1 * (x0*w0 + ... + x31*w31) * g`` (the single device's
+# expert output, subtracted) stayed a product while the ranks' halves, 16 terms each, were
+# expanded, so a difference of 0 did not cancel.  The branches merged here are sums of the same
+# few products, so expanding them fully costs as much as the terms are long.
+SOM_BLOWUP = 1_000
+
+
+def _expanded(term: z3.ExprRef) -> z3.ExprRef:
+    return z3.simplify(term, som=True, som_blowup=SOM_BLOWUP)

@@ -1457,6 +1457,9 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnde
         blocks.sort(key=lambda index: not equal_terms(flat[0], _flat(want, index)[0]))
     for index in blocks:
         open_pairs = [(x, y) for x, y in zip(flat, _flat(want, index)) if not equal_terms(x, y)]
+        if by_solver and open_pairs and _provably_equal(*open_pairs[0]):
+            # selections that merge by condition (experts' index_add_ of partial sums, all-reduced)
+            open_pairs = [(x, y) for x, y in open_pairs[1:] if not _provably_equal(x, y)]
         if not open_pairs or (equal is not None and equal(open_pairs)):
             return index
     return None

@@ -22,6 +22,18 @@ def test_a_gradient_averaged_in_two_steps_cancels():
     assert merge_conditionals(normal_form(rank - single)).eq(z3.RealVal(0))
 
 
+def test_an_expert_output_summed_over_two_ranks_cancels_against_one_device():
+    # an experts loop's index_add_ of row-parallel partial sums, all-reduced: each rank holds
+    # If(token hit, its half of the dot product times the routing weight, 0); one device the whole
+    # 32-term product, which Z3's sum-of-monomials form leaves unexpanded at its default blowup
+    a, w = z3.RealVector("a", 32), z3.RealVector("w", 32)
+    g = z3.Real("g")
+    half = [z3.If(c, z3.Sum([a[k] * w[k] for k in part]) * g, 0) for part in (range(16), range(16, 32))]
+    single = z3.If(c, z3.Sum([a[k] * w[k] for k in range(32)]) * g, 0)
+    assert merge_conditionals(normal_form(half[0] + half[1] - single)).eq(z3.RealVal(0))
+    assert not z3.is_rational_value(merge_conditionals(normal_form(half[0] - single)))
+
+
 def test_conditionals_on_different_conditions_stay_apart():
     difference = normal_form(z3.If(c, x, 0) - z3.If(d, x, 0))
     assert not z3.is_rational_value(merge_conditionals(difference))

@@ -620,7 +620,11 @@ aten("aten.slice_backward.default", _slice_backward)
 
 def _rows_written(xp, out, index, values, accumulate: bool):
     """``out[index[j]] = values[j]`` (or ``+=``) for every j in order, exact for symbolic ids:
-    every row becomes a choice between its old value and each write that may land on it."""
+    every row becomes a choice between its old value and each write that may land on it.  Added
+    writes (``+=``) commute, so a row is its old value plus one ``If(index[j] == row, values[j], 0)``
+    per write, a flat sum rather than choices nested as deep as the writes: the form in which a
+    sum over ranks of such rows (a mixture-of-experts layer's ``index_add_`` of partial sums, then
+    the all-reduce) merges term by term with the single device's."""
     rows = out.shape[0]
     flat_ids = np.reshape(index, (-1,))
     flat_values = np.reshape(np.broadcast_to(values, tuple(np.shape(index)) + out.shape[1:]),
@@ -629,12 +633,15 @@ def _rows_written(xp, out, index, values, accumulate: bool):
         ids = np.asarray(flat_ids)
         if ids.size and (ids.min() < -rows or ids.max() >= rows):
             raise AtenUnsupported(f"index out of range for {rows} rows")
+    zero = literal(xp, np.zeros(out.shape), kind_of(xp, out)) if accumulate else None
     for j in range(len(flat_ids)):
         hits = xp.compare("eq", literal(xp, np.arange(rows), "int"),
                           np.full(rows, flat_ids[j], dtype=object if xp.symbolic else None))
-        hits = np.reshape(hits, (rows,) + (1,) * (out.ndim - 1))
-        written = out + flat_values[j] if accumulate else np.broadcast_to(flat_values[j], out.shape)
-        out = _array(xp, xp.where(np.broadcast_to(hits, out.shape), written, out))
+        hits = np.broadcast_to(np.reshape(hits, (rows,) + (1,) * (out.ndim - 1)), out.shape)
+        if accumulate:
+            out = _array(xp, out + xp.where(hits, np.broadcast_to(flat_values[j], out.shape), zero))
+        else:
+            out = _array(xp, xp.where(hits, np.broadcast_to(flat_values[j], out.shape), out))
     return out
 
 
@@ -684,11 +691,12 @@ def _cells_written(xp, x, rows, cols, values, accumulate: bool):
     out = _array(xp, x)
     row_ids = literal(xp, np.arange(out.shape[0])[:, None] * np.ones(out.shape, dtype=np.int64), "int")
     col_ids = literal(xp, np.ones(out.shape, dtype=np.int64) * np.arange(out.shape[1])[None, :], "int")
+    zero = literal(xp, np.zeros(out.shape), kind_of(xp, out))  # added writes as a flat sum (_rows_written)
     for position in np.ndindex(*rows.shape):
         hits = xp.logical("and", xp.compare("eq", row_ids, np.full(out.shape, rows[position], dtype=symbolic)),
                           xp.compare("eq", col_ids, np.full(out.shape, cols[position], dtype=symbolic)))
         value = np.full(out.shape, values[position], dtype=symbolic)
-        out = _array(xp, xp.where(hits, out + value if accumulate else value, out))
+        out = _array(xp, out + xp.where(hits, value, zero) if accumulate else xp.where(hits, value, out))
     return out
 
 
@@ -743,11 +751,13 @@ def _scatter_add(xp, args, attrs, ctx):
     out = _array(xp, np.moveaxis(x, dim, -1))
     picks, values = np.moveaxis(index, dim, -1), np.moveaxis(src, dim, -1)
     size = out.shape[-1]
+    zero = literal(xp, np.zeros(size), kind_of(xp, out))  # added writes as a flat sum (_rows_written)
     for position in np.ndindex(*np.shape(picks)):
         row = position[:-1]
         hits = xp.compare("eq", literal(xp, np.arange(size), "int"),
                           np.full(size, picks[position], dtype=object if xp.symbolic else None))
-        out[row] = _array(xp, xp.where(hits, out[row] + values[position], out[row]))
+        out[row] = _array(xp, out[row] + xp.where(hits, np.full(size, values[position], dtype=object
+                                                                 if xp.symbolic else None), zero))
     return [_array(xp, np.moveaxis(out, -1, dim))]
 
 
