@@ -29,7 +29,7 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
                              is_mask, mask_values, random_inputs)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
-from .localize import faulty_line, missing_initialization, short_loop
+from .localize import faulty_line, misplacing_writer, missing_initialization, short_loop
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -433,6 +433,11 @@ def _coverage_diagnostic(kernel: Kernel, sizes: dict[str, int], name: str, cells
             trips = ""
         message += f"the loop over {loop.var} at line {loop.line}{trips} stops before writing them; grid is {grid}"
         return Diagnostic("coverage", ERROR, message, loop.line, example)
+    writer = misplacing_writer(kernel, name, trace.stores.get(name, 0), int(np.prod(trace.writers[name].shape)))
+    if writer is not None:  # the blocks stored enough elements, some twice or past the edge: not the grid
+        message += (f"the blocks store as many elements as {name} has, so the index of the write at line "
+                    f"{writer.line} puts some twice or past the edge; grid is {grid}")
+        return Diagnostic("coverage", ERROR, message, writer.line, example)
     message += f"grid is {grid} (size the grid with T.ceildiv)"
     return Diagnostic("coverage", ERROR, message, kernel.grid_line or kernel.line, example)
 

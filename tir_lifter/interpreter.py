@@ -62,6 +62,9 @@ class Trace:
     # (input tensor, element) -> source lines of the statements that read it from global memory
     reads: dict[tuple[str, tuple[int, ...]], set[int]] = field(default_factory=dict)
     edge_reads: set[int] = field(default_factory=set)  # lines reading a global tensor past its edge (0 there)
+    # global tensor (a view counted as its tensor) -> element stores the blocks issued, those past
+    # its edge included: as many as it has elements, and some unwritten, means misplaced stores
+    stores: dict[str, int] = field(default_factory=dict)
 
 
 class Machine:
@@ -114,6 +117,7 @@ class Machine:
         self._loop_lines: list[int] = []
         self.reads: dict[tuple[str, tuple[int, ...]], set[int]] = {}
         self.edge_reads: set[int] = set()
+        self.stores: dict[str, int] = {}
         self._view_base = {view.name: base for view, base in kernel.views}
         self._onchip_base = {view.name: base for view, base in kernel.onchip_views}
         # warp groups (T.ws) and mbarriers: the order between them is checked as the block runs
@@ -139,7 +143,8 @@ class Machine:
                         array[index] = lines
                 origins[buf.name] = array
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
-                     self.conflict_cells, list(self.auto_guarded.values()), origins, self.reads, self.edge_reads)
+                     self.conflict_cells, list(self.auto_guarded.values()), origins, self.reads, self.edge_reads,
+                     self.stores)
 
     def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
@@ -256,8 +261,10 @@ class Machine:
         return value
 
     def _cell(self, name: str, index: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
-        """The element of the block's own buffer a T.reshape view's element is (origins follow memory)."""
-        base = self._onchip_base.get(name)
+        """The element of the buffer a view's element is: a T.reshape view of the block's buffer, or
+        a global tensor viewed under another shape (``T.Tensor(shape, dtype, out.data)``): origins
+        follow memory, so a value stored through the view came through the same lines."""
+        base = self._onchip_base.get(name) or self._view_base.get(name)
         if base is None:
             return name, index
         flat = int(np.ravel_multi_index(index, self.shapes[name]))
@@ -271,6 +278,9 @@ class Machine:
         self.reads.setdefault((name, index), set()).add(line)
 
     def store(self, name: str, index: tuple[int, ...], value: Any, line: int | None, atomic: bool, guarded: bool) -> None:
+        if self.scopes[name] == GLOBAL:
+            base = self._view_base.get(name, name)
+            self.stores[base] = self.stores.get(base, 0) + 1
         if not self.in_bounds(name, index):
             if not guarded:
                 self.fault("out-of-bounds", line, f"writes {name}{list(index)} outside its shape {list(self.shapes[name])}")

@@ -109,6 +109,15 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
     if misplaced and have and have != should and any(_inputs(want[name][other], element_of, memo) == have
                                        for other in np.ndindex(want[name].shape) if other != index):
         return written_at, "the value another element should have is stored here"
+    lost = should - have
+    if extra and lost and not {t for t, _ in extra} & {t for t, _ in lost}:
+        # it gains elements of one tensor and loses elements of another, which a statement read past its
+        # edge: that read is shifted, so the other tensor's elements meet the wrong partners
+        lost_readers = {line for (t, _), lines in reads.items() if t in {u for u, _ in lost} for line in lines}
+        shifted = [ln for ln in order if ln in guarded and ln in candidates and ln in lost_readers]
+        if shifted:
+            return shifted[0], f"it reads past the edge of {'/'.join(sorted({t for t, _ in lost}))} (0 there) " \
+                               "instead of elements the spec uses"
     if extra:
         lines = {line for element in extra for line in reads.get(element, ()) if line in candidates}
         if lines:
@@ -117,16 +126,23 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
     missing = should - have
     if missing and not extra:
         buffers = {t for t, _ in missing}
-        shifted = [ln for ln in order if ln in guarded and ln in candidates]
-        if shifted:  # the elements it misses were read as 0 past the edge: the reading statement is off
-            return shifted[0], f"it reads past the edge of {'/'.join(sorted(buffers))} (0 there) instead of " \
-                               "elements the spec uses"
         readers = {line for (t, _), lines in reads.items() if t in buffers for line in lines if line in candidates}
+        # the elements it misses were read as 0 past the edge: the statement reading them is off (another
+        # statement's reads past an edge, an im2col's padding, say nothing about these elements)
+        shifted = [ln for ln in order if ln in guarded and ln in candidates and ln in readers]
         loops = [ln for reader in sorted(readers, key=lambda ln: rank.get(ln, 0))
                  for ln in reversed(around.get(reader, [])) if ln in candidates]
+        # a shifted read loses elements of the one tensor it reads; a loop that stops short loses
+        # elements of every tensor read inside it: with several, a loop around all their readers
+        common = [ln for ln in loops if all(any(ln in around.get(reader, []) for (t, _), lines in reads.items()
+                                                if t == buffer for reader in lines if reader in candidates)
+                                            for buffer in buffers)]
+        if shifted and not (len(buffers) > 1 and common):
+            return shifted[0], f"it reads past the edge of {'/'.join(sorted(buffers))} (0 there) instead of " \
+                               "elements the spec uses"
         if loops:
-            return loops[0], f"the loop or condition stops before reading every {'/'.join(sorted(buffers))} " \
-                             "element the spec uses"
+            return (common or loops)[0], f"the loop or condition stops before reading every " \
+                                         f"{'/'.join(sorted(buffers))} element the spec uses"
     if have == should:
         converted = [ln for ln in order if ln in narrowing and ln in candidates]
         if converted:
@@ -239,6 +255,18 @@ def _written_index(stmt: Stmt, name: str) -> tuple | None:
     regions = [stmt.operands[i] for i in _WRITTEN_OPERANDS.get(stmt.kind, ()) if i < len(stmt.operands)]
     found = [r for r in regions if isinstance(r, Region) and r.buffer == name]
     return found[0].starts if found else None
+
+
+def misplacing_writer(kernel: Kernel, name: str, stores: int, elements: int) -> Stmt | None:
+    """The one statement writing ``name`` (or a view of it), when the blocks issued at least as many
+    stores as ``name`` has elements and still left some unwritten: the grid and loops are big
+    enough, the write's index sends some stores onto others or past the edge.  None when the
+    stores fall short (the grid or a loop is too small) or several statements write it."""
+    if stores < elements:
+        return None
+    names = {name} | {view.name for view, base in kernel.views if base == name}
+    writers = [stmt for n in names for stmt, _ in _writers(kernel.body, n)]
+    return writers[0] if len(writers) == 1 and writers[0].line is not None else None
 
 
 def short_loop(kernel: Kernel, name: str, cells: list[tuple[int, ...]], shape: tuple[int, ...]) -> Loop | None:
