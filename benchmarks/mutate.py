@@ -288,13 +288,21 @@ def _hits_text(h: dict) -> str:
             f"repair line {pct(h['repair'])}, either {pct(h['either'])}, any error line {pct(h['any_error_line'])}")
 
 
-def render(outcomes: list[Outcome], summary: dict) -> str:
+def of_correct_files(outcomes: list[Outcome], buggy: frozenset[str]) -> list[Outcome]:
+    """Mutants of files that are right before the mutation (their expected.json verdict is not
+    'violations'): a found bug of a buggy file's mutant may be the file's own bug, at its own line."""
+    return [o for o in outcomes if o.mutant.origin not in buggy]
+
+
+def render(outcomes: list[Outcome], summary: dict, buggy: frozenset[str] = frozenset()) -> str:
     text = _render_matrix(outcomes, summary)
     real = [o for o in outcomes if is_realcode(o.mutant)]
     if real and len(real) < len(outcomes):
         text += "\n\nof which around installed libraries (examples/realcode_drivers/ and library source mutants):\n"
         text += _render_matrix(real, confusion(real), wrong_list=False)
     text += "\n" + _hits_text(line_hits(outcomes))
+    if buggy:
+        text += "\nof files right before the mutation: " + _hits_text(line_hits(of_correct_files(outcomes, buggy)))
     if real:
         text += "\nrealcode drivers only: " + _hits_text(line_hits(real))
     if any(_library_file(o.mutant) for o in outcomes):
@@ -418,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = confusion(outcomes)
     if ran < len(mutants):
         print(f"time limit: {ran} of {len(mutants)} mutants finished (both ground truth and tool)")
-    print(render(outcomes, summary))
+    buggy = frozenset(o.label for o in origs if o.expected == "violations")
+    print(render(outcomes, summary, buggy))
     print(f"({time.monotonic() - started:.0f}s)")
     if args.json:
         sources = {o.label: o.path.read_text() for o in origs}
@@ -440,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             "diff": diff(o.mutant), "library": is_library(o.mutant),
         } for o in outcomes]
         Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes),
+                                               "line_hits_right_files": line_hits(of_correct_files(outcomes, buggy)),
                                                "library_line_hits": line_hits(outcomes, library=True),
                                                "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
