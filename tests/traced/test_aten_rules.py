@@ -124,6 +124,24 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.convolution.default", [(F, (2, 2, 9)), (F, (3, 2, 3))],
      {"bias": None, "stride": [2], "padding": [1], "dilation": [1], "transposed": False, "output_padding": [0],
       "groups": 1}),
+    # grouped: a causal depthwise conv1d (linear-attention layers: channels = groups, padding k - 1)
+    # and a 2-D one in 2 groups; the backward of both and of a plain strided one
+    ("aten.convolution.default", [(F, (2, 4, 9)), (F, (4, 1, 4)), (F, (4,))],
+     {"stride": [1], "padding": [3], "dilation": [1], "transposed": False, "output_padding": [0], "groups": 4}),
+    ("aten.convolution.default", [(F, (1, 4, 7, 6)), (F, (6, 2, 2, 3))],
+     {"bias": None, "stride": [1, 2], "padding": [0, 1], "dilation": [2, 1], "transposed": False,
+      "output_padding": [0, 0], "groups": 2}),
+    ("aten.convolution_backward.default", [(F, (2, 4, 12)), (F, (2, 4, 9)), (F, (4, 1, 4))],
+     {"bias_sizes": [4], "stride": [1], "padding": [3], "dilation": [1], "transposed": False, "output_padding": [0],
+      "groups": 4, "output_mask": [True, True, True]}),
+    ("aten.convolution_backward.default", [(F, (1, 6, 5, 3)), (F, (1, 4, 7, 6)), (F, (6, 2, 2, 3))],
+     {"bias_sizes": None, "stride": [1, 2], "padding": [0, 1], "dilation": [2, 1], "transposed": False,
+      "output_padding": [0, 0], "groups": 2, "output_mask": [True, True, True]}),
+    ("aten.convolution_backward.default", [(F, (2, 3, 5)), (F, (2, 2, 9)), (F, (3, 2, 3))],
+     {"bias_sizes": [3], "stride": [2], "padding": [1], "dilation": [1], "transposed": False, "output_padding": [0],
+      "groups": 1, "output_mask": [True, True, True]}),
+    ("aten.flip.default", [f234], {"dims": [-1]}),
+    ("aten.flip.default", [f234], {"dims": [0, 2]}),
     ("aten.add.Tensor", [f23, f23], {"alpha": 3}),
     ("aten.add.Tensor", [(I, (2, 3), -5, 5), (I, (3,), -5, 5)], {}),
     ("aten.add.Scalar", [f23], {"other": 2.5, "alpha": 2}),
@@ -558,9 +576,9 @@ def test_a_bit_operation_that_is_not_arithmetic_is_refused(kind, other):
         evaluate(kind, [np.arange(4)], {"other": other})
 
 
-def test_grouped_or_transposed_convolution_is_refused():
+def test_transposed_convolution_is_refused():
     from verifier.rules.aten import AtenUnsupported
-    for attrs in ({"groups": 2}, {"transposed": True}):
+    for attrs in ({"transposed": True},):
         with pytest.raises(AtenUnsupported, match="convolution"):
             evaluate("aten.convolution.default", [np.ones((1, 2, 4, 4)), np.ones((2, 1, 2, 2))],
                      {"bias": None, "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], **attrs})

@@ -65,12 +65,37 @@ aten("aten.linear.default", _linear)
 
 
 def _convolution(xp, args, attrs, ctx):
-    """N-d convolution (``conv1d``/``conv2d``/``conv3d``), not transposed, one group: the
-    zero-padded input's patches times the flattened filters, as one matmul."""
+    """N-d convolution (``conv1d``/``conv2d``/``conv3d``), not transposed: the zero-padded
+    input's patches times the flattened filters, as one matmul per group (``groups`` > 1: group g
+    convolves its own input channels with its own filters; a causal depthwise conv1d)."""
     tensors = optional_tensors(args, attrs, ["input", "weight", "bias?"])
-    if attrs.get("transposed") or attrs.get("groups", 1) != 1:
-        raise AtenUnsupported("transposed or grouped convolution is not modelled")
+    if attrs.get("transposed"):
+        raise AtenUnsupported("transposed convolution is not modelled")
     x, w = as_float(xp, tensors["input"]), as_float(xp, tensors["weight"])
+    groups = _groups(x, w, attrs)
+    outs = [_convolved(xp, part_x, part_w, attrs) for part_x, part_w in
+            zip(np.split(np.asarray(x), groups, axis=1), np.split(np.asarray(w), groups, axis=0))]
+    out = np.concatenate(outs, axis=1) if groups > 1 else outs[0]
+    if "bias" in tensors:
+        spatial = np.ndim(w) - 2
+        bias = as_float(xp, tensors["bias"]).reshape([-1] + [1] * spatial)
+        out = call("add", xp, [out, np.broadcast_to(bias, np.shape(out))])
+    return [out]
+
+
+def _groups(x, w, attrs) -> int:
+    groups = int(attrs.get("groups", 1) or 1)
+    if np.ndim(x) < 3 or np.shape(x)[1] % groups or np.shape(w)[0] % groups \
+            or np.shape(x)[1] != np.shape(w)[1] * groups:
+        raise ShapeError(f"convolution of input {list(np.shape(x))} with weight {list(np.shape(w))} "
+                         f"in {groups} group(s)")
+    return groups
+
+
+def _geometry(x, w, attrs):
+    """(stride, padding, dilation, output sizes, index) of a convolution: ``index[axis]`` is the input
+    position (in the padded input) that output o and tap t read on that spatial axis, broadcast over
+    all output and tap axes."""
     spatial = np.ndim(w) - 2
 
     def per_dim(name: str, default: int) -> list[int]:
@@ -79,35 +104,84 @@ def _convolution(xp, args, attrs, ctx):
         return value * spatial if len(value) == 1 else value
 
     stride, padding, dilation = per_dim("stride", 1), per_dim("padding", 0), per_dim("dilation", 1)
-    if np.ndim(x) != spatial + 2 or np.shape(x)[1] != np.shape(w)[1]:
-        raise ShapeError(f"convolution of input {list(np.shape(x))} with weight {list(np.shape(w))}")
-    zero = literal(xp, 0.0, "float")[()]
-    padded = np.full(np.shape(x)[:2] + tuple(n + 2 * p for n, p in zip(np.shape(x)[2:], padding)), zero,
-                     dtype=np.asarray(x).dtype)
-    padded[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(np.shape(x)[2:], padding))] = x
     taps = np.shape(w)[2:]
     outs = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, p, d, k, s in zip(np.shape(x)[2:], padding, dilation, taps,
                                                                              stride)]
-    # index of input position (output o, tap t) on each spatial axis, broadcast over all axes
     index = []
     for axis, (o, k, s, d) in enumerate(zip(outs, taps, stride, dilation)):
         shape = [1] * (2 * spatial)
         shape[axis], shape[spatial + axis] = o, k
         index.append((np.arange(o)[:, None] * s + np.arange(k)[None, :] * d).reshape(shape))
+    return stride, padding, dilation, outs, index
+
+
+def _patch_rows(xp, x, w, attrs):
+    """(rows, outs, padded shape): the zero-padded input's patches, one row per (batch, output
+    position), columns in the filters' flattened (channel, tap) order."""
+    spatial = np.ndim(w) - 2
+    _, padding, _, outs, index = _geometry(x, w, attrs)
+    zero = literal(xp, 0.0, "float")[()]
+    padded = np.full(np.shape(x)[:2] + tuple(n + 2 * p for n, p in zip(np.shape(x)[2:], padding)), zero,
+                     dtype=np.asarray(x).dtype)
+    padded[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(np.shape(x)[2:], padding))] = x
     patches = padded[(slice(None), slice(None)) + tuple(index)]  # N, C, *outs, *taps
-    batch = np.shape(x)[0]
     order = [0] + list(range(2, 2 + spatial)) + [1] + list(range(2 + spatial, 2 + 2 * spatial))
-    rows = np.transpose(patches, order).reshape(batch * int(np.prod(outs)), -1)
+    return np.transpose(patches, order).reshape(np.shape(x)[0] * int(np.prod(outs)), -1), outs, padded.shape
+
+
+def _convolved(xp, x, w, attrs):
+    """One group's convolution, without bias."""
+    spatial = np.ndim(w) - 2
+    if np.ndim(x) != spatial + 2 or np.shape(x)[1] != np.shape(w)[1]:
+        raise ShapeError(f"convolution of input {list(np.shape(x))} with weight {list(np.shape(w))}")
+    rows, outs, _ = _patch_rows(xp, x, w, attrs)
     filters = np.asarray(w).reshape(np.shape(w)[0], -1)
-    out = call("matmul", xp, [rows, np.transpose(filters)]).reshape([batch] + outs + [np.shape(w)[0]])
-    out = np.transpose(out, [0, 1 + spatial] + list(range(1, 1 + spatial)))
-    if "bias" in tensors:
-        bias = as_float(xp, tensors["bias"]).reshape([-1] + [1] * spatial)
-        out = call("add", xp, [out, np.broadcast_to(bias, np.shape(out))])
-    return [out]
+    out = call("matmul", xp, [rows, np.transpose(filters)]).reshape([np.shape(x)[0]] + outs + [np.shape(w)[0]])
+    return np.transpose(out, [0, 1 + spatial] + list(range(1, 1 + spatial)))
+
+
+def _convolution_backward(xp, args, attrs, ctx):
+    """(grad_input, grad_weight, grad_bias) of a convolution, per group, from its matmul form
+    ``out_rows = patch_rows @ filters^T``: ``grad_filters = grad_rows^T @ patch_rows``, and
+    ``grad_rows @ filters`` added back into the padded input at the positions each patch read."""
+    if attrs.get("transposed"):
+        raise AtenUnsupported("transposed convolution is not modelled")
+    grad, x, w = (as_float(xp, t) for t in args[:3])
+    groups = _groups(x, w, attrs)
+    spatial = np.ndim(w) - 2
+    grads_x, grads_w = [], []
+    for part_x, part_w, part_g in zip(np.split(np.asarray(x), groups, axis=1), np.split(np.asarray(w), groups, axis=0),
+                                      np.split(np.asarray(grad), groups, axis=1)):
+        rows, outs, padded_shape = _patch_rows(xp, part_x, part_w, attrs)
+        grad_rows = np.transpose(part_g, [0] + list(range(2, 2 + spatial)) + [1]).reshape(rows.shape[0], -1)
+        filters = part_w.reshape(np.shape(part_w)[0], -1)
+        grads_w.append(call("matmul", xp, [np.transpose(grad_rows), rows]).reshape(np.shape(part_w)))
+        grads_x.append(_patches_added_back(xp, call("matmul", xp, [grad_rows, filters]), part_x, part_w, attrs,
+                                           padded_shape))
+    grad_bias = call("sum", xp, [grad], dim=[0] + list(range(2, 2 + spatial)))
+    return [np.concatenate(grads_x, axis=1), np.concatenate(grads_w, axis=0), grad_bias]
+
+
+def _patches_added_back(xp, grad_rows, x, w, attrs, padded_shape):
+    """The input gradient: each patch row's entries added to the padded input position it was read
+    from (positions read by several patches sum), the padding cut off again."""
+    spatial = np.ndim(w) - 2
+    _, padding, _, outs, index = _geometry(x, w, attrs)
+    batch, channels = np.shape(x)[:2]
+    taps = np.shape(w)[2:]
+    patches = np.asarray(grad_rows).reshape([batch] + outs + [channels] + list(taps))
+    patches = np.transpose(patches, [0, 1 + spatial] + list(range(1, 1 + spatial)) +
+                           list(range(2 + spatial, 2 + 2 * spatial)))  # N, C, *outs, *taps
+    total = literal(xp, np.zeros(padded_shape), "float")
+    full = tuple(np.broadcast_to(i, np.broadcast_shapes(*[np.shape(j) for j in index])) for i in index)
+    for position in np.ndindex(*full[0].shape):
+        at = (slice(None), slice(None)) + tuple(int(axis[position]) for axis in full)
+        total[at] = total[at] + patches[(slice(None), slice(None)) + position]
+    return total[(slice(None), slice(None)) + tuple(slice(p, p + n) for n, p in zip(np.shape(x)[2:], padding))]
 
 
 aten("aten.convolution.default", _convolution)
+aten("aten.convolution_backward.default", _convolution_backward)
 
 
 # --- layer norm -----------------------------------------------------------------------------------

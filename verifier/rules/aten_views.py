@@ -155,6 +155,14 @@ def _select(xp, args, attrs, ctx):
     return [_array(xp, x[_index(np.ndim(x), dim, index % size)])]
 
 
+def _flip(xp, args, attrs, ctx):
+    """``x.flip(dims)``: the order of every named dim reversed (a causal conv1d's kernel)."""
+    x = args[0]
+    dims = tuple(norm_dim(int(d), max(np.ndim(x), 1)) for d in attrs.get("dims", ()))
+    return [_array(xp, np.flip(np.asarray(x), axis=dims) if dims else np.asarray(x))]
+
+
+aten("aten.flip.default", _flip)
 aten("aten.slice.Tensor", _slice)
 aten("aten.select.int", _select)
 aten("aten.narrow.default", lambda xp, args, attrs, ctx: _slice(
