@@ -141,6 +141,10 @@ CASES: list[tuple[str, list, dict]] = [
      {"bias_sizes": [3], "stride": [2], "padding": [1], "dilation": [1], "transposed": False, "output_padding": [0],
       "groups": 1, "output_mask": [True, True, True]}),
     ("aten.flip.default", [f234], {"dims": [-1]}),
+    # masked_scatter: the mask broadcast over the last dim (an audio embedding written at its tokens)
+    ("aten.masked_scatter.default", [(F, (2, 4, 3)), (B, (2, 4, 1)), (F, (2, 4, 3))], {}),
+    ("aten.masked_scatter.default", [(F, (3, 4)), (B, (3, 4)), (F, (13,))], {}),
+    ("aten.masked_scatter_backward.default", [(F, (2, 4, 3)), (B, (2, 4, 1))], {"sizes": [3, 3, 3]}),
     ("aten.flip.default", [f234], {"dims": [0, 2]}),
     ("aten.add.Tensor", [f23, f23], {"alpha": 3}),
     ("aten.add.Tensor", [(I, (2, 3), -5, 5), (I, (3,), -5, 5)], {}),

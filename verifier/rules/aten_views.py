@@ -752,6 +752,49 @@ def _nonzero(xp, args, attrs, ctx):
 aten("aten.nonzero.default", _nonzero)
 
 
+def _mask_counts(xp, mask, shape):
+    """(flags, before): the mask broadcast to ``shape`` and flattened, and for each position how many
+    set positions come before it in row-major order (exact in Z3: a sum of the flags)."""
+    flags = np.reshape(np.broadcast_to(to_kind(xp, mask, "bool"), shape), -1)
+    ones = np.reshape(to_kind(xp, flags, "int"), -1)
+    return flags, (_array(xp, np.cumsum(ones) - ones) if np.size(ones) else ones)
+
+
+def _masked_scatter(xp, args, attrs, ctx):
+    """``x.masked_scatter(mask, source)``: the j-th set position of the mask (row-major) takes the
+    j-th element of the flattened source, the others keep x; positions past the source's end take
+    an unknown value (torch raises there)."""
+    x, mask, source = args
+    shape = np.shape(x)
+    flags, before = _mask_counts(xp, mask, shape)
+    table = np.reshape(np.asarray(to_kind(xp, source, kind_of(xp, x)), dtype=object if xp.symbolic else None), (-1,))
+    if not xp.symbolic and int(np.sum(flags)) > table.size:
+        raise TorchRaises(f"masked_scatter: the mask sets {int(np.sum(flags))} positions, the source has {table.size}")
+    if not table.size:
+        return [x]
+    picked = xp.take_rows(table, np.minimum(before, table.size - 1) if not xp.symbolic else before)
+    return [_array(xp, np.reshape(xp.where(flags, picked, np.reshape(x, -1)), shape))]
+
+
+def _masked_scatter_backward(xp, args, attrs, ctx):
+    """The source's gradient of ``masked_scatter``: element j is the incoming gradient at the j-th set
+    position of the mask, zeros past the number set, in the source's shape (``sizes``)."""
+    grad, mask = args[:2]
+    sizes = [int(n) for n in attrs["sizes"]]
+    flags, before = _mask_counts(xp, mask, np.shape(grad))
+    values = np.reshape(grad, -1)
+    zero = literal(xp, np.zeros(np.size(values)), kind_of(xp, grad))
+    out = []
+    for j in range(int(np.prod(sizes))):
+        hit = xp.logical("and", flags, xp.compare("eq", before, literal(xp, np.full(np.size(values), j), "int")))
+        out.append(np.asarray(call("sum", xp, [xp.where(hit, values, zero)], dim=[0])).reshape(())[()])
+    return [_array(xp, np.reshape(np.array(out, dtype=object if xp.symbolic else None), sizes))]
+
+
+aten("aten.masked_scatter.default", _masked_scatter)
+aten("aten.masked_scatter_backward.default", _masked_scatter_backward)
+
+
 def _scatter_add(xp, args, attrs, ctx):
     """out[..., index[..., k, ...], ...] += src[..., k, ...] along ``dim`` (gather's backward)."""
     x, index, src = args
