@@ -355,11 +355,15 @@ def _engine_error(report: Report, error: RunError) -> None:
 
 # --- localisation -----------------------------------------------------------------------------------
 
-def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int, int]:
+def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...],
+                     agree: Callable[[int, int], int] | None = None) -> dict[int, int]:
     """Rank op position -> reference op position.  Ops of one source line are paired by the
     longest common subsequence of their kinds, earliest matches first: a rank's extra ops on a
     line (the vocabulary mask before a sharded lookup) do not shift the pairs of the ops both runs
-    share.  A line with too many ops pairs by (kind, occurrence)."""
+    share.  A line with too many ops pairs by (kind, occurrence).  ``agree(i, j)``, when given, says
+    how well a concrete run's values of the two ops agree: a match that agrees better outweighs any
+    that agrees less (a data-parallel rank's micro-batches are the single device's third and fourth, not its
+    first and second, though the same lines run them)."""
     def by_line(op_list):
         out: dict[tuple, list[int]] = defaultdict(list)
         for position, op in enumerate(op_list):
@@ -370,6 +374,8 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
     weights = _pairing_weights(ops)
 
     def align(weight):
+        if agree is not None:
+            weight = _preferring(agree, weight or (lambda i, j: weights[i]))
         pairs = {}
         for line, positions in lines.items():
             partners = reference_lines.get(line)
@@ -386,6 +392,13 @@ def paired_positions(reference: tuple[Op, ...], ops: tuple[Op, ...]) -> dict[int
     pairs = align(_DataflowAgreement(reference, ops, pairs, weights))
     return {position: partner for position, partner in pairs.items()
             if len(reference[partner].results) == len(ops[position].results)}
+
+
+_AGREEING = 1_000  # the weight a match whose concrete values agree adds: more than any other reason
+
+
+def _preferring(agree: Callable[[int, int], int], weight: Callable[[int, int], int]) -> Callable[[int, int], int]:
+    return lambda i, j: weight(i, j) + _AGREEING * agree(i, j)
 
 
 class _DataflowAgreement:
@@ -565,6 +578,75 @@ def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, 
         if _close(got, want[index]):
             return True
     return False
+
+
+def _scale(got: Any, want: Any) -> Fraction | None:
+    """The constant ``c`` with ``got == c * want`` in a concrete run (a small fraction: a data-parallel
+    rank's gradient of its loss over 2 micro-batches is twice one device's over 4), or None."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or not got.size or got.dtype.kind not in "fiu" or want.dtype.kind not in "fiu":
+        return None
+    got, want = got.astype(float), want.astype(float)
+    if not (np.isfinite(got).all() and np.isfinite(want).all()):
+        return None
+    nonzero = np.abs(want) > 1e-12
+    if not nonzero.any():
+        return Fraction(1) if _close(got, want) else None
+    scale = Fraction(float(np.median(got[nonzero] / want[nonzero]))).limit_denominator(1 << 12)
+    if scale == 0 or not np.allclose(got, float(scale) * want, rtol=1e-6, atol=1e-8):
+        return None
+    return scale
+
+
+class _SampleAgreement:
+    """How well a concrete run's values of rank op ``i`` and reference op ``j`` agree: 2 equal, 1 of
+    one shape and equal up to one constant factor (not said of single numbers: any two are), else 0
+    (memoised; unknown values and shards do not count as agreeing)."""
+
+    def __init__(self, program: TracedProgram, sample: _Runs, rank: int) -> None:
+        self.ops, self.reference = program.ranks[rank], program.reference
+        self.values, self.reference_values = sample.ranks[rank], sample.reference
+        self.memo: dict[tuple[int, int], int] = {}
+        self.signatures: dict[str, Any] = {}
+        self.reference_signatures: dict[str, Any] = {}
+
+    def __call__(self, i: int, j: int) -> int:
+        found = self.memo.get((i, j))
+        if found is None:
+            mine, theirs = self.ops[i].results, self.reference[j].results
+            got = _numeric(self.values.get(mine[0])) if mine else None
+            want = _numeric(self.reference_values.get(theirs[0])) if theirs else None
+            found = 0
+            if got is not None and want is not None and got.shape == want.shape \
+                    and _shape(mine[0], got, self.signatures) == _shape(theirs[0], want, self.reference_signatures):
+                scale = _scale(got, want)
+                found = 0 if scale is None else 2 if scale == 1 else int(got.size > 1)
+            self.memo[i, j] = found
+        return found
+
+
+def _numeric(value: Any) -> np.ndarray | None:
+    """A concrete run's value as an array of numbers (a 0-d one for a scalar), else None."""
+    if isinstance(value, (np.ndarray, np.generic, float, int)) and not isinstance(value, bool):
+        array = np.asarray(value)
+        if array.dtype.kind in "fiu" and array.size:
+            return array
+    return None
+
+
+def _shape(name: str, value: np.ndarray, memo: dict[str, Any]) -> Any:
+    """What is left of a value when its scale is taken out (divided by its largest element, rounded):
+    two values of one shape are proportional when these agree."""
+    found = memo.get(name)
+    if found is None:
+        flat = value.astype(float).reshape(-1)
+        if not np.isfinite(flat).all():
+            found = ("not finite", name)
+        else:
+            largest = flat[int(np.argmax(np.abs(flat)))]
+            found = (value.shape, np.round(flat / largest, 5).tobytes() if largest else b"zero")
+        memo[name] = found
+    return found
 
 
 def _own_block(counts: list[int], rank: int | None, world: int | None) -> tuple[int, ...] | None:
@@ -1275,7 +1357,9 @@ class _Cuts:
     def __init__(self, program: TracedProgram, reference, ranks, equal: "_EqualUnder", sample: _Runs | None) -> None:
         self.program, self.reference, self.ranks, self.equal = program, reference, ranks, equal
         self.sample = sample  # concrete values of a screening run: a block they refute is not given to the solver
-        self.pairs = [paired_positions(program.reference, ops) for ops in program.ranks]
+        self.pairs = [paired_positions(program.reference, ops,
+                                       _SampleAgreement(program, sample, rank) if sample is not None else None)
+                      for rank, ops in enumerate(program.ranks)]
         self.original: dict[str, np.ndarray] = {}
         self.fresh: dict[str, np.ndarray] = {}
         self.where: dict[int, tuple[str, tuple[int, ...]]] = {}  # term id -> (cut value, index) in originals
@@ -1301,6 +1385,9 @@ class _Cuts:
             selects = not collective and (untouched or reference_name in self.fresh) and _selects_on_integers(got)
             block = _block_of(got, want, collective or selects, self.equal, by_solver=selects,
                               plausible=self._plausible(rank, name, reference_name))
+            scale = None
+            if block is None:
+                block, scale = self._scaled(rank, name, reference_name, got, want)
             if block is None:
                 self._by_terms(rank, position)
                 if any(arg in self.rank_only[rank] for arg in self.program.ranks[rank][position].args):
@@ -1314,8 +1401,8 @@ class _Cuts:
             if cut is None:
                 heavy = reference_op.kind in NON_LINEAR_KINDS or selects
                 if not untouched or not _cuttable(want) or (got.shape == want.shape and not collective
-                                                             and not heavy):
-                    env[name] = want[block]  # equal (identical or proven): the rank goes on with the same terms
+                                                             and not heavy and scale is None):
+                    env[name] = _times(want[block], scale)  # equal (identical or proven): the same terms
                     continue  # identical linear work on both sides needs no cut
                 cut = self._fresh(reference_name, want.shape)
                 self.original[reference_name] = want
@@ -1324,7 +1411,28 @@ class _Cuts:
                     term = want[index]
                     if isinstance(term, z3.ExprRef):
                         self.where.setdefault(term.get_id(), (reference_name, index))
-            env[name] = cut[block]
+            env[name] = _times(cut[block], scale)
+
+    def _scaled(self, rank: int, name: str, reference_name: str, got: np.ndarray, want: np.ndarray
+                ) -> tuple[tuple | None, Fraction | None]:
+        """(the whole value's index, c) when the rank's value is ``c`` times the single device's, for one
+        constant ``c`` the sample gives and the solver proves (a data-parallel rank's gradients of its
+        loss over its 2 micro-batches are twice one device's over 4): the rank goes on with ``c`` times
+        the cut, so its terms stay one layer deep until the reduction that takes ``c`` out.  Real
+        values only (an integer value is not a constant times another)."""
+        if self.sample is None or got.shape != want.shape or not got.size:
+            return None, None
+        sampled = _numeric(self.sample.ranks[rank].get(name))
+        if sampled is None or sampled.dtype.kind != "f":
+            return None, None
+        scale = _scale(sampled, self.sample.reference.get(reference_name))
+        if scale is None or scale == 1:
+            return None, None
+        whole = tuple(slice(None) for _ in got.shape)
+        # normal forms do not expand products of long sums (a LayerNorm backward's), the solver proves
+        # these identities in milliseconds
+        pairs = [(x, y) for x, y in zip(got.reshape(-1), _times(want, scale).reshape(-1)) if not _identical(x, y)]
+        return (whole, scale) if not pairs or self.equal(pairs) else (None, None)
 
     def _rank_only(self, rank: int, position: int, collective: bool) -> bool:
         """A collective with no single-device counterpart, or an op of the rank's own reading what one
@@ -1463,6 +1571,18 @@ def _block_of(got: np.ndarray, want: np.ndarray, prove: bool, equal: "_EqualUnde
         if not open_pairs or (equal is not None and equal(open_pairs)):
             return index
     return None
+
+
+def _times(value: np.ndarray, scale: Fraction | None) -> np.ndarray:
+    """``value`` (terms) times an exact constant; itself when there is none."""
+    if scale is None:
+        return value
+    factor = z3.RealVal(f"{scale.numerator}/{scale.denominator}")
+    value = np.asarray(value, dtype=object)
+    out = np.empty(value.shape, dtype=object)
+    for index in np.ndindex(*value.shape):
+        out[index] = factor * value[index]
+    return out
 
 
 def _flat(array: np.ndarray, index: tuple) -> np.ndarray:

@@ -311,7 +311,9 @@ def _run(meta: dict, arrays: dict):
         # a rank given a block of this input (--expect x=Shard(d)) gets the piece the verifier cut
         key = f"{name}@local" if world > 1 and f"{name}@local" in arrays else name
         tensor = _given(arrays, key, value if key == name else torch.as_tensor(arrays[key]).to(value.dtype), given).detach().clone()
-        if tensor.is_floating_point() and not forward_only:
+        # an output's finding runs with inputs not trainable, unless the code made one trainable itself
+        # (an entry taking gradients of its own input with torch.autograd.grad needs it)
+        if tensor.is_floating_point() and (not forward_only or value.requires_grad):
             tensor.requires_grad_(True)
         tensors.append(tensor)
         inputs_by_name[name] = tensor

@@ -22,6 +22,10 @@ _RANK = """
 import json, os, sys, warnings, torch, torch.distributed as dist
 warnings.simplefilter("ignore")
 rank, world, port, cases, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+if len(sys.argv) > 6:  # CUDA requests answered on the CPU, as a CPU run of a GPU script needs
+    sys.path.insert(0, sys.argv[6])
+    from frontends.traced.cuda_standin import map_cuda_to_cpu
+    map_cuda_to_cpu()
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
 sys.path.insert(0, cases)
 case = __import__(name)
@@ -31,13 +35,16 @@ print(json.dumps(out.detach().double().tolist()))
 """
 
 
-def gloo_outputs(name: str, world: int) -> list:
+def gloo_outputs(name: str, world: int, cuda_on_cpu: bool = False) -> list:
     """Each rank's output of case ``name``'s ``forward(*example_inputs())`` on ``world`` plain gloo ranks
-    (grad mode on: a case may run backward inside its entry), as nested lists of floats."""
+    (grad mode on: a case may run backward inside its entry), as nested lists of floats.  ``cuda_on_cpu``:
+    CUDA requests (megatron-core's RNG tracker) answered on the CPU by the tool's stand-in, the
+    environment both the tool's runs and these run in."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name[:-3]],
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name[:-3],
+                               *([str(REPO)] if cuda_on_cpu else [])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
     outputs = []
     for process in ranks:
