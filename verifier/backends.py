@@ -175,14 +175,14 @@ class NumpyBackend:
         return np.asarray(x).astype(np.float64)
 
 
-def _objectwise(function: Callable, *arrays) -> np.ndarray:
+def objectwise(function: Callable, *arrays) -> np.ndarray:
     result = np.frompyfunc(function, len(arrays), 1)(*arrays)
     return np.asarray(result, dtype=object)
 
 
 def _elementwise(function: Callable, *arrays):
     """Like NumPy arithmetic on object arrays: 0-d operands give a plain term, not a 0-d array."""
-    result = _objectwise(function, *arrays)
+    result = objectwise(function, *arrays)
     return result.item() if result.ndim == 0 else result
 
 
@@ -384,7 +384,7 @@ class Z3Backend:
                 # sqrt(torch.tensor(dim)) in a reference: a number (as the kernel's own Python float is)
                 return z3.RealVal(float(_NUMPY_UNARY[name](float(term.as_fraction()))))
             return function(term)
-        return _objectwise(apply, np.asarray(x, dtype=object))
+        return objectwise(apply, np.asarray(x, dtype=object))
 
     def rowwise(self, name: str, x, eps: float = 0.0, grad=None) -> np.ndarray:
         """Output j of a row is an uninterpreted function of the whole row (and the row of ``grad``)."""
@@ -432,13 +432,13 @@ class Z3Backend:
         flat = array.reshape(-1)
         if flat.size and all(isinstance(t, z3.ArithRef) and not t.is_int() for t in (flat[0], flat[-1])):
             return array
-        return _objectwise(self._real, array)
+        return objectwise(self._real, array)
 
     def maximum(self, a, b):
-        return _objectwise(lambda p, q: self._extremum("max", p, q), a, b)
+        return objectwise(lambda p, q: self._extremum("max", p, q), a, b)
 
     def minimum(self, a, b):
-        return _objectwise(lambda p, q: self._extremum("min", p, q), a, b)
+        return objectwise(lambda p, q: self._extremum("min", p, q), a, b)
 
     def _extremum(self, kind: str, p, q):
         """max/min as one canonical term per *set* of operands.
@@ -476,18 +476,18 @@ class Z3Backend:
         return _elementwise(lambda p, q: as_term(p) - as_term(q) * self._floordiv(p, q), a, b)
 
     def where(self, cond, a, b):
-        return _objectwise(lambda c, p, q: _ite(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
+        return objectwise(lambda c, p, q: _ite(_to_bool(as_term(c)), as_term(p), as_term(q)), cond, a, b)
 
     def compare(self, op: str, a, b):
         functions = {"lt": lambda p, q: p < q, "le": lambda p, q: p <= q, "gt": lambda p, q: p > q,
                      "ge": lambda p, q: p >= q, "eq": lambda p, q: p == q, "ne": lambda p, q: p != q}
-        return _objectwise(lambda p, q: functions[op](as_term(p), as_term(q)), a, b)
+        return objectwise(lambda p, q: functions[op](as_term(p), as_term(q)), a, b)
 
     def logical(self, op: str, a, b=None):
         if op == "not":
-            return _objectwise(lambda p: z3.Not(_to_bool(as_term(p))), a)
+            return objectwise(lambda p: z3.Not(_to_bool(as_term(p))), a)
         combine = z3.And if op == "and" else z3.Or
-        return _objectwise(lambda p, q: combine(_to_bool(as_term(p)), _to_bool(as_term(q))), a, b)
+        return objectwise(lambda p, q: combine(_to_bool(as_term(p)), _to_bool(as_term(q))), a, b)
 
     def take_rows(self, table, ids) -> np.ndarray:
         """Row lookup with symbolic ids: an exact If-chain; out of range is an unknown row."""
@@ -543,15 +543,15 @@ class Z3Backend:
                 if math.isfinite(value):
                     return z3.RealVal(Fraction(value))
             return rounding_function(fmt)(term)
-        return _objectwise(apply, np.asarray(x, dtype=object))
+        return objectwise(apply, np.asarray(x, dtype=object))
 
     def cast(self, x, dtype: str):
         """Casts keep the exact real value (exact arithmetic, not float rounding), except that
         float -> int truncates toward zero as in torch and NumPy (Z3's ``ToInt`` floors)."""
         if dtype.startswith("i"):
-            return _objectwise(_truncate, x)
+            return objectwise(_truncate, x)
         if dtype == "bool":
-            return _objectwise(lambda t: _to_bool(as_term(t)), x)
-        return _objectwise(lambda t: z3.If(t, z3.RealVal(1), z3.RealVal(0)) if isinstance(as_term(t), z3.BoolRef)
+            return objectwise(lambda t: _to_bool(as_term(t)), x)
+        return objectwise(lambda t: z3.If(t, z3.RealVal(1), z3.RealVal(0)) if isinstance(as_term(t), z3.BoolRef)
                            else self._real(t), x)
 

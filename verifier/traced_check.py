@@ -37,7 +37,7 @@ from z3 import z3core as Z3core
 
 from .budget import clock, rlimit
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
-                       same_term)
+                       objectwise, same_term)
 from .counterexample import plain
 from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
@@ -1578,11 +1578,7 @@ def _times(value: np.ndarray, scale: Fraction | None) -> np.ndarray:
     if scale is None:
         return value
     factor = z3.RealVal(f"{scale.numerator}/{scale.denominator}")
-    value = np.asarray(value, dtype=object)
-    out = np.empty(value.shape, dtype=object)
-    for index in np.ndindex(*value.shape):
-        out[index] = factor * value[index]
-    return out
+    return objectwise(lambda term: factor * term, np.asarray(value, dtype=object))
 
 
 def _flat(array: np.ndarray, index: tuple) -> np.ndarray:
@@ -1760,12 +1756,12 @@ def _run_symbolic(program: TracedProgram, leaves: dict[str, Any], xp, report: Re
     cache = new_cache()
     reference = runner((program.reference,), leaves, xp, cache)
     ranks = runner(program.ranks, leaves, xp, cache)
-    cutter = _Cuts(program, reference, ranks, _EqualUnder(memo, list(domain), deadline), sample)
-    if cuts:
+    cutter = _Cuts(program, reference, ranks, _EqualUnder(memo, list(domain), deadline), sample) if cuts else None
+    if cutter is not None:
         ranks.on_result = cutter
     rank_envs = ranks.run()
     (reference_env,) = reference.run()
-    report.extra["cuts"] = cutter.count
+    report.extra["cuts"] = cutter.count if cutter is not None else 0
     return _Runs(reference_env, rank_envs)
 
 
