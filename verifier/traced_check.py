@@ -43,6 +43,7 @@ from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
+from .exchange_lines import missing_exchange
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
@@ -882,7 +883,17 @@ def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, r
             best = (key, op, r)
     if best is None:
         return None, rank
-    return _gradient_read_through(program, runs, comparison, best[2], best[1]) or best[1], best[2]
+    return _gradient_read_through(program, runs, comparison, best[2], best[1]) \
+        or _missing_exchange(program, runs, comparison, best[2], best[1]) or best[1], best[2]
+
+
+def _missing_exchange(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int, found: Op) -> Op | None:
+    """An output that only ever held the rank's own elements: where the exchange belongs (exchange_lines.py)."""
+    try:
+        want = _region(runs.reference[comparison.reference], comparison.regions[rank])
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return missing_exchange(program, runs.ranks[rank], want, comparison, rank, found)
 
 
 def _gradient_read_through(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int,
