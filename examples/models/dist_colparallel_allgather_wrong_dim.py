@@ -16,7 +16,9 @@ TOKENS, HIDDEN, OUT = 8, 16, 32
 
 
 def example_inputs():
-    return torch.randn(TOKENS, HIDDEN), torch.randn(HIDDEN, OUT)
+    # forward only: a plain all_gather_into_tensor carries no gradient, and gloo's copies into views
+    # of the output raise for a trainable input ("a view was created in no_grad mode")
+    return torch.randn(TOKENS, HIDDEN, requires_grad=False), torch.randn(HIDDEN, OUT, requires_grad=False)
 
 
 def forward(x, w):
