@@ -220,8 +220,10 @@ class _Walker:
         self.grid: list[GridAxis] = []
         self.launching = False  # inside a T.Kernel's block axes
         self.threads: int | None = None
-        self.lets: dict[str, Expr] = {}
-        self.thread_vars: set[str] = set()
+        # let-bound values and thread indices by TIR variable (identity), not by name: TileLang
+        # names a T.Persistent tile index ``bx`` like the block index it is computed from
+        self.lets: dict[int, Expr] = {}
+        self.thread_vars: set[int] = set()
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
         self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
@@ -328,7 +330,7 @@ class _Walker:
             if node.thread_binding is not None:
                 raise Unsupported(None, "a block index with a non-zero start is not modelled")
             counter = f"{var}_from_0"
-            self.lets[var] = BinOp("+", Var(counter), start)
+            self.lets[node.loop_var.__chandle__()] = BinOp("+", Var(counter), start)
             var = counter
         kind = int(node.kind)
         if node.thread_binding is not None:
@@ -351,9 +353,9 @@ class _Walker:
     def _s_Bind(self, node: Any) -> tuple[Stmt, ...]:
         from tvm import tirx
         if isinstance(node.value, tirx.Call) and _op_name(node.value) == "tl.launch_thread_idx":
-            self.thread_vars.add(self.var_name(node.var))
+            self.thread_vars.add(node.var.__chandle__())
         else:
-            self.lets[self.var_name(node.var)] = self.expr(node.value)
+            self.lets[node.var.__chandle__()] = self.expr(node.value)
         return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
 
     _s_LetStmt = _s_Bind
@@ -391,7 +393,7 @@ class _Walker:
         for part in parts:
             kind = type(part).__name__
             if kind not in ("GE", "LT") or type(part.a).__name__ != "Var" or type(part.b).__name__ != "IntImm" \
-                    or self.var_name(part.a) not in self.thread_vars:
+                    or part.a.__chandle__() not in self.thread_vars:
                 return None
             if kind == "GE":
                 lo = int(part.b.value)
@@ -513,10 +515,10 @@ class _Walker:
         if kind == "FloatImm":
             return Const(float(node.value))
         if kind in ("Var", "SizeVar"):
-            name = self.var_name(node)
-            if name in self.thread_vars:
+            handle = node.__chandle__()
+            if handle in self.thread_vars:
                 raise Unsupported(None, f"per-thread index {node.name} is not modelled")
-            return self.lets.get(name, Var(name))
+            return self.lets[handle] if handle in self.lets else Var(self.var_name(node))
         binary = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Div": "/", "Mod": "%",
                   "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",
                   "And": "and", "Or": "or"}
