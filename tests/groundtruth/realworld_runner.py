@@ -311,6 +311,7 @@ def _execute(spec: Spec, rank: int, world: int, store, idx: int, ref_params: dic
     import torch
     import torch.distributed as dist
 
+    base.poison_uninitialized_memory()
     old_dtype = torch.get_default_dtype()
     name = f"_realworld_driver_{idx}"
     dist.init_process_group("gloo", store=dist.PrefixStore(f"job{idx}", store), rank=rank, world_size=world,

@@ -443,12 +443,25 @@ def _short_tb() -> str:
     return text if len(text) < 6000 else text[:1500] + "\n...\n" + text[-4000:]
 
 
+def poison_uninitialized_memory() -> None:
+    """Fresh tensors (``torch.empty``, ``empty_like``, ``new_empty``) hold NaN, integers their largest
+    value, instead of whatever the allocator hands back: ranks forked from one parent get the same stale
+    blocks as the single-device run, so a program returning memory nothing wrote (an ``all_gather``
+    dropped into ``empty_like`` buffers) compared equal. ``_diff`` counts a NaN as differing."""
+    import torch
+    import torch.utils.deterministic
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+
+
 def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
 
+    poison_uninitialized_memory()
     dtype = getattr(torch, spec.dtype)
     old_dtype = torch.get_default_dtype()
     name = f"_groundtruth_program_{idx}"
@@ -766,8 +779,12 @@ def _diff(a, b, rtol, atol) -> tuple[bool, float]:
         d = float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64))))
         return d == 0, d
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    if np.isnan(a64).any() or np.isnan(b64).any():
+        # a NaN is what a rank read from memory nothing wrote (``poison_uninitialized_memory``), or an
+        # undefined value: it equals nothing, not even the other run's NaN at the same place
+        return False, math.inf
     if not (np.all(np.isfinite(a64)) and np.all(np.isfinite(b64))):
-        same = bool(np.array_equal(a64, b64, equal_nan=True))
+        same = bool(np.array_equal(a64, b64))
         return same, 0.0 if same else math.inf
     d = float(np.max(np.abs(a64 - b64)))
     return bool(np.allclose(a64, b64, rtol=rtol, atol=atol)), d
