@@ -148,7 +148,8 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
         check = "equivalence" if outcome.kind == "violation" else "unsupported"
-        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=outcome.file))
+        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=outcome.file,
+                              repair_line=outcome.repair_line if outcome.kind == "violation" else None))
         if outcome.kind == "harness-refused":
             report.extra[HARNESS_REFUSED] = outcome.message
         _shown_files(report)
@@ -231,7 +232,7 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
     if isinstance(program, TraceFailure):
         if program.kind == "violation":
             report.add(Diagnostic("equivalence", ERROR, f"{where}: {program.message}", line=program.line,
-                                  file=program.file))
+                                  file=program.file, repair_line=program.repair_line))
         else:
             reason = program.message.strip().splitlines()[-1] if program.message.strip() else program.kind
             report.add(Diagnostic("scale", NOTE, f"not checked {where}: the code did not run there ({reason})",

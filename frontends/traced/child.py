@@ -125,8 +125,24 @@ def _rank_raised(error, rank: int, world: int, reference=None):
         return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
                                          f"{error} (raised at line {error.line}); the shape it could not take was made "
                                          f"at {where}", line, file=file)
+    built = _layout_built_at(error, reference) if _shape_error(error) else None
+    if built is not None and built[0] != error.line:
+        line, words = built
+        return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
+                                         f"{error}; {words}", error.line, file=error.file, repair_line=line)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
                         error.line, file=error.file)
+
+
+def _layout_built_at(error, reference):
+    """(line, words) of the line that built the installed module whose gather or split made the shape the
+    raising op could not take (``shape_origin.layout_built_at``)."""
+    from .shape_origin import layout_built_at
+
+    recording = getattr(error, "recording", None)
+    if recording is None or reference is None:
+        return None
+    return layout_built_at(reference.recording, recording, recording.failed)
 
 
 _PROPAGATION = "Sharding propagation failed"

@@ -15,3 +15,4 @@ class TraceFailure:
     building: bool = False   # the entry or its inputs could not be built (a harness can build them)
     file: str | None = None  # the file of ``line`` when it is a module of the user's package, not the checked file
     reads_collective: bool = False   # a rank read values a simulated collective computed (real ranks can give them)
+    repair_line: int | None = None   # where the repair goes in the checked file, when another line than ``line``

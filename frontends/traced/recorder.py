@@ -113,6 +113,8 @@ class Recording:
     failed: FailedOp | None = None   # the last op torch raised on (where a run that raised stopped)
     subclass_op: FailedOp | None = None   # the last op a tensor subclass (DTensor) was asked to run
     made_lines: dict[str, int] = field(default_factory=dict)   # a parameter's piece -> the line that made it
+    # (first op, end op, line that built it) of each installed module's forward run (module_lines.py)
+    module_lines: list[tuple[int, int | None, int]] = field(default_factory=list)
     read_collective: bool = False    # a simulated rank read values a simulated collective computed (replay.py)
 
 

@@ -36,6 +36,7 @@ from .location import locate
 from .recorder import Problem, Recorder, Recording
 from .sizes import apply_sizes, size_constants
 from .parameter_lines import ParameterLines
+from .module_lines import module_lines
 from .spans import SpanFinder
 
 Region = tuple[tuple[int, int], ...]
@@ -541,7 +542,7 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             try:
-                result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh)
+                result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh, made)
             except UserCodeError as error:   # on inputs this tool chose, a harness may get past it
                 error.tool_arguments = guard is None and not request.shapes and _tool_chose_arguments(module, spec) \
                     and not callable(getattr(module, "example_inputs", None))
@@ -891,7 +892,7 @@ def _spec(name: str, tensor: Any):
 
 
 def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf], reference: RunResult | None,
-            world: int, rank: int, mesh: dict[str, int]) -> RunResult:
+            world: int, rank: int, mesh: dict[str, int], made: ParameterLines | None = None) -> RunResult:
     assumptions: list[str] = []
     collectives.ACTIVE.append(recorder)
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
@@ -901,7 +902,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             lines = LineTrace(recorder.spans)
             returned = _ReturnLine(fn, recorder.spans, lines)
             try:
-                with lines, returned:
+                with lines, returned, module_lines(recorder, made):
                     recorder.lines = lines
                     lines.namer = recorder.value_name
                     out = fn(*passed)

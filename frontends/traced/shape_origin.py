@@ -110,6 +110,62 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
     return _walk(rank, operands[0][1], differs)
 
 
+# ops that keep their operand's elements where they are (views, copies) or map them one to one
+_SAME_SHAPE_WALK = ("aten.t.", "aten.transpose.", "aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.",
+                    "aten.expand.", "aten.permute.", "aten.detach.", "aten.clone.", "aten._to_copy.",
+                    "aten.contiguous.")
+
+
+def _shape_maker(rank: Recording, name: str, producer: dict[str, int]) -> Optional[int]:
+    """The position of the op that gave ``name`` its shape: back through views and copies, and through
+    ops whose result has the shape of exactly one of their operands (GeLU, a bias add), to the op whose
+    result has none of its operands' shapes (a gather's concatenation, a split)."""
+    seen = set()
+    while name in producer and name not in seen:
+        seen.add(name)
+        position = producer[name]
+        op = rank.ops[position]
+        operands = [arg for arg in op.args if arg in rank.shapes]
+        if op.kind.startswith(_SAME_SHAPE_WALK) and len(operands) == 1:
+            name = operands[0]
+            continue
+        same = [arg for arg in operands if rank.shapes[arg] == rank.shapes.get(name)]
+        if not same:
+            return position
+        if len(set(same)) != 1:
+            return None
+        name = same[0]
+    return None
+
+
+def layout_built_at(reference: Recording, rank: Recording, failed: Optional[FailedOp]) -> Optional[tuple[int, str]]:
+    """(line, words) where the layout of a contraction's operand was chosen, for a rank raising on it:
+    the operand's shape was made by an op the single device does not run (a gather, a split), inside the
+    forward of an installed module, which the user configures where it is built (``gather_output=True``
+    on the layer before, ``input_is_parallel=False``); that building line, when all such operands name
+    one.  None otherwise (an operand the user's own code shaped is ``where_raised``'s)."""
+    from .module_lines import innermost
+
+    if failed is None or failed.kind not in _CONTRACTED or not rank.module_lines:
+        return None
+    producer = {result: position for position, op in enumerate(rank.ops) for result in op.results}
+    paired = paired_positions(tuple(reference.ops), tuple(rank.ops))
+    found: dict[int, str] = {}
+    for index in _CONTRACTED[failed.kind]:
+        name = failed.args[index] if index < len(failed.args) else None
+        position = _shape_maker(rank, name, producer) if name is not None else None
+        if position is None or position in paired:
+            continue
+        line = innermost(rank.module_lines, position)
+        if line is not None:
+            found[line] = rank.ops[position].kind
+    if len(found) != 1:
+        return None
+    line, kind = next(iter(found.items()))
+    return line, (f"the operand's shape was made by {kind}, which the single device does not run, inside the "
+                  f"forward of the installed module built at line {line}: its flags choose that layout")
+
+
 def _dim_differs(shape: tuple[int, ...], theirs: tuple[int, ...], dim: int) -> bool:
     if len(shape) != len(theirs) or not -len(shape) <= dim < len(shape):
         return False

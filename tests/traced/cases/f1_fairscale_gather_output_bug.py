@@ -1,0 +1,27 @@
+"""The column layer gathers its output (gather_output=True) for a row layer that expects it split: the
+rank's matmul in the row layer raises; the repair goes where the column layer is built."""
+import torch
+import torch.nn.functional as F
+from fairscale.nn.model_parallel.initialize import initialize_model_parallel
+from fairscale.nn.model_parallel.layers import ColumnParallelLinear, RowParallelLinear
+
+BATCH, HIDDEN, FFN = 4, 8, 16
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = ColumnParallelLinear(HIDDEN, FFN, bias=True, gather_output=True)  # the bug: the next layer expects its input split
+        self.down = RowParallelLinear(FFN, HIDDEN, bias=True, input_is_parallel=True)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+def example_module():
+    initialize_model_parallel(torch.distributed.get_world_size())
+    return MLP()
+
+
+def example_inputs():
+    return (torch.randn(BATCH, HIDDEN, requires_grad=True),)
