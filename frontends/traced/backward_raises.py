@@ -9,17 +9,22 @@ the backward pass torch runs for the check:
 - it returns a gradient autograd rejects ("Function XBackward returned an invalid gradient at
   index 0 ..."): raised by the engine after the frame is gone, so the line of the ``return`` that
   handed the gradient back is taken while the backward runs (a profile hook that sees only the
-  returns of those frames, not every line).
+  returns of those frames, not every line).  A ``return`` written over several lines
+  (``return (None,\n        grad_input, ...)``) is named at the element that made the rejected
+  gradient: the one tensor of the returned tuple with the shape torch says it got.
 
 Either is the program's backward failing, not the backward this tool adds being refused.
 """
 from __future__ import annotations
 
+import ast
+import linecache
 import re
 import sys
 from typing import Any
 
 _NODE_IN_MESSAGE = re.compile(r"^Function (\w+) returned an")
+_GOT_SHAPE = re.compile(r"got \[([\d, ]*)\] but expected")
 
 
 def _is_function_backward(frame) -> bool:
@@ -45,11 +50,15 @@ class BackwardReturns:
 
     def __init__(self) -> None:
         self.returned: dict[str, tuple[str, int]] = {}
+        self.shapes: dict[str, list[tuple[int, ...] | None]] = {}   # per node: each returned element's shape
         self._before: Any = None
 
     def _hook(self, frame, event, arg) -> None:
         if event == "return" and frame.f_code.co_name == "backward" and _is_function_backward(frame):
-            self.returned[type(frame.f_locals["ctx"]).__name__] = (frame.f_code.co_filename, frame.f_lineno)
+            node = type(frame.f_locals["ctx"]).__name__
+            self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
+            items = arg if isinstance(arg, tuple) else (arg,)
+            self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
 
     def __enter__(self) -> "BackwardReturns":
         self._before = sys.getprofile()
@@ -62,4 +71,27 @@ class BackwardReturns:
     def rejected(self, error: BaseException) -> tuple[str, int] | None:
         """(file, line) of the ``return`` whose gradient autograd rejected in ``error``."""
         match = _NODE_IN_MESSAGE.match(str(error))
-        return self.returned.get(match.group(1)) if match else None
+        found = self.returned.get(match.group(1)) if match else None
+        got = _GOT_SHAPE.search(str(error))
+        if found is None or got is None:
+            return found
+        shape = tuple(int(n) for n in got.group(1).replace(" ", "").split(",") if n)
+        hits = [i for i, s in enumerate(self.shapes.get(match.group(1), [])) if s == shape]
+        if len(hits) != 1:
+            return found
+        return found[0], _element_line(found[0], found[1], hits[0])
+
+
+def _element_line(filename: str, line: int, index: int) -> int:
+    """The first line of element ``index`` of the tuple the ``return`` starting at ``line`` hands back
+    (``line`` when the statement is no such ``return``)."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.lineno == line and isinstance(node.value, ast.Tuple):
+            elements = node.value.elts
+            if index < len(elements) and not any(isinstance(e, ast.Starred) for e in elements[:index + 1]):
+                return elements[index].lineno
+    return line

@@ -2,7 +2,7 @@
 
 A reshard (megatron-core's ``all_to_all_sp2hp``: sequence-sharded in, hidden-sharded out) is checked
 as one with ``--expect``: verified as shipped; with its all-to-all dropped (a linked copy of the
-package, one line changed) the ranks differ from one device and the tool says so at that line.
+package, one line changed) the ranks differ from one device and the tool names that line (the exchange missing there).
 """
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def test_reshard_with_its_all_to_all_dropped_is_a_violation_at_that_line(tmp_pat
     target = tmp_path / "megatron" / "core" / "tensor_parallel" / "mappings.py"
     result = realcode.run_tool(entry, TIMEOUT, target=str(target), extra=("--path", str(tmp_path)))
     assert result["verdict"] == "violations", result["reasons"]
-    # the all-to-all is gone from its line: the tool names the line after which it belongs
-    assert any(line is not None and mutant.line - mutants.NEAR <= line <= mutant.line
-               for line, _ in result["violations"])
+    # ``output = concat_tensor`` bound the un-exchanged blocks: the exchange belongs at that line
+    assert any(line == mutant.line and "a missing exchange of blocks" in message
+               for line, message in result["violations"]), result["violations"]
 
 
 def test_a_block_the_rank_does_not_return_is_a_violation():
