@@ -9,6 +9,7 @@ installed code and whose parameters were all made at one line of the checked fil
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Iterator
 
@@ -19,9 +20,10 @@ from .recorder import Recorder
 from .spans import _installed
 
 
-def _installed_class(module) -> bool:
+@functools.lru_cache(maxsize=None)
+def _installed_class(cls: type) -> bool:
     try:
-        path = inspect.getsourcefile(type(module))
+        path = inspect.getsourcefile(cls)
     except (TypeError, OSError):
         return False
     return bool(path) and _installed(path)
@@ -45,9 +47,16 @@ def module_lines(recorder: Recorder, made: ParameterLines | None) -> Iterator[No
         return
     ranges = recorder.recording.module_lines
     open_: list[tuple[object, int | None]] = []   # (module, its index in ranges or None) per running forward
+    lines: dict[int, tuple[object, int | None]] = {}   # id -> (the module, kept alive; its building line)
+
+    def line_of(module) -> int | None:
+        known = lines.get(id(module))
+        if known is None or known[0] is not module:
+            known = lines[id(module)] = (module, built_at(module, made) if _installed_class(type(module)) else None)
+        return known[1]
 
     def before(module, args):  # noqa: ARG001 - torch's hook signature
-        line = built_at(module, made) if _installed_class(module) else None
+        line = line_of(module)
         index = None
         if line is not None:
             index = len(ranges)
