@@ -114,12 +114,35 @@ def _mapping_module(editor: SourceEditor) -> str | None:
                  if path in _MAPPING_MODULES and not local.startswith("*")), None)
 
 
+def mapping_spellings(editor: SourceEditor) -> dict[str, str]:
+    """Mapping function -> how this file calls it: ``module.function`` through a module it imports,
+    or the local name of a function it imports from one (``from ...mappings import reduce_from_...``)."""
+    module = _mapping_module(editor)
+    out = {function: f"{module}.{function}" for function in MAPPINGS} if module is not None else {}
+    for local, path in editor.imports.items():
+        head, _, function = path.rpartition(".")
+        if function in MAPPINGS and head in _MAPPING_MODULES and not local.startswith("*"):
+            out.setdefault(function, local)
+    return out
+
+
+def _matmul_arguments(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    """``h @ w`` passed straight to a call on the line (``F.silu(h @ w)``): a partial sum a non-linear
+    function reads, where a reduction between the two is missing."""
+    return [arg.value for call in m.findall(statement, m.Call()) for arg in call.args
+            if arg.keyword is None and isinstance(arg.value, cst.BinaryOperation)
+            and isinstance(arg.value.operator, cst.MatrixMultiply)]
+
+
 def wrap_mapping(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
-    """``x = y`` (a value passed on as it is) in the function of the line, up to the line: ``y`` through
-    one of the file's mapping functions (a scatter, gather, copy or reduce that is missing there)."""
+    """A value passed on unmapped through one of the file's mapping functions (a scatter, gather,
+    copy or reduce that is missing there): ``x = y`` in the function of the line, up to the line; at
+    the line itself also a returned name (``return out``: a gather of the output, its gradient split,
+    not reduce-scattered, when the output is the caller's whole tensor) and a matmul a call reads
+    (``F.silu(h @ w)``: the reduction before the non-linear function)."""
     probe = SourceEditor(source, path)
-    module = _mapping_module(probe)
-    if module is None:
+    spellings = mapping_spellings(probe)
+    if not spellings:
         return
     statement = probe.statement_at(site.line)
     scope = probe.function_of(statement)
@@ -135,11 +158,50 @@ def wrap_mapping(source: str, path: str, site) -> Iterator[tuple[str, str, int]]
     for target in plain:
         line = probe.line_of(target)
         value = probe.code(target.body[0].value.with_changes(lpar=[], rpar=[]))
-        for function in sorted(MAPPINGS, key=rank):
+        for function in sorted(spellings, key=rank):
             if rank(function) > (1 if line == site.line else 0):
                 continue   # elsewhere only the missing partner of a mapping the file uses
             editor = SourceEditor(source, path)
             fresh = editor.statement_at(line)
-            editor.replace(fresh.body[0].value, cst.parse_expression(f"{module}.{function}({value})"))
-            yield (f"`{value}` on line {line} passed through {module}.{function}", editor.render(),
+            editor.replace(fresh.body[0].value, cst.parse_expression(f"{spellings[function]}({value})"))
+            yield (f"`{value}` on line {line} passed through {spellings[function]}", editor.render(),
                    (0 if line == site.line else 1) + rank(function))
+    yield from _wrap_at_line(source, path, site.line, spellings, rank)
+
+
+def _wrap_at_line(source: str, path: str, line: int, spellings: dict[str, str], rank) -> Iterator[tuple[str, str, int]]:
+    probe = SourceEditor(source, path)
+    statement = probe.statement_at(line)
+    small = statement.body[0] if len(statement.body) == 1 else None
+    if isinstance(small, cst.Return) and isinstance(small.value, cst.Name):
+        value = small.value.value
+        for function in sorted(spellings, key=rank):
+            if function not in _OUTPUT_MAPPINGS or rank(function) > 1:
+                continue   # an output is gathered or reduced, by a mapping the file does not use there yet
+            variants = [f"{spellings[function]}({value})"]
+            if function == "gather_from_sequence_parallel_region":
+                variants.insert(0, f"{spellings[function]}({value}, tensor_parallel_output_grad=False)")
+            for spelled in variants:
+                editor = SourceEditor(source, path)
+                editor.replace(_returned_value(editor, line), cst.parse_expression(spelled))
+                yield (f"the value `{value}` returned on line {line} passed through {spellings[function]}"
+                       + (" (its gradient split, not reduce-scattered)" if "output_grad=False" in spelled else ""),
+                       editor.render(), rank(function))
+    for index, operand in enumerate(_matmul_arguments(statement)):
+        for function in ("reduce_from_tensor_model_parallel_region",):
+            if function not in spellings:
+                continue
+            editor = SourceEditor(source, path)
+            target = _matmul_arguments(editor.statement_at(line))[index]
+            code = editor.code(target.with_changes(lpar=[], rpar=[]))
+            editor.replace(target, cst.parse_expression(f"{spellings[function]}({code})"))
+            yield (f"`{code}` on line {line} reduced by {spellings[function]} before the call that reads it",
+                   editor.render(), 0)
+
+
+_OUTPUT_MAPPINGS = ("gather_from_sequence_parallel_region", "gather_from_tensor_model_parallel_region",
+                    "reduce_from_tensor_model_parallel_region")
+
+
+def _returned_value(editor: SourceEditor, line: int) -> cst.BaseExpression:
+    return editor.statement_at(line).body[0].value
