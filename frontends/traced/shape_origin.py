@@ -182,6 +182,34 @@ def where_output_shape(reference: Recording, rank: Recording, name: str) -> Opti
     return _walk(rank, name, not_block)
 
 
+def where_pieces_lost(reference: Recording, rank: Recording, name: str, world: int) -> Optional[Op]:
+    """For a rank's output of another shape whose every value is a block: the first op the rank ran, of
+    those the output comes from, that made a value shorter along a dim than 1/world of its single-device
+    counterpart from operands none of which was (a sequence scatter applied to a piece already: 2 of 8
+    rows on each of 2 ranks).  From there on the ranks' pieces together cannot hold the single device's
+    value, whatever gathers follow.  None when no op did (a gather left out at the end)."""
+    pairs = counterparts(reference, rank)
+
+    def short(value: str) -> bool:
+        partner = pairs.get(value)
+        if partner is None or value not in rank.shapes or partner not in reference.shapes:
+            return False
+        mine, theirs = rank.shapes[value], reference.shapes[partner]
+        return len(mine) == len(theirs) and any(m * world < t for m, t in zip(mine, theirs))
+
+    producer = {result: op for op in rank.ops for result in op.results}
+    ancestors, stack = set(), [name]
+    while stack:
+        op = producer.get(stack.pop())
+        if op is not None and id(op) not in ancestors:
+            ancestors.add(id(op))
+            stack.extend(op.args)
+    for op in rank.ops:
+        if id(op) in ancestors and any(short(r) for r in op.results) and not any(short(a) for a in op.args):
+            return op
+    return None
+
+
 def located(op: Optional[Op], raised_line: Optional[int]) -> Optional[tuple[int, Optional[str], str]]:
     """An op's (line, file, words) as a finding names it: the line of the user's package it ran in
     (with that file), else its line in the checked file; None when that is ``raised_line`` or unknown."""

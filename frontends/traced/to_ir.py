@@ -333,12 +333,18 @@ def _infer_region(global_shape, local_shape, rank: int, world: int):
 def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, world: int) -> TraceFailure:
     """A rank returns an output of another shape: a violation, named where its shape stopped being a
     block of the single device's value (``shape_origin``) when that is another line than the return."""
-    from .shape_origin import located, where_output_shape
+    from .shape_origin import located, where_output_shape, where_pieces_lost
 
     message = (f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} but {tuple(value.shape)} on one "
                f"device: {_shape_mismatch(value.shape, theirs.shape, world)}")
     origin = located(where_output_shape(reference.recording, run.recording, theirs.name), value.span.line) \
         if theirs.name is not None else None
+    lost = located(where_pieces_lost(reference.recording, run.recording, theirs.name, world), value.span.line) \
+        if origin is None and theirs.name is not None else None
+    if lost is not None:
+        line, file, where = lost
+        return TraceFailure("violation", f"{message}; the ranks' pieces together stop holding the single device's "
+                                         f"value at {where}, which cuts a piece again", line, file=file)
     if origin is None:
         rebound = _returned_as_bound(theirs, run)
         if rebound is not None:

@@ -1,0 +1,20 @@
+"""Sequence parallel with the rows split twice: each rank keeps a quarter, the gather brings back half
+(rows 2-5 are on no rank).  Expected: violations, named at the second split."""
+import torch
+import torch.distributed as dist
+
+SEQ, HIDDEN = 8, 4
+
+
+def example_inputs():
+    return (torch.randn(SEQ, HIDDEN, requires_grad=False),)
+
+
+def forward(x):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = x.chunk(world, dim=0)[rank]
+    local = local.chunk(world, dim=0)[rank]  # the bug
+    h = torch.tanh(local) * 2.0
+    out = torch.empty(world * h.shape[0], HIDDEN)
+    dist.all_gather_into_tensor(out, h.contiguous())
+    return out
