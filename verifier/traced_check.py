@@ -703,35 +703,59 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         except (TypeError, ValueError):
             return False
 
-    op = producer.get(value)
-    seen = set()
-    while op is not None and id(op) not in seen:
-        seen.add(id(op))
-        wrong = [name for name in op.args if name in producer and differs(name)]
-        if not wrong and op.attr("comparison_cut") and op.args and op.args[0] in producer:
-            op = producer[op.args[0]]   # the cut of the compared block is ours: look at what it cuts
-            continue
-        if not wrong:
-            unwritten = _unwritten_read(op, producer)
-            if unwritten is not None:
-                return unwritten
-            if no_line is not None and op.span.line == no_line and op.span.within is None:
-                # an op of autograd's own (a gradient buffer) at no line of the user's: a partial sum
-                # it reads is where the reduction it misses belongs
-                try:
-                    terms = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
-                except (TypeError, ValueError):
-                    terms = []
-                if terms:
-                    return producer[max(terms, key=lambda name: ops.index(producer[name]))]
+    op = _earliest_origin(producer.get(value), producer, differs, ops)
+    if op is not None:
+        unwritten = _unwritten_read(op, producer)
+        if unwritten is not None:
+            return unwritten
+        if no_line is not None and op.span.line == no_line and op.span.within is None:
+            # an op of autograd's own (a gradient buffer) at no line of the user's: a partial sum
+            # it reads is where the reduction it misses belongs
             try:
-                held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
+                terms = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
             except (TypeError, ValueError):
-                held = []
-            return _own_draw(program, op) or _bound_before(op, held, producer) \
-                or _left_unreduced(op, held, producer, lambda name: name in pairs and partial(pairs[name])) or op
-        op = producer[max(wrong, key=lambda name: ops.index(producer[name]))]
+                terms = []
+            if terms:
+                return producer[max(terms, key=lambda name: ops.index(producer[name]))]
+        try:
+            held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
+        except (TypeError, ValueError):
+            held = []
+        return _own_draw(program, op) or _bound_before(op, held, producer) \
+            or _left_unreduced(op, held, producer, lambda name: name in pairs and partial(pairs[name])) or op
     return op
+
+
+def _earliest_origin(start: Op | None, producer: dict[str, Op], differs: Callable[[str], bool],
+                     ops: tuple[Op, ...]) -> Op | None:
+    """Of the ops the compared value's wrong values come from (back from ``start`` through operands
+    that differ), the earliest the rank ran whose own operands all agree: where the values first go
+    wrong.  Not the origin a walk through the latest wrong operand ends at: megatron-core's
+    sequence-parallel backward runs one reduce-scatter per linear layer on one line, and a wrong one
+    feeds every later gradient, some of which also go wrong later through views of buffers
+    autograd made (a greedy walk ended at such a view, ``as_strided`` in a masked softmax's backward)."""
+    position = {id(op): i for i, op in enumerate(ops)}
+    judged: dict[str, bool] = {}
+
+    def wrong_operand(name: str) -> bool:
+        if name not in judged:
+            judged[name] = name in producer and differs(name)
+        return judged[name]
+
+    origins, seen, stack = [], set(), [start] if start is not None else []
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        wrong = [name for name in op.args if wrong_operand(name)]
+        if not wrong and op.attr("comparison_cut") and op.args and op.args[0] in producer:
+            wrong = [op.args[0]]   # the cut of the compared block is ours: look at what it cuts
+        if wrong:
+            stack.extend(producer[name] for name in wrong)
+        else:
+            origins.append(op)
+    return min(origins, key=lambda op: position.get(id(op), len(ops)), default=None)
 
 
 def _bound_before(reader: Op, partials: list[str], producer: dict[str, Op]) -> Op | None:

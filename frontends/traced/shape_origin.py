@@ -105,9 +105,38 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
     if contracted is not None:
         operands = [(i, name) for i, name in operands if i in contracted
                     and _dim_differs(rank.shapes[name], reference.shapes[pairs[name]], contracted[i])]
-    if len(operands) != 1:   # none, or several we cannot tell apart
+    origins = set()
+    for _, name in operands:
+        made = _walk(rank, name, differs)
+        source = _size_source(rank, reference, pairs, made) if made is not None else None
+        origins.add(id(_walk(rank, source, differs) if source is not None else made))
+    if len(origins) != 1:   # none, or operands whose shapes went wrong at different ops
         return None
-    return _walk(rank, operands[0][1], differs)
+    return next((op for op in rank.ops if id(op) in origins), None)
+
+
+def _size_source(rank: Recording, reference: Recording, pairs: dict[str, str], made: Op) -> Optional[str]:
+    """An op that reads no recorded value (``torch.arange(logits.size(0))``, ``torch.empty(n, h)``) got its
+    wrong shape from a size the code read off another value, which torch's dispatcher does not see: the
+    latest value made before it whose shape parts from its counterpart's by the same sizes (4 rows where
+    one device has 8), when exactly one value made last does.  None otherwise."""
+    if any(arg in rank.shapes for arg in made.args) or not made.results or made.results[0] not in pairs:
+        return None
+    mine, theirs = rank.shapes.get(made.results[0]), reference.shapes.get(pairs[made.results[0]])
+    if mine is None or theirs is None or len(mine) != len(theirs):
+        return None
+    sizes = {(m, t) for m, t in zip(mine, theirs) if m != t}
+    if not sizes:
+        return None
+    position = next(i for i, op in enumerate(rank.ops) if op is made)
+    for op in reversed(rank.ops[:position]):
+        found = [name for name in op.results if name in pairs and name in rank.shapes
+                 and pairs[name] in reference.shapes
+                 and len(rank.shapes[name]) == len(reference.shapes[pairs[name]])
+                 and sizes <= set(zip(rank.shapes[name], reference.shapes[pairs[name]]))]
+        if found:
+            return found[0] if len(found) == 1 else None
+    return None
 
 
 # ops that keep their operand's elements where they are (views, copies) or map them one to one

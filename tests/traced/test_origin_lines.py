@@ -1,0 +1,66 @@
+"""Where the values first go wrong, when the walk back has more than one way to go (issue 28's seeded
+faults in megatron-core): twin cases, gloo ground truth (1 vs 2 ranks), the expected line found by the
+case's "# the bug" marker (the tool never reads it).
+
+* k11: a sequence-parallel backward's reduce-scatter takes the MAX (one line runs every layer's): the
+  earliest op the wrong gradient comes from whose operands agree is that reduce-scatter; a walk through the
+  latest wrong operand ended at a view autograd made for the in-place attention mask;
+* k12: a sequence-parallel scatter cut one row short makes the ranks raise at a pick indexed by
+  ``torch.arange(logits.size(0))``: the arange reads no value (its size came through Python), so the shape
+  is followed to the value it was read off, and on to the slice that made it.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from case_runs import marked_line, translate
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).parent / "cases"
+TWINS = ["k11_sp_backward_reduce_scatter", "k12_sp_slice_bound"]
+
+pytestmark = pytest.mark.torch
+
+
+def first_error(name: str) -> dict:
+    code, body = translate(name)
+    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
+    return [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_right_twin_is_verified(twin):
+    pytest.importorskip("torch")
+    code, body = translate(f"{twin}_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_a_wrong_reduce_scatter_feeding_later_layers_is_named_at_its_line():
+    pytest.importorskip("torch")
+    first = first_error("k11_sp_backward_reduce_scatter_bug.py")
+    assert first["line"] == marked_line(CASES / "k11_sp_backward_reduce_scatter_bug.py"), first
+    assert "first go wrong at reduce_scatter" in first["message"], first["message"]
+
+
+def test_a_size_read_off_a_short_value_is_followed_to_the_slice_that_made_it():
+    pytest.importorskip("torch")
+    first = first_error("k12_sp_slice_bound_bug.py")
+    assert first["line"] == marked_line(CASES / "k12_sp_slice_bound_bug.py"), first
+    assert "raises where the single-device run does not" in first["message"]
+    assert "made at aten.slice.Tensor" in first["message"], first["message"]
+
+
+def test_gloo_runs_back_the_twins():
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth import realworld_runner as rw
+
+    names = [f"{twin}_{kind}.py" for twin in TWINS for kind in ("ok", "bug")]
+    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
+    statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
+    assert statuses["k11_sp_backward_reduce_scatter_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k12_sp_slice_bound_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k11_sp_backward_reduce_scatter_bug.py"][0] == rw.STATUS_MISMATCH, statuses
+    assert statuses["k12_sp_slice_bound_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
