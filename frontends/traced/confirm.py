@@ -24,6 +24,7 @@ No torch in this process: the children import it.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,43 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
         return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
                             seconds=time.perf_counter() - started)
     forward_only = not every_value and _on_an_output(program, finding)
-    common = {"forward_only": forward_only, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path),
+    confirmation = _confirm(program, finding, leaves, runs, forward_only, started, False, path=path,
+                            shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
+                            memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
+    if confirmation.outcome != AGREES or not _float32_may_hide(program, finding):
+        return confirmation
+    # torch agrees within float32's tolerance while the model's difference is real numbers apart (a
+    # LayerNorm eps that differs per rank): the same runs again with torch's default dtype float64
+    in_float64 = _confirm(program, finding, leaves, runs, forward_only, time.perf_counter(), True, path=path,
+                          shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
+                          memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
+    if in_float64.outcome != REPRODUCED:
+        return confirmation
+    return dataclasses.replace(in_float64, detail=f"{in_float64.detail}, with torch's default dtype float64 (in "
+                                                  f"float32 the difference is within rounding)",
+                               seconds=confirmation.seconds + in_float64.seconds)
+
+
+def _float32_may_hide(program: TracedProgram, finding: Finding) -> bool:
+    """The finding's two values differ by less than float32's tolerance (and more than float64's)."""
+    try:
+        want, got = float(np.asarray(finding.model_reference, dtype=float)), float(np.asarray(finding.model_rank, dtype=float))
+    except (TypeError, ValueError):
+        return False
+    rtol, atol = TOLERANCE["float32"]
+    close32 = abs(want - got) <= atol * max(1.0, abs(want)) + rtol * abs(want)
+    rtol, atol = TOLERANCE["float64"]
+    return close32 and abs(want - got) > atol * max(1.0, abs(want)) + rtol * abs(want)
+
+
+def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forward_only: bool, started: float,
+             float64: bool, *, path: str, shown_as: str | None, entry: str | None, shapes: dict | None,
+             timeout: float, memory_bytes: int | None, paths: tuple[str, ...], args: tuple[str, ...],
+             harness: str | None) -> Confirmation:
+    from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
+
+    world = program.world
+    common = {"forward_only": forward_only, "float64": float64, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path),
               "entry": entry, "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
               "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}

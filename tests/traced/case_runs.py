@@ -21,9 +21,11 @@ def translate(name: str, *extra: str, timeout: float = 300) -> tuple[int, dict]:
 _RANK = """
 import json, os, sys, warnings, torch, torch.distributed as dist
 warnings.simplefilter("ignore")
-rank, world, port, cases, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-if len(sys.argv) > 6:  # CUDA requests answered on the CPU, as a CPU run of a GPU script needs
-    sys.path.insert(0, sys.argv[6])
+rank, world, port, cases, name, dtype = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5],
+                                        sys.argv[6])
+torch.set_default_dtype(getattr(torch, dtype))
+if len(sys.argv) > 7:  # CUDA requests answered on the CPU, as a CPU run of a GPU script needs
+    sys.path.insert(0, sys.argv[7])
     from frontends.traced.cuda_standin import map_cuda_to_cpu
     map_cuda_to_cpu()
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -37,16 +39,16 @@ dist.destroy_process_group()   # gloo's threads joined before exit ("terminate c
 """
 
 
-def gloo_outputs(name: str, world: int, cuda_on_cpu: bool = False) -> list:
+def gloo_outputs(name: str, world: int, cuda_on_cpu: bool = False, dtype: str = "float32") -> list:
     """Each rank's output of case ``name``'s ``forward(*example_inputs())`` on ``world`` plain gloo ranks
     (grad mode on: a case may run backward inside its entry), as nested lists of floats.  ``cuda_on_cpu``:
     CUDA requests (megatron-core's RNG tracker) answered on the CPU by the tool's stand-in, the
-    environment both the tool's runs and these run in."""
+    environment both the tool's runs and these run in.  ``dtype``: torch's default dtype in the ranks."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name[:-3],
-                               *([str(REPO)] if cuda_on_cpu else [])],
+                               dtype, *([str(REPO)] if cuda_on_cpu else [])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
     outputs = []
     for process in ranks:
