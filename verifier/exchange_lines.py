@@ -13,7 +13,9 @@ program, where the exchange fixes it), though it computes nothing wrong.  The re
 * on that path, the steps that move the blocks unchanged in shape, where an exchange fits without
   changing anything else, are a copy into a buffer just allocated (``out.copy_(x)`` where the
   collective filled ``out``) and a name bound to a value made on an earlier line
-  (``output = concat_tensor`` where the collective's result was bound).
+  (``output = concat_tensor`` where the collective's result was bound).  Copies are the stronger
+  evidence: a name bound to a value made on earlier lines may be bound to a call's result
+  (``input_t = layout(input)``), so names count only when the path has no such copy.
 
 When exactly one such step exists it is named (the layout op stays in the message); else nothing
 is said and the walk's culprit stands.  Only concrete values of the screening run are read.
@@ -53,7 +55,8 @@ def missing_exchange(program: TracedProgram, env: dict[str, Any], want: Any, com
     own = [env[r] for op in path if op.attr("layout_source") is not None for r in op.results if r in env]
     if not own or name not in env or not _only_others_missing(env[name], want, own):
         return None
-    slots = _slots(path, producer, comparison, name)
+    copies, rebindings = _slots(path, producer, comparison, name)
+    slots = copies or rebindings   # a copy into a fresh buffer first: a name may be bound to a call's result
     if len(slots) != 1:
         return None
     ((span, how),) = slots.items()
@@ -92,26 +95,30 @@ def _only_others_missing(got: Any, want: Any, own: list[Any]) -> bool:
         return False
 
 
-def _slots(path: list[Op], producer: dict[str, Op], comparison: Comparison, name: str) -> dict[Span, str]:
-    """The steps of the path that move blocks unchanged in shape: a copy into a fresh allocation, a
-    name bound to a value made on an earlier line of the same frame (the output's ``return`` too)."""
+def _slots(path: list[Op], producer: dict[str, Op], comparison: Comparison,
+           name: str) -> tuple[dict[Span, str], dict[Span, str]]:
+    """The steps of the path that move blocks unchanged in shape: copies into a fresh allocation, and
+    names bound to a value made on an earlier line of the same file (the output's ``return`` too; the
+    line may also be a call whose ops ran on those earlier lines, so these are the weaker evidence)."""
     on_path = {result for op in path for result in op.results}
-    slots: dict[Span, str] = {}
+    copies: dict[Span, str] = {}
+    rebindings: dict[Span, str] = {}
     for op in path:
         if op.kind.startswith("aten.copy_.") and len(op.args) >= 2 and op.args[1] in on_path:
             made = producer.get(op.args[0])
             if made is not None and made.kind in _ALLOCATIONS:
-                slots[op.span] = f"the copy into a buffer just allocated ({op.span.where()})"
+                copies[op.span] = f"the copy into a buffer just allocated ({op.span.where()})"
         for value, variable, line in op.span.bound:
             rebound = _rebinding(op.span, value, line, on_path, producer)
             if rebound is not None:
-                slots[rebound] = f"the line that bound {variable} to a value made before it ({rebound.where()})"
+                rebindings[rebound] = f"the line that bound {variable} to a value made before it ({rebound.where()})"
     if len(comparison.span.bound) == 1:   # the output returned under a name bound on an earlier line
         ((_, variable, line),) = comparison.span.bound
         rebound = _rebinding(comparison.span, name, line, on_path, producer)
         if rebound is not None:
-            slots[rebound] = f"the line that bound {variable}, returned, to a value made before it ({rebound.where()})"
-    return slots
+            rebindings[rebound] = (f"the line that bound {variable}, returned, to a value made before it "
+                                   f"({rebound.where()})")
+    return copies, rebindings
 
 
 def _rebinding(span: Span, value: str, line: int, on_path: set[str], producer: dict[str, Op]) -> Span | None:
