@@ -34,13 +34,7 @@ class ReduceScatterToSequence(torch.autograd.Function):
         return out
 
 
-class GatherOutput(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        out = torch.empty((x.shape[0] * dist.get_world_size(),) + tuple(x.shape[1:]))
-        dist.all_gather_into_tensor(out, x.contiguous())
-        return out
-
+class GatherOutput(GatherFromSequence):
     @staticmethod
     def backward(ctx, grad):
         return grad.chunk(dist.get_world_size())[dist.get_rank()].contiguous()
