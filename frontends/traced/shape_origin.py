@@ -105,6 +105,7 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
     if contracted is not None:
         operands = [(i, name) for i, name in operands if i in contracted
                     and _dim_differs(rank.shapes[name], reference.shapes[pairs[name]], contracted[i])]
+        operands = _cut_against_block(rank, reference, pairs, failed, operands, contracted) or operands
     origins = set()
     for _, name in operands:
         made = _walk(rank, name, differs)
@@ -113,6 +114,28 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
     if len(origins) != 1:   # none, or operands whose shapes went wrong at different ops
         return None
     return next((op for op in rank.ops if id(op) in origins), None)
+
+
+def _cut_against_block(rank: Recording, reference: Recording, pairs: dict[str, str], failed: FailedOp,
+                       operands: list[tuple[int, str]], contracted: dict[int, int]) -> list[tuple[int, str]] | None:
+    """One operand of a contraction holds a block of the contracted dim (a shard: its size divides the single
+    device's) and the other holds that dim whole, though the code cut it along another dim: that cut is
+    where the layouts part (``h @ w_down.chunk(world, dim=1)[rank]`` behind a column-parallel ``h``: the
+    w_down cut, not h's, which is a block as one device's h is cut).  The other operand then, else None."""
+    if len(operands) != 1:
+        return None
+    index, name = operands[0]
+    mine, theirs = rank.shapes[name][contracted[index]], reference.shapes[pairs[name]][contracted[index]]
+    if not 0 < mine < theirs or theirs % mine:
+        return None
+    for other, dim in contracted.items():
+        partner = failed.args[other] if other < len(failed.args) else None
+        if other == index or partner not in pairs or partner not in rank.shapes or pairs[partner] not in reference.shapes:
+            continue
+        shape, whole = rank.shapes[partner], reference.shapes[pairs[partner]]
+        if len(shape) == len(whole) and shape != whole and not _dim_differs(shape, whole, dim):
+            return [(other, partner)]
+    return None
 
 
 def _size_source(rank: Recording, reference: Recording, pairs: dict[str, str], made: Op) -> Optional[str]:

@@ -7,7 +7,10 @@ case's "# the bug" marker (the tool never reads it).
   latest wrong operand ended at a view autograd made for the in-place attention mask;
 * k12: a sequence-parallel scatter cut one row short makes the ranks raise at a pick indexed by
   ``torch.arange(logits.size(0))``: the arange reads no value (its size came through Python), so the shape
-  is followed to the value it was read off, and on to the slice that made it.
+  is followed to the value it was read off, and on to the slice that made it;
+* k14: a down projection cut along the wrong dim makes the ranks raise at a matmul between a column-parallel
+  h (a block of the contracted dim) and a piece the code cut along another dim, keeping that dim whole: the
+  piece's cut is named, not h's cut on the line above.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from case_runs import marked_line, translate
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
-TWINS = ["k11_sp_backward_reduce_scatter", "k12_sp_slice_bound"]
+TWINS = ["k11_sp_backward_reduce_scatter", "k12_sp_slice_bound", "k14_tp_mlp_down_cut"]
 
 pytestmark = pytest.mark.torch
 
@@ -52,6 +55,14 @@ def test_a_size_read_off_a_short_value_is_followed_to_the_slice_that_made_it():
     assert "made at aten.slice.Tensor" in first["message"], first["message"]
 
 
+def test_a_piece_cut_along_another_dim_than_its_partner_block_is_named_at_its_cut():
+    pytest.importorskip("torch")
+    first = first_error("k14_tp_mlp_down_cut_bug.py")
+    assert first["line"] == marked_line(CASES / "k14_tp_mlp_down_cut_bug.py"), first
+    assert "raises where the single-device run does not" in first["message"]
+    assert "was made at" not in first["message"], first["message"]
+
+
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
     sys.path.insert(0, str(REPO / "tests"))
@@ -62,5 +73,7 @@ def test_gloo_runs_back_the_twins():
     statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
     assert statuses["k11_sp_backward_reduce_scatter_ok.py"][0] == rw.STATUS_MATCH, statuses
     assert statuses["k12_sp_slice_bound_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k14_tp_mlp_down_cut_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k14_tp_mlp_down_cut_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
     assert statuses["k11_sp_backward_reduce_scatter_bug.py"][0] == rw.STATUS_MISMATCH, statuses
     assert statuses["k12_sp_slice_bound_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
