@@ -25,6 +25,7 @@ No torch in this process: the children import it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,6 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
                      every_value: bool = False) -> Confirmation:
     """``every_value``: forward and gradients are run and compared whatever the finding is on (a fix's
     check); otherwise a finding on an output is run and compared forward only (see above)."""
-    from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
-
     started = time.perf_counter()
     world = program.world
     leaves = {name: np.asarray(value) for name, value in finding.leaves.items()}
@@ -65,16 +64,15 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
         return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
                             seconds=time.perf_counter() - started)
     forward_only = not every_value and _on_an_output(program, finding)
-    confirmation = _confirm(program, finding, leaves, runs, forward_only, started, False, path=path,
-                            shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
-                            memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
-    if confirmation.outcome != AGREES or not _float32_may_hide(program, finding):
+    confirm = functools.partial(_confirm, program, finding, leaves, runs, forward_only, path=path, shown_as=shown_as,
+                                entry=entry, shapes=shapes, timeout=timeout, memory_bytes=memory_bytes, paths=paths,
+                                args=args, harness=harness)
+    confirmation = confirm(started, False)
+    if confirmation.outcome != AGREES or not _float32_may_hide(finding):
         return confirmation
     # torch agrees within float32's tolerance while the model's difference is real numbers apart (a
     # LayerNorm eps that differs per rank): the same runs again with torch's default dtype float64
-    in_float64 = _confirm(program, finding, leaves, runs, forward_only, time.perf_counter(), True, path=path,
-                          shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
-                          memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
+    in_float64 = confirm(time.perf_counter(), True)
     if in_float64.outcome != REPRODUCED:
         return confirmation
     return dataclasses.replace(in_float64, detail=f"{in_float64.detail}, with torch's default dtype float64 (in "
@@ -82,10 +80,11 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
                                seconds=confirmation.seconds + in_float64.seconds)
 
 
-def _float32_may_hide(program: TracedProgram, finding: Finding) -> bool:
+def _float32_may_hide(finding: Finding) -> bool:
     """The finding's two values differ by less than float32's tolerance (and more than float64's)."""
     try:
-        want, got = float(np.asarray(finding.model_reference, dtype=float)), float(np.asarray(finding.model_rank, dtype=float))
+        want = float(np.asarray(finding.model_reference, dtype=float))
+        got = float(np.asarray(finding.model_rank, dtype=float))
     except (TypeError, ValueError):
         return False
     rtol, atol = TOLERANCE["float32"]
@@ -101,7 +100,8 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
     from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
 
     world = program.world
-    common = {"forward_only": forward_only, "float64": float64, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path),
+    common = {"forward_only": forward_only, "float64": float64, "path": str(Path(path).resolve()),
+              "shown_as": shown_as or str(path),
               "entry": entry, "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
               "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}

@@ -130,7 +130,8 @@ def _cut_against_block(rank: Recording, reference: Recording, pairs: dict[str, s
         return None
     for other, dim in contracted.items():
         partner = failed.args[other] if other < len(failed.args) else None
-        if other == index or partner not in pairs or partner not in rank.shapes or pairs[partner] not in reference.shapes:
+        if other == index or partner not in pairs or partner not in rank.shapes \
+                or pairs[partner] not in reference.shapes:
             continue
         shape, whole = rank.shapes[partner], reference.shapes[pairs[partner]]
         if len(shape) == len(whole) and shape != whole and not _dim_differs(shape, whole, dim):
