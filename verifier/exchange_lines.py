@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .ir import Op, Span
-from .traced_ir import Comparison, TracedProgram
+from .traced_ir import UNINITIALISED, Comparison, TracedProgram
 
 # ops that only move or keep elements (their results hold elements of their operands, nothing computed)
 _MOVES = ("aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.transpose.", "aten.permute.", "aten.t.",
@@ -35,8 +35,6 @@ _MOVES = ("aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.transpose."
           "aten.split", "aten.chunk.", "aten.unbind.", "aten.slice.", "aten.select.", "aten.narrow.",
           "aten.squeeze", "aten.unsqueeze.", "aten.flatten.", "aten.unflatten.", "aten.expand.",
           "aten.copy_.", "aten.lift_fresh")
-_ALLOCATIONS = ("aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
-                "aten.empty_strided.default", "aten.new_empty_strided.default")
 
 
 def missing_exchange(program: TracedProgram, env: dict[str, Any], want: Any, comparison: Comparison,
@@ -75,7 +73,7 @@ def _ancestors(name: str, producer: dict[str, Op]) -> list[Op] | None:
         op = producer.get(todo.pop())
         if op is None or id(op) in seen:
             continue
-        if not (op.kind.startswith(_MOVES) or op.kind in _ALLOCATIONS):
+        if not (op.kind.startswith(_MOVES) or op.kind in UNINITIALISED):
             return None
         seen[id(op)] = op
         todo.extend(op.args)
@@ -106,7 +104,7 @@ def _slots(path: list[Op], producer: dict[str, Op], comparison: Comparison,
     for op in path:
         if op.kind.startswith("aten.copy_.") and len(op.args) >= 2 and op.args[1] in on_path:
             made = producer.get(op.args[0])
-            if made is not None and made.kind in _ALLOCATIONS:
+            if made is not None and made.kind in UNINITIALISED:
                 copies[op.span] = f"the copy into a buffer just allocated ({op.span.where()})"
         for value, variable, line in op.span.bound:
             rebound = _rebinding(op.span, value, line, on_path, producer)
@@ -127,7 +125,7 @@ def _rebinding(span: Span, value: str, line: int, on_path: set[str], producer: d
     made = producer.get(value)
     if value not in on_path or made is None:
         return None
-    at = Span(span.line, span.file, (span.within[0], line)) if span.within is not None else Span(line, span.file)
+    at = span.moved_to(line)
     made_line, made_file = made.span.place()
     line_file = at.place()[1]
     if made_line is None or made_file != line_file or made_line >= line:

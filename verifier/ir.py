@@ -53,6 +53,12 @@ class Span:
             return line, file
         return self.line, None
 
+    def moved_to(self, line: int) -> "Span":
+        """This span at another line of the same frame (the checked file's, or the package file's)."""
+        if self.within is not None:
+            return Span(self.line, self.file, (self.within[0], line))
+        return Span(line, self.file)
+
     def where(self) -> str:
         """The place for a message: ``regions.py line 7, called from line 16``, else ``line 16``."""
         if self.within is not None:

@@ -48,7 +48,7 @@ from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, ment
 from .ir import Op, Span, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
 from .temporal.findings import rank_ranges
-from .traced_ir import Comparison, TracedProgram
+from .traced_ir import UNINITIALISED, Comparison, TracedProgram
 from .traced_run import RunError, new_cache, run, runnable, runner
 from .traced_temporal import COLLECTIVE_KINDS, MESSAGE_KINDS, MalformedRecording, MessageToSelf, analyse
 
@@ -772,7 +772,7 @@ def _bound_before(reader: Op, partials: list[str], producer: dict[str, Op]) -> O
     if len(found) != 1 or None in found:
         return None
     ((variable, line),) = found
-    span = _at_line(reader.span, line)
+    span = reader.span.moved_to(line)
     at, file = reader.span.place()
     if at is None or line >= at or any(producer[name].span.place() == span.place() for name in partials):
         return None
@@ -816,17 +816,6 @@ def _left_unreduced(reader: Op, partials: list[str], producer: dict[str, Op],
     return Op(tuple(partials), kind, (), {}, span)
 
 
-def _at_line(span: Span, line: int) -> Span:
-    """``span`` moved to another line of the same frame (the checked file's, or the package file's)."""
-    if span.within is not None:
-        return Span(span.line, span.file, (span.within[0], line))
-    return Span(line, span.file)
-
-
-_UNINITIALISED = ("aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
-                  "aten.empty_strided.default", "aten.new_empty_strided.default")
-
-
 def _unwritten_read(op: Op, producer: dict[str, Op]) -> Op | None:
     """``op`` computes from a buffer ``torch.empty`` made that nothing wrote before (the recorder names
     every write anew, so the allocation's own name is its uninitialised memory): there the values go
@@ -838,7 +827,7 @@ def _unwritten_read(op: Op, producer: dict[str, Op]) -> Op | None:
         return None
     for name in op.args:
         made = producer.get(name)
-        if made is not None and made.kind in _UNINITIALISED:
+        if made is not None and made.kind in UNINITIALISED:
             return Op(made.results, f"memory allocated by {made.kind} that nothing wrote before it was read",
                       (), {}, made.span)
     return None
@@ -948,7 +937,7 @@ def _gradient_read_through(program: TracedProgram, runs: _Runs, comparison: Comp
     if len(bindings) != 1:
         return None
     variable, line, span = next(iter(readers))
-    at = _at_line(span, line)
+    at = span.moved_to(line)
     kind = (f"the backward of {found.kind} ({found.span.where()}), whose forward read {leaf} as {variable}: every "
             f"rank's gradient of {leaf} is a partial sum; the reduction it misses belongs at the line that bound "
             f"{variable}")
@@ -990,7 +979,7 @@ def _returned_as_bound(program: TracedProgram, comparison: Comparison, unreduced
     if comparison.kind != "output" or len(comparison.span.bound) != 1:
         return None
     _, variable, line = comparison.span.bound[0]
-    span = _at_line(comparison.span, line)
+    span = comparison.span.moved_to(line)
     for rank, name in enumerate(comparison.per_rank):
         made = next((op for op in program.ranks[rank] if name in op.results), None)
         if made is None or made.span.place() == span.place():

@@ -29,6 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# ops whose result is memory nothing wrote (its values are whatever was there)
+UNINITIALISED = ("aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
+                 "aten.empty_strided.default", "aten.new_empty_strided.default")
+
 from .ir import Op, Span, TensorSpec
 
 Region = tuple[tuple[int, int], ...]  # (start, stop) per dim of the reference value

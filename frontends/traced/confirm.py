@@ -81,16 +81,16 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
 
 
 def _float32_may_hide(finding: Finding) -> bool:
-    """The finding's two values differ by less than float32's tolerance (and more than float64's)."""
+    """The finding's two values differ by less than float32's tolerance (and more than float64's), by the
+    rule torch's own values are compared with."""
     try:
-        want = float(np.asarray(finding.model_reference, dtype=float))
-        got = float(np.asarray(finding.model_rank, dtype=float))
+        want = np.asarray(finding.model_reference, dtype=np.float64).reshape(-1)
+        got = np.asarray(finding.model_rank, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
         return False
-    rtol, atol = TOLERANCE["float32"]
-    close32 = abs(want - got) <= atol * max(1.0, abs(want)) + rtol * abs(want)
-    rtol, atol = TOLERANCE["float64"]
-    return close32 and abs(want - got) > atol * max(1.0, abs(want)) + rtol * abs(want)
+    if want.shape != got.shape:
+        return False
+    return not _apart(want, got, "float32").any() and bool(_apart(want, got, "float64").any())
 
 
 def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forward_only: bool, started: float,
@@ -317,16 +317,20 @@ def _first_difference(want: np.ndarray, got: np.ndarray, preferred: tuple) -> tu
     if want.dtype.kind == "b" or got.dtype.kind == "b" or want.dtype.kind in "iu" and got.dtype.kind in "iu":
         differs = want != got
     else:
-        a, b = want.astype(np.float64), got.astype(np.float64)
-        rtol, atol = TOLERANCE.get(np.result_type(want.dtype, got.dtype).name, TOLERANCE["float32"])
-        finite = np.concatenate([np.abs(a[np.isfinite(a)]).ravel(), np.abs(b[np.isfinite(b)]).ravel()])
-        scale = max(1.0, float(finite.max())) if finite.size else 1.0
-        differs = ~np.isclose(a, b, rtol=rtol, atol=atol * scale, equal_nan=True)
+        differs = _apart(want.astype(np.float64), got.astype(np.float64), np.result_type(want.dtype, got.dtype).name)
     if not differs.any():
         return None
     if preferred and len(preferred) == differs.ndim and differs[preferred]:
         return tuple(preferred)
     return tuple(int(i) for i in np.argwhere(differs)[0])
+
+
+def _apart(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    """Where ``a`` and ``b`` differ by more than ``dtype``'s rounding (atol relative to their magnitude)."""
+    rtol, atol = TOLERANCE.get(dtype, TOLERANCE["float32"])
+    finite = np.concatenate([np.abs(a[np.isfinite(a)]).ravel(), np.abs(b[np.isfinite(b)]).ravel()])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    return ~np.isclose(a, b, rtol=rtol, atol=atol * scale, equal_nan=True)
 
 
 def _element(value: np.ndarray, index: tuple) -> Any:

@@ -106,14 +106,15 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
         operands = [(i, name) for i, name in operands if i in contracted
                     and _dim_differs(rank.shapes[name], reference.shapes[pairs[name]], contracted[i])]
         operands = _cut_against_block(rank, reference, pairs, failed, operands, contracted) or operands
-    origins = set()
+    origins: dict[int, Optional[Op]] = {}
     for _, name in operands:
         made = _walk(rank, name, differs)
         source = _size_source(rank, reference, pairs, made) if made is not None else None
-        origins.add(id(_walk(rank, source, differs) if source is not None else made))
+        origin = _walk(rank, source, differs) if source is not None else made
+        origins[id(origin)] = origin
     if len(origins) != 1:   # none, or operands whose shapes went wrong at different ops
         return None
-    return next((op for op in rank.ops if id(op) in origins), None)
+    return next(iter(origins.values()))
 
 
 def _cut_against_block(rank: Recording, reference: Recording, pairs: dict[str, str], failed: FailedOp,
@@ -121,7 +122,7 @@ def _cut_against_block(rank: Recording, reference: Recording, pairs: dict[str, s
     """One operand of a contraction holds a block of the contracted dim (a shard: its size divides the single
     device's) and the other holds that dim whole, though the code cut it along another dim: that cut is
     where the layouts part (``h @ w_down.chunk(world, dim=1)[rank]`` behind a column-parallel ``h``: the
-    w_down cut, not h's, which is a block as one device's h is cut).  The other operand then, else None."""
+    w_down cut, not h's, which is the block tensor parallelism makes).  The other operand then, else None."""
     if len(operands) != 1:
         return None
     index, name = operands[0]
