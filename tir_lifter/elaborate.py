@@ -324,6 +324,14 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             return [spec_from_reference(reference, inputs, written, path)]
         except (LiftInputError, SpecError) as exc:
             reason = exc.message if isinstance(exc, LiftInputError) else str(exc)
+            func = capture.namespace.get(reference.name) if capture is not None and group else None
+            # one the file never calls: how the file binds it is then not shown by the run
+            if func is not None and not traced_reason and not any(r.func is func for r in capture.references):
+                from .reference import named_reference
+                traced = named_reference(func, inputs, written, group, names, capture, path,
+                                         {b.name: b.dtype for b in kernel.params})
+                if traced is not None:
+                    return [traced]
             report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} is not translatable ({reason}); "
                                   f"pass --spec {name}=\"...\"", reference.lineno))
             return []

@@ -319,6 +319,33 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
                       arguments=arguments, real_shapes=real_shapes, dtypes=dtypes, path=path)
 
 
+def named_reference(func: Any, inputs: list[str], written: list[str], instances: list[Instance],
+                    params: list[str], capture: Capture, path: str, dtypes: dict[str, str]) -> TracedSpec | None:
+    """The file's reference function by name (``ref_program``), its parameters bound to the
+    kernel's inputs in order as TileLang's profiler calls it, re-run by torch at the reduced
+    sizes: for a reference the text translation cannot read (``einsum``, ``rearrange``, control
+    flow) that the file never calls itself.  None when it takes other than one tensor per input
+    (keywords, defaults or ``*args`` make the binding a guess) or is not a plain function."""
+    import inspect
+
+    import torch
+    code = getattr(func, "__code__", None)
+    if code is None or not inspect.isfunction(func) or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) \
+            or code.co_kwonlyargcount or func.__defaults__ or code.co_argcount != len(inputs):
+        return None
+    names = list(code.co_varnames[:code.co_argcount])
+    binding = {n: ("tensor", p) for n, p in zip(names, inputs)}
+    ref = ReferenceCall(func, (), via="name", line=code.co_firstlineno)
+    spec = _traced_spec(ref, binding, tuple(written), written, instances, params, capture, path)
+    for name in inputs:  # a kernel never launched by the file: its buffers' dtypes
+        if name not in spec.dtypes and dtypes.get(name):
+            spec.dtypes[name] = getattr(torch, dtypes[name].replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
+                                        torch.float32)
+    spec.origin = spec.origin.replace(", re-run by torch", " (not called by the file: bound to the kernel's inputs "
+                                      "in order, as TileLang's profiler calls a reference), re-run by torch")
+    return spec
+
+
 def _viewed_inputs(tensors: dict[str, Any], inputs: list[str], capture: Capture) -> dict[int, tuple[str, Any]]:
     """Tensors the file passed to the kernel as a view (``mix.squeeze(-1)``, ``x.transpose(1, 2)``):
     id of the viewed tensor -> (the kernel parameter, the function giving it back from the view)."""
