@@ -72,6 +72,7 @@ class Candidate:
     patched: str
     prior: int
     recipe: str
+    guessed: bool = False     # made at a guessed site (a communicating line), not one the run named
 
 
 def short_op(name: str | None) -> str:
@@ -580,7 +581,7 @@ def candidates(source: str, path: str, sites: list[Site], limit: int = 24) -> li
                 for description, patched, prior in recipe(source, path, site):
                     if patched != source and patched not in found:
                         found[patched] = Candidate(description, patched, prior * 10 + rank + 15 * site.guessed,
-                                                   recipe.__name__)
+                                                   recipe.__name__, site.guessed)
                         if _affine(recipe.__name__, site):
                             affine.add(patched)
             except (CannotPatch, cst.ParserSyntaxError, ValueError, KeyError, IndexError, StopIteration):

@@ -9,13 +9,13 @@ the fix is confirmed on 2 and 4 gloo ranks.
 from __future__ import annotations
 
 from verifier.report import ERROR, NOTE, Diagnostic, Report
-from verify_agent.repair.traced_fixes import _improves, _moves_on
+from verify_agent.repair.headway import improves as _improves, line_map, moves_on as _moves_on, shifts
 
 
-def _report(*checks: str, passes: dict | None = None) -> Report:
+def _report(*checks: str, passes: dict | None = None, message: str = "") -> Report:
     report = Report("f.py", {"tp": 2})
     for index, check in enumerate(checks):
-        report.add(Diagnostic(check, ERROR, f"{check} finding", line=10 + index))
+        report.add(Diagnostic(check, ERROR, message or f"{check} finding", line=10 + index))
     report.add(Diagnostic("assumption", NOTE, "a note is no finding"))
     report.extra["passes"] = passes or {"forward": "violated", "temporal": "proven"}
     return report
@@ -62,3 +62,44 @@ def test_an_edit_that_violates_more_passes_is_no_base():
     after = _report("equivalence", "async", passes={"forward": "not proven", "backward": "violated",
                                                    "temporal": "violated"})
     assert not _moves_on(before, after)
+
+
+WRONG_AT = "output 0 differs from the single-device run; the values first go wrong at {op} (line {line}) on rank 0"
+BEFORE = "h = x @ w\ny = h @ v\nreturn y / world\n"
+
+
+def _wrong_at(op: str, line: int) -> Report:
+    report = Report("f.py", {"tp": 2})
+    report.add(Diagnostic("equivalence", ERROR, WRONG_AT.format(op=op, line=line), line=line))
+    report.extra["passes"] = {"forward": "violated", "backward": "not proven"}
+    return report
+
+
+def test_lines_are_compared_through_the_edit():
+    after = "h = x @ w\ny = h @ v\ndist.all_reduce(y)\nreturn y / world\n"
+    assert line_map(BEFORE, after) == {1: 1, 2: 2, 3: 4}
+
+
+def test_the_same_culprit_on_a_line_the_edit_moved_down_is_no_shift():
+    after = "h = x @ w\ny = h @ v\ndist.all_reduce(y)\nreturn y / world\n"
+    assert not shifts(_wrong_at("aten.div.Tensor", 3), _wrong_at("aten.div.Tensor", 4), BEFORE, after)
+
+
+def test_the_run_going_wrong_at_another_op_in_the_same_pass_is_a_shift():
+    """``/ world`` removed from a partial sum never reduced: the forward stays violated, but the run now
+    goes wrong at the partial sum (the base of the second edit that reduces it)."""
+    after = "h = x @ w\ny = h @ v\nreturn y\n"
+    assert not _improves(_wrong_at("aten.div.Tensor", 3), _wrong_at("partial", 3))
+    assert not _moves_on(_wrong_at("aten.div.Tensor", 3), _wrong_at("partial", 3))
+    assert shifts(_wrong_at("aten.div.Tensor", 3), _wrong_at("aten.mm.default", 2), BEFORE, after)
+
+
+def test_a_rank_that_raises_after_the_edit_is_no_base():
+    """A wrong chunk dim makes the product's shapes disagree: nothing is checked any more, which is no
+    headway although the forward is no longer 'violated'."""
+    before = _wrong_at("aten.div.Tensor", 3)
+    after = _report("equivalence", passes={"forward": "not proven", "backward": "not proven"},
+                    message="rank 0 of 2 raises where the single-device run does not: RuntimeError: shapes")
+    assert not _moves_on(before, after)
+    assert not _improves(before, after)
+    assert not shifts(before, after, BEFORE, BEFORE.replace("dim=1", "dim=0"))

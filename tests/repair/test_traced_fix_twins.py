@@ -326,3 +326,17 @@ def test_two_bugs_get_both_edits_confirmed_and_match_one_device(tmp_path):
     patched = tmp_path / "patched_tp_mlp_two_bugs.py"
     patched.write_text(fix.patched)
     _matches_one_device(patched, realworld=False)
+
+
+def test_two_bugs_in_one_pass_get_one_patch_fixing_both(tmp_path):
+    """A reduction missing and a ``/ world`` wrongly added, both in the forward: neither single edit makes
+    headway by the pass (the forward stays violated), but with ``/ world`` removed the run goes wrong at
+    the partial sum instead, and the second edit reduces it.  One patch fixes both, verified, confirmed on
+    2 and 4 gloo ranks, and the patched file matches one device (outputs and gradients).  The verified
+    twin is tp_mlp_plain_fixed.py (``test_fixed_twin_verifies``)."""
+    fix = _confirmed_fix(_copy(tmp_path, "tp_mlp_reduce_missing_and_divided.py"))
+    assert "/ world" not in fix.patched
+    assert "_ReduceFromRanks.apply(" in fix.patched or "dist.all_reduce(" in fix.patched
+    patched = tmp_path / "patched_tp_mlp_reduce_missing_and_divided.py"
+    patched.write_text(fix.patched)
+    _matches_one_device(patched, realworld=False)

@@ -12,7 +12,6 @@ the patched run issued.  The user's file is never touched here (``fix --write`` 
 """
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import time
@@ -20,16 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from verifier.report import ERROR, Report
+from verifier.report import Report
 
 from .fixes import SourceFix
+from .headway import Base, base_of, ranked, sites_of
 
 Progress = Optional[Callable[[str], None]]
 CANDIDATE_TIMEOUT = 90.0     # seconds for one candidate's trace and proof
 CONFIRM_TIMEOUT = 90.0
-_CULPRIT = re.compile(r"first go wrong at ([\w.]+) \(line (\d+)\)")
-_BLOCKED = re.compile(r"is blocked in [^;]*? at line (\d+)")
-_NOT_FINDINGS = ("unsupported", "scale", "sandbox", "translation", "assumption")
 
 
 @dataclass(frozen=True)
@@ -43,36 +40,6 @@ class TracedSettings:
     confirm: bool = True              # run a verified candidate on real gloo ranks before showing it
     budget_seconds: float = 600.0     # all candidates together
     harness: Optional[str] = None     # the harness file that built the entry (--harness, or the LLM's)
-
-
-def sites_of(report: Report):
-    """Where the traced run goes wrong: each finding's culprit line (with its op) and its own line."""
-    from frontends.patches.at_line import Site, short_op
-
-    sites: list = []
-    for diagnostic in report.diagnostics:
-        if diagnostic.severity != ERROR or diagnostic.check in _NOT_FINDINGS:
-            continue
-        gradient = "gradient" in diagnostic.message
-        for match in _CULPRIT.finditer(diagnostic.message):
-            sites.append(Site(int(match.group(2)), short_op(match.group(1)), gradient))
-        if diagnostic.line is not None:
-            op = next((s.op for s in sites if s.line == diagnostic.line), "")
-            if not op and "partial sum" in diagnostic.message:   # a value never reduced: reduce it there
-                op = "partial"
-            if diagnostic.check == "async":   # a buffer read before its wait(), or a handle never waited on
-                op = "wait"
-            if diagnostic.check == "p2p":     # a send or receive without its partner
-                op = "p2p"
-            if diagnostic.check == "deadlock":   # every blocked call's line: either side may be the one to move
-                op = "deadlock"
-                sites += [Site(int(line), op) for line in _BLOCKED.findall(diagnostic.message)]
-            sites.append(Site(diagnostic.line, op, gradient))
-    unique: list = []
-    for site in sites:
-        if site not in unique:
-            unique.append(site)
-    return unique
 
 
 MAX_LINKED_ENTRIES = 500   # entries of a directory mirrored by links in a candidate's overlay
@@ -207,18 +174,36 @@ def _confirm_at(program, checked: Checked, copy: Path, path: str, timeout: float
 def traced_fixes(source: str, path: str, report: Report, settings: TracedSettings = TracedSettings(),
                  progress: Progress = None, *, top_k: int = 3) -> list[SourceFix]:
     """Verified (and, where the real-rank runner works, confirmed) fixes of a traced report, cheapest
-    first.  Candidates are checked best prior first until ``top_k`` verify or the budget is spent."""
-    started = time.perf_counter()
-    found: list[SourceFix] = []
+    first.  Candidates are checked best prior first until ``top_k`` verify or the budget is spent.
+
+    No single edit verifies when the file has two bugs: an edit that made headway (``headway``) is
+    then the base of a second search, from its patched program and its report's sites; what is shown
+    is the program after both edits, verified and confirmed as a single edit's is.  The order spends
+    the budget where the run points first: the edits at the lines it names, then second edits at the
+    lines named after the best of those, then the file's other communicating lines, then the rest of
+    the second edits' candidates."""
+    repair = _Repair(source, path, settings, progress, top_k)
     with warm_for(path, source, cpu_seconds=settings.budget_seconds + 120.0):
-        partial = _search(source, source, path, report, settings, progress, top_k, started, found, "")
-        if partial is not None and len(found) < top_k:   # one edit fixed part: a second edit on top of it
-            base, base_report, description = partial
-            if progress:
-                progress(f"repair: building on `{description}` (it fixed part of the finding)")
-            _search(source, base, path, base_report, settings, progress, top_k, started, found, description + "; ")
+        head, rest = _split(pool_for(source, path, report))
+        bases = repair.check(source, report, head, "")
+        if not repair.found:   # a second edit before the rest of the single ones only when none verified yet
+            repair.chain([base for base in ranked(bases) if base.named][:EARLY_BASES], named_only=True)
+        bases += repair.check(source, report, rest, "")
+        repair.chain(ranked(bases)[:MAX_BASES], named_only=False)
+    found = repair.found
     found.sort(key=lambda fix: (not _confirmed(fix), fix.comm_cost))   # a fix real ranks confirmed first
     return found[:top_k]
+
+
+EARLY_BASES = 2   # bases whose second edits at the named lines come before the file's guessed lines
+MAX_BASES = 3     # bases a second edit is searched on at all (each costs a pool of candidates)
+
+
+def _split(pool: list) -> tuple[list, list]:
+    """The pool up to its last edit at a named line (in the pool's order: a guessed line's edit that
+    answers its op stays among them), and the rest."""
+    last = max((index for index, candidate in enumerate(pool) if not candidate.guessed), default=-1)
+    return pool[:last + 1], pool[last + 1:]
 
 
 def _confirmed(fix: SourceFix) -> bool:
@@ -253,89 +238,81 @@ def warm_for(path: str, source: str, cpu_seconds: float = 3600.0):
     return warm_runs(cpu_seconds=cpu_seconds, libraries=installed_imports([(Path(path), source)], roots))
 
 
-def _violated(report: Report) -> set[str]:
-    return {name for name, state in report.extra.get("passes", {}).items() if state == "violated"}
+class _Repair:
+    """One file's candidate checks: the fixes found, the texts already checked, the budget's clock."""
 
+    def __init__(self, source: str, path: str, settings: TracedSettings, progress: Progress, top_k: int):
+        self.source, self.path, self.settings, self.progress, self.top_k = source, path, settings, progress, top_k
+        self.started = time.perf_counter()
+        self.found: list[SourceFix] = []
+        self.tried = {source}   # patched texts already checked (an edit undone by the next is not checked again)
 
-def _improves(before: Report, after: Report) -> bool:
-    """The edit fixed part of the finding: a pass ``before`` violated is proven ``after``, or the kinds of
-    finding ``after`` are a strict part of ``before``'s (two bugs at once: the waits of a ring added, its
-    dropped all-gather still to come; the async checks are not a pass of their own)."""
-    passes = after.extra.get("passes", {})
-    if any(passes.get(name) == "proven" for name in _violated(before)):
-        return True
-    was, now = _finding_kinds(before), _finding_kinds(after)
-    return bool(now) and now != was and all(now[kind] <= was[kind] for kind in now)
+    def left(self) -> float:
+        return self.settings.budget_seconds - (time.perf_counter() - self.started)
 
+    def done(self) -> bool:
+        return len(self.found) >= self.top_k or self.left() <= 5.0
 
-def _moves_on(before: Report, after: Report) -> bool:
-    """A weaker sign of part fixed: the pass ``before`` violated is no longer violated ``after`` and no more
-    passes are, while findings remain.  A wrong forward hides a backward bug (the run stops at the first
-    counterexample, the backward is left unproven): a Megatron MLP that lost its reduce on top of its
-    copy-to-region, once the reduce is back, shows the input gradient's finding instead (forward not
-    proven, backward violated).  Only a base for a second edit: what is shown is verified and confirmed."""
-    violated, now = _violated(before), _violated(after)
-    return after.verdict == "violations" and bool(_finding_kinds(after)) and bool(violated - now) \
-        and len(now) <= len(violated)
+    def say(self, text: str) -> None:
+        if self.progress:
+            self.progress(text)
 
+    def chain(self, bases: list[Base], named_only: bool) -> None:
+        """A second edit on top of each base, on its patched program: at its report's named lines (and,
+        unless ``named_only``, at the file's other communicating lines)."""
+        for base in bases:
+            if self.done():
+                return
+            self.say(f"repair: building on `{base.description}` ({base.why})")
+            pool = pool_for(base.patched, self.path, base.report)
+            self.check(base.patched, base.report, _split(pool)[0] if named_only else pool, base.description + "; ")
 
-def _finding_kinds(report: Report):
-    """How many error findings of each check (``async``, ``equivalence``, ``p2p``...) the report has."""
-    from collections import Counter
+    def check(self, source: str, report: Report, pool: list, prefix: str) -> list[Base]:
+        """Check ``pool`` (candidate edits of ``source``, whose check is ``report``); verified ones go to
+        ``found``.  Returns the candidates that made headway (none on a second edit)."""
+        from frontends.patches.editor import unified_diff
+        from verifier.synthesis.cost import traced_cost
 
-    return Counter(d.check for d in report.diagnostics if d.severity == ERROR and d.check not in _NOT_FINDINGS)
-
-
-def _search(original: str, source: str, path: str, report: Report, settings: TracedSettings, progress: Progress,
-            top_k: int, started: float, found: list[SourceFix], prefix: str):
-    """Check the candidates at ``report``'s sites on ``source``; verified ones go to ``found``.
-    Returns the first candidate that fixed part of the finding (patched text, its report, description)."""
-    from frontends.patches.editor import unified_diff
-    from verifier.synthesis.cost import traced_cost
-
-    sites = sites_of(report)
-    if not sites:
-        return None
-    named = {site.line for site in sites}
-    pool = pool_for(source, path, report)
-    if progress:
-        progress(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(str(s) for s in sorted(named))} "
-                 f"(and the file's communicating lines)")
-    partial = weak = None
-    for candidate in pool:
-        left = settings.budget_seconds - (time.perf_counter() - started)
-        if len(found) >= top_k or left <= 5.0:
-            break
-        checked, copy = check_candidate(candidate.patched, path, settings, min(CANDIDATE_TIMEOUT, left))
-        try:
-            verdict = checked.report.verdict if checked.report is not None else "does not run"
-            if verdict != "verified":
-                if progress:
-                    progress(f"  candidate does not verify ({verdict}): {prefix}{candidate.description}")
-                if partial is None and not prefix and checked.report is not None:
-                    if _improves(report, checked.report):
-                        partial = (candidate.patched, checked.report, candidate.description)
-                    elif weak is None and _moves_on(report, checked.report):
-                        weak = (candidate.patched, checked.report, candidate.description)
+        settings = self.settings
+        if self.done():
+            return []
+        if pool:
+            named = sorted({site.line for site in sites_of(report)})
+            self.say(f"repair: {len(pool)} candidate edit(s) at line(s) {', '.join(map(str, named))}"
+                     + ("" if all(not c.guessed for c in pool) else " (and the file's communicating lines)"))
+        bases: list[Base] = []
+        for candidate in pool:
+            if self.done():
+                break
+            if candidate.patched in self.tried:
                 continue
-            confirmed = "not run on real ranks (--no-confirm)"
-            if settings.confirm:
-                outcome, detail = confirm_fix(checked, copy, path)
-                if outcome == "reproduced":   # torch refutes the proof: never shown, and a defect of ours
-                    if progress:
-                        progress(f"  candidate verified but real ranks disagree ({detail}): {candidate.description}")
+            self.tried.add(candidate.patched)
+            checked, copy = check_candidate(candidate.patched, self.path, settings, min(CANDIDATE_TIMEOUT, self.left()))
+            try:
+                verdict = checked.report.verdict if checked.report is not None else "does not run"
+                if verdict != "verified":
+                    self.say(f"  candidate does not verify ({verdict}): {prefix}{candidate.description}")
+                    if not prefix and checked.report is not None:
+                        base = base_of(candidate, report, checked.report, source)
+                        if base is not None:
+                            bases.append(base)
                     continue
-                confirmed = (f"confirmed on {confirmed_worlds(checked)} gloo ranks" if outcome == "agrees"
-                             else f"not confirmed on real ranks: {detail}")
-            checked.report.file = path
-            checked.report.extra["fix_confirmation"] = confirmed
-            cost = traced_cost(checked.program) if checked.program is not None else 0.0
-            fix = SourceFix(f"{prefix}{candidate.description} ({confirmed})", candidate.patched,
-                            unified_diff(original, candidate.patched, path), cost, checked.report,
-                            seconds=time.perf_counter() - started)
-            found.append(fix)
-            if progress:
-                progress(f"  patched file verifies ({confirmed}): {prefix}{candidate.description}")
-        finally:
-            shutil.rmtree(overlay_root(copy), ignore_errors=True)
-    return partial if partial is not None else weak
+                confirmed = "not run on real ranks (--no-confirm)"
+                if settings.confirm:
+                    outcome, detail = confirm_fix(checked, copy, self.path)
+                    if outcome == "reproduced":   # torch refutes the proof: never shown, and a defect of ours
+                        self.say(f"  candidate verified but real ranks disagree ({detail}): {prefix}"
+                                 f"{candidate.description}")
+                        continue
+                    confirmed = (f"confirmed on {confirmed_worlds(checked)} gloo ranks" if outcome == "agrees"
+                                 else f"not confirmed on real ranks: {detail}")
+                checked.report.file = self.path
+                checked.report.extra["fix_confirmation"] = confirmed
+                cost = traced_cost(checked.program) if checked.program is not None else 0.0
+                self.found.append(SourceFix(f"{prefix}{candidate.description} ({confirmed})", candidate.patched,
+                                            unified_diff(self.source, candidate.patched, self.path), cost,
+                                            checked.report, seconds=time.perf_counter() - self.started))
+                self.say(f"  patched file verifies ({confirmed}): {prefix}{candidate.description}")
+            finally:
+                shutil.rmtree(overlay_root(copy), ignore_errors=True)
+        return bases
