@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fix.py --campaign [--mutants 60] [--library-mutants 60] [--seed 0] [--operators a,b]
                                               [--timeout 240] [--jobs 2] [--only TEXT ...] [--json out.json]
-                                              [--max-seconds T]
+                                              [--max-seconds T] [--rerun PREVIOUS.json]
 
 The bugs: the buggy files of ``examples/realworld/`` (``expected.json``) and a seeded sample of
 the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped, duplicated or
@@ -349,6 +349,35 @@ def report(bugs: list[Bug]) -> str:
     return "\n".join(lines)
 
 
+def _repaired(row: dict) -> bool:
+    """A bug of a --json file repaired as ``Bug.fixed`` counts it."""
+    return row["diff"] is not None and row["exit"] == 0 and row["written_truth"] == gt.AGREE
+
+
+def combined(previous: list[dict], rerun: list[Bug]) -> str:
+    """The figures over a previous run's bugs with its misses' outcomes replaced by the re-run's."""
+    again = {b.label: b for b in rerun}
+    rows = [(row["library"], row["bug"].startswith("realworld/"), again[row["bug"]].fixed, again[row["bug"]].refuted,
+             again[row["bug"]].seconds)
+            if row["bug"] in again else
+            (row["library"], row["bug"].startswith("realworld/"), _repaired(row),
+             row["diff"] is not None and row["written_truth"] == gt.DIFFER, row["first_fix_seconds"])
+            for row in previous]
+
+    def share(group: list, name: str) -> str:
+        fixed = sum(r[2] for r in group)
+        times = [r[4] for r in group if r[2] and r[4] is not None]
+        median = f"; median time to the first verified fix {statistics.median(times):.1f} s" if times else ""
+        return f"{name}: {fixed} of {len(group)} repaired ({100 * fixed / max(1, len(group)):.0f} %){median}"
+
+    return "\n".join([
+        f"combined with the run before ({len(again)} of its {len(previous)} bugs run again):",
+        share(rows, "bugs"), "  " + share([r for r in rows if r[0]], "in drivers around real libraries"),
+        "  " + share([r for r in rows if not r[0]], "in plain torch.distributed code"),
+        "  " + share([r for r in rows if r[1]], "realworld gallery's buggy files"),
+        f"{sum(r[3] for r in rows)} fixes shown that real ranks refute"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_fix.py --campaign", description=__doc__.splitlines()[0])
     ap.add_argument("--mutants", type=int, default=60,
@@ -370,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold", action="store_true",
                     help="each fix run its own verify-agent process (no warm server kept between bugs)")
     ap.add_argument("--cache-dir", default=str(HERE / "mutants" / "cache"))
+    ap.add_argument("--rerun", metavar="JSON",
+                    help="only the bugs a run written with --json did not repair (same sampling options), "
+                         "with figures combined over both runs")
     args = ap.parse_args(argv)
 
     def log(text: str) -> None:
@@ -379,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     bugs = ([] if args.no_realworld else realworld_bugs(args.only)) + \
         mutant_bugs(args.mutants, args.library_mutants, args.seed, [o for o in args.operators.split(",") if o],
                     args.only)
+    previous = json.loads(Path(args.rerun).read_text()) if args.rerun else None
+    if previous is not None:
+        missed = {row["bug"] for row in previous if not _repaired(row)}
+        bugs = [b for b in bugs if b.label in missed]
+        log(f"--rerun: {len(bugs)} of the {len(missed)} bugs {args.rerun} did not repair")
     cache = gt.Cache(Path(args.cache_dir) if args.cache_dir else None)
     with tempfile.TemporaryDirectory(prefix="fix-campaign-") as tmp:
         folder = Path(tmp)
@@ -408,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                 bug.notes.append(truth.reason)
     print(report(bugs))
     print(f"({time.monotonic() - started:.0f} s; fix --timeout {args.timeout:.0f} s, {args.jobs} at once)")
+    if previous is not None:
+        print(combined(previous, bugs))
     if args.json:
         Path(args.json).write_text(json.dumps([{
             "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
