@@ -301,7 +301,9 @@ def main() -> None:
         undecided = [p for p, b in zip(paths, bodies) if p not in cut and ("internal_error" in b or
                      report_from_json(b).verdict != "violations")]
         truth = ground_truth(undecided) if undecided else {}
-        truth.update({p: "wrong (confirmed counterexample)" for p in paths_checked if p not in truth})
+        rejected = {p for p, b in zip(paths, bodies) if any(d.get("check") == "build" for d in b.get("diagnostics", []))}
+        truth.update({p: "wrong (TileLang rejects it at the file's sizes)" if p in rejected else
+                      "wrong (confirmed counterexample)" for p in paths_checked if p not in truth})
     rows = []
     for mutant, path, body in zip(all_mutants, paths, bodies):
         if path in cut:

@@ -22,7 +22,7 @@ from typing import Any
 from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 
 from .capture import Capture, Instance, run_file
-from .errors import LiftInputError, Unsupported
+from .errors import LiftInputError, Rejected, Unsupported
 from .infer import infer_spec
 from .instantiate import Elaborated, elaborate_instance
 from .spec import Spec, SpecError, parse_spec, spec_from_reference
@@ -155,7 +155,8 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             elaborated = elaborate_instance(instance, lift)
         except Unsupported as exc:
             if f"unsupported:{exc.reason}" not in done:
-                sub.add(Diagnostic("unsupported", ERROR, f"{name}: {exc.reason}", exc.line or instance.line))
+                check = "build" if isinstance(exc, Rejected) else "unsupported"  # a finding about the file
+                sub.add(Diagnostic(check, ERROR, f"{name}: {exc.reason}", exc.line or instance.line))
                 _merge(report, sub, name)
             done.add(f"unsupported:{exc.reason}")
             continue

@@ -24,6 +24,11 @@ class Unsupported(Exception):
         super().__init__(f"line {line}: {reason}")
 
 
+class Rejected(Unsupported):
+    """TileLang itself rejects the kernel at the file's own sizes (an operand shape check of its
+    tile ops): a finding about the file, reported as a ``build`` violation at ``line``."""
+
+
 class InfiniteValue(Unsupported):
     """The symbolic run met arithmetic on an infinity it cannot decide (``-inf - -inf``)."""
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .capture import Instance
-from .errors import Unsupported
+from .errors import Rejected, Unsupported
 from .program import BinOp, Const, Kernel
 
 _TILE = re.compile(r"(?i)(block|tile|blk|chunk|^b[mnkhd]$|^b_?[mnkhd]$|^bs_|_bs$|^bsz|window_size$)")
@@ -265,6 +265,10 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
                              {n: problem[n] for n in concrete}, tiles, reduced_tiles)
             if raised is None:
                 err = _error(build, dict(base, **concrete, **symbolic(chosen)))
+                rejected = rejected_as_called(instance)
+                if rejected is not None:
+                    raise Rejected(rejected[1] or instance.line, f"TileLang rejects {instance.name} at the file's own "
+                                   f"sizes, as the file calls it: {rejected[0]}")
                 raise Unsupported(instance.line, f"TileLang could not build {instance.name} at reduced sizes ({err})")
             concrete, func = raised
             loops = True
@@ -324,6 +328,35 @@ def _declared_consts(instance: Instance) -> list[str]:
     for text in re.findall(r"T\.const\(\s*['\"]([^'\"]+)['\"]", source):
         names += [n for n in re.split(r"[\s,]+", text) if n]
     return list(dict.fromkeys(names))
+
+
+def rejected_as_called(instance: Instance) -> tuple[str, int | None] | None:
+    """TileLang's own operand check failing on the kernel built exactly as the file asked for it
+    (``T.gemm K shape check failed: K_A = 32, K_B = 128``): its message and the line of the file
+    whose statement it rejects.  Only an ``AssertionError`` raised inside TileLang's tile-op
+    language (``tilelang/language``, ``tilelang/<target>/language``) counts: a failure of the
+    target, of an API the installed TileLang lacks, or of the file's own asserts is no finding."""
+    import traceback
+    try:
+        if instance.factory is not None:
+            instance.factory(**dict(instance.kwargs))
+        elif instance.jit is not None:
+            instance.jit.get_tir(*instance.args, **dict(instance.kwargs))
+        else:
+            return None
+    except AssertionError as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        inner = frames[-1].filename.replace("\\", "/") if frames else ""
+        if "/tilelang/" not in inner or "/language/" not in "/" + inner.split("/tilelang/", 1)[1]:
+            return None
+        function = instance.factory or getattr(instance.jit.func, "orig_func", instance.jit.func)
+        path = getattr(getattr(function, "__code__", None), "co_filename", "")
+        lines = [f.lineno for f in frames if path and f.filename == path]
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}", \
+            (lines[-1] if lines else None)
+    except Exception:  # noqa: BLE001 - any other failure: not shown to be the kernel's
+        return None
+    return None
 
 
 def _try(build: Callable[[dict], Any], kwargs: dict) -> Any:
