@@ -333,9 +333,10 @@ def _declared_consts(instance: Instance) -> list[str]:
 def rejected_as_called(instance: Instance) -> tuple[str, int | None] | None:
     """TileLang's own operand check failing on the kernel built exactly as the file asked for it
     (``T.gemm K shape check failed: K_A = 32, K_B = 128``): its message and the line of the file
-    whose statement it rejects.  Only an ``AssertionError`` raised inside TileLang's tile-op
-    language (``tilelang/language``, ``tilelang/<target>/language``) counts: a failure of the
-    target, of an API the installed TileLang lacks, or of the file's own asserts is no finding."""
+    whose statement it rejects.  Only an ``AssertionError`` raised by a module of TileLang's tile-op
+    language itself (``tilelang/language/gemm_op.py``, ``tilelang/cuda/language/...``, not its
+    parser or builders) counts: a failure of the target, of an API the installed TileLang lacks
+    (an example written for a newer one), or of the file's own asserts is no finding."""
     import traceback
     try:
         if instance.factory is not None:
@@ -347,7 +348,8 @@ def rejected_as_called(instance: Instance) -> tuple[str, int | None] | None:
     except AssertionError as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         inner = frames[-1].filename.replace("\\", "/") if frames else ""
-        if "/tilelang/" not in inner or "/language/" not in "/" + inner.split("/tilelang/", 1)[1]:
+        module = inner.split("/tilelang/", 1)[1].split("/") if "/tilelang/" in inner else []
+        if len(module) not in (2, 3) or module[-2] != "language":  # not its parser, eager builder or TIR layer
             return None
         function = instance.factory or getattr(instance.jit.func, "orig_func", instance.jit.func)
         path = getattr(getattr(function, "__code__", None), "co_filename", "")
