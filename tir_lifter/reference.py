@@ -325,7 +325,8 @@ def named_reference(func: Any, inputs: list[str], written: list[str], instances:
     kernel's inputs in order as TileLang's profiler calls it, re-run by torch at the reduced
     sizes: for a reference the text translation cannot read (``einsum``, ``rearrange``, control
     flow) that the file never calls itself.  None when it takes other than one tensor per input
-    (keywords, defaults or ``*args`` make the binding a guess) or is not a plain function."""
+    (keywords, defaults or ``*args`` make the binding a guess), when its parameters are not the
+    kernel's inputs' names in the same order (up to case), or when it is not a plain function."""
     import inspect
 
     import torch
@@ -334,6 +335,8 @@ def named_reference(func: Any, inputs: list[str], written: list[str], instances:
             or code.co_kwonlyargcount or func.__defaults__ or code.co_argcount != len(inputs):
         return None
     names = list(code.co_varnames[:code.co_argcount])
+    if [n.lower() for n in names] != [p.lower() for p in inputs]:  # (q, q_pe, kv) for (Q, Q_pe, KV) only
+        return None
     binding = {n: ("tensor", p) for n, p in zip(names, inputs)}
     ref = ReferenceCall(func, (), via="name", line=code.co_firstlineno)
     spec = _traced_spec(ref, binding, tuple(written), written, instances, params, capture, path)

@@ -5,7 +5,8 @@ and re-run by torch at the reduced sizes.
 
 The right kernel is verified, its one-line mutant (K's tile offset with the other tile size) a
 confirmed violation at the mutated line; a reference whose binding would be a guess (a default
-argument) stays unsupported with the translator's reason.
+argument, parameters named in another order than the kernel's inputs) stays unsupported with the
+translator's reason.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ FILES = {
     "scores.py": SCORES,
     "scores_wrong_offset.py": SCORES.replace("T.copy(K[bx * block_N, 0], K_shared)", WRONG),
     "scores_default_argument.py": SCORES.replace("def ref_program(q, k):", "def ref_program(q, k=None):"),
+    "scores_other_names.py": SCORES.replace("def ref_program(q, k):", "def ref_program(k, q):"),
 }
 
 
@@ -57,4 +59,11 @@ def test_a_reference_with_a_default_argument_is_not_bound_by_guess(reports):
     report = reports[1]["scores_default_argument.py"]
     assert report.verdict == "unsupported", _messages(report)
     assert any("ref_program is not translatable" in m for m in _messages(report))
+    assert not any("ref_program" in p for p in report.proven)
+
+
+@pytest.mark.tilelang
+def test_a_reference_whose_parameters_are_not_the_kernels_inputs_by_name_is_not_bound(reports):
+    report = reports[1]["scores_other_names.py"]
+    assert report.verdict == "unsupported", _messages(report)
     assert not any("ref_program" in p for p in report.proven)
