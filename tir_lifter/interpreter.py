@@ -28,6 +28,17 @@ from .sync import WarpGroups
 _MAX_WHILE = 10_000  # iterations of one while loop at the reduced sizes
 
 
+class _Kept:
+    """An on-chip element of a block continued after a ``T.sync_grid()``: whatever the block
+    left there (or nothing) before the barrier."""
+
+    def __repr__(self) -> str:
+        return "kept"
+
+
+KEPT = _Kept()
+
+
 @dataclass
 class Fault:
     """A run-time defect of the kernel on the reduced shapes."""
@@ -146,14 +157,16 @@ class Machine:
                      self.conflict_cells, list(self.auto_guarded.values()), origins, self.reads, self.edge_reads,
                      self.stores)
 
-    def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
-        """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another."""
+    def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any],
+               continues: bool = False) -> None:
+        """Every block of ``grid`` runs ``body`` with fresh on-chip buffers, one after another
+        (``continues``: the blocks after a ``T.sync_grid()``, their on-chip memory ``KEPT``)."""
         extents = [eval_size(axis.extent, self.sizes) for axis in grid]
         outer, self.launch_start = self.launch_start, len(self.blocks)
         for block in itertools.product(*(range(max(e, 0)) for e in extents)):
             self.block, self.block_id = block, len(self.blocks)
             self.blocks.append(block)
-            self.locals = {buf.name: np.full(self.shapes[buf.name], None, dtype=object)
+            self.locals = {buf.name: np.full(self.shapes[buf.name], KEPT if continues else None, dtype=object)
                            for buf in self.kernel.allocs if buf.scope != GLOBAL}
             for view, base in self.kernel.onchip_views:  # the same memory: a numpy view of the block's array
                 self.locals[view.name] = self.locals[base].reshape(self.shapes[view.name])
@@ -213,7 +226,7 @@ class Machine:
                 self.exec_block(stmt.body, env)
             raise Unsupported(stmt.line, f"a while loop ran {_MAX_WHILE} times without ending at the reduced sizes")
         elif isinstance(stmt, GridLaunch):
-            self.launch(stmt.axes, stmt.body, env)
+            self.launch(stmt.axes, stmt.body, env, stmt.continues)
         elif isinstance(stmt, TileOp):
             handler = self.handlers.get(stmt.kind)
             if handler is None:
@@ -258,6 +271,9 @@ class Machine:
         if value is None:
             self.fault("uninitialized-read", line, f"reads {name}{list(index)} before anything was written to it", name)
             return self.backend.const(0)
+        if value is KEPT:
+            raise Unsupported(line, f"reads {name}{list(index)}, which the block wrote before a T.sync_grid() and "
+                              "kept on chip: a value kept across the grid barrier is not modelled")
         return value
 
     def _cell(self, name: str, index: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:

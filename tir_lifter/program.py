@@ -225,6 +225,9 @@ class GridLaunch:
     axes: tuple[GridAxis, ...]
     body: tuple["Stmt", ...]
     line: int | None = None
+    # after a ``T.sync_grid()`` of the previous launch's blocks: the same blocks go on, their
+    # on-chip memory holding what they left there (a read of it is not modelled)
+    continues: bool = False
 
 
 Stmt = Union[TileOp, Store, Loop, If, While, GridLaunch]

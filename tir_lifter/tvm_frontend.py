@@ -110,7 +110,8 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
-               "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier"} | \
+               "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier",
+               "tl.sync_grid"} | \
     _NO_OPS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
@@ -166,6 +167,26 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
                   onchip_views=tuple(walker.onchip_views),
                   barriers=tuple(walker.barriers.items()))
+
+
+_SYNC_GRID = "sync_grid"
+
+
+def _grid_phases(axes: tuple[GridAxis, ...], body: tuple[Stmt, ...]) -> tuple[GridLaunch, ...]:
+    """One ``T.Kernel``'s blocks; a ``T.sync_grid()`` at the top of its body (every block
+    reaches it, and none goes on before all have) splits it into launches run in turn over the
+    same grid, the later ones continuing the blocks (their on-chip memory is not fresh: a read of
+    what a block left there before the barrier is refused).  Inside a loop or branch it is not
+    modelled (a barrier some blocks may skip, or several phases per iteration)."""
+    phases: list[list[Stmt]] = [[]]
+    for stmt in body:
+        if isinstance(stmt, TileOp) and stmt.kind == _SYNC_GRID:
+            phases.append([])
+        else:
+            phases[-1].append(stmt)
+    if any(isinstance(s, TileOp) and s.kind == _SYNC_GRID for phase in phases for s in walk_stmts(tuple(phase))):
+        raise Unsupported(None, "a T.sync_grid() inside a loop or branch is not modelled")
+    return tuple(GridLaunch(axes, tuple(phase), None, number > 0) for number, phase in enumerate(phases))
 
 
 def _one_launch(body: tuple[Stmt, ...]) -> tuple[tuple[Stmt, ...], tuple[GridAxis, ...]]:
@@ -343,7 +364,7 @@ class _Walker:
             first, self.launching = len(self.grid) - 1, True
             body = self.stmt(node.body)
             self.launching = False
-            return (GridLaunch(tuple(self.grid[first:]), body),)
+            return _grid_phases(tuple(self.grid[first:]), body)
         stages = node.annotations.get("num_stages") if node.annotations else None
         stages = int(stages) if stages is not None and type(stages).__name__ == "IntImm" or isinstance(stages, int) \
             else None if stages is None else 1
@@ -435,6 +456,8 @@ class _Walker:
             return (TileOp("barrier_arrive", (self.element(args[0]),)),)
         if name in _NO_OPS:
             return ()
+        if name == "tl.sync_grid":  # every block of the grid waits for all: split into launches by _grid_phases
+            return (TileOp(_SYNC_GRID, ()),)
         if name == "tl.atomic_add_elem_op":
             target = args[0].args[0]
             indices = tuple(self.expr(i) for i in target.indices)
