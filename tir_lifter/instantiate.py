@@ -336,8 +336,11 @@ def rejected_as_called(instance: Instance) -> tuple[str, int | None] | None:
     whose statement it rejects.  Only an ``AssertionError`` raised by a module of TileLang's tile-op
     language itself (``tilelang/language/gemm_op.py``, ``tilelang/cuda/language/...``, not its
     parser or builders) counts: a failure of the target, of an API the installed TileLang lacks
-    (an example written for a newer one), or of the file's own asserts is no finding."""
+    (an example written for a newer one), or of the file's own asserts is no finding, nor is an
+    autotune config (the tuner skips configs that do not build)."""
     import traceback
+    if instance.origin.startswith("autotune"):  # a config the tuner tries: one it cannot build is skipped
+        return None
     try:
         if instance.factory is not None:
             instance.factory(**dict(instance.kwargs))

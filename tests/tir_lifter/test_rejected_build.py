@@ -2,12 +2,13 @@
 ``T.gemm K shape check failed``) is a ``build`` violation at the statement TileLang rejects,
 not ``unsupported``: the file's program does not build as it is called.  Only TileLang's
 own tile-op checks count; the file's own ``assert`` failing, or a build that fails only at the
-reduced sizes, stays ``unsupported``.
+reduced sizes, stays ``unsupported``; so does an autotune config TileLang rejects (the tuner
+skips configs that do not build).
 """
 from __future__ import annotations
 
 import pytest
-from lifter_helpers import lift_files, line_of
+from lifter_helpers import ROOT, lift_files, line_of
 
 GEMM = '''
 import torch
@@ -42,10 +43,16 @@ torch.testing.assert_close(kernel(a, b), a @ b, rtol=1e-2, atol=1e-2)
 '''
 
 WRONG = "T.gemm(A_shared, B_shared, C_local, transpose_B=True)"
+AUTOTUNED = (ROOT / "examples" / "kernels" / "autotuned_gemm.py").read_text()
+AUTOTUNED_FIXED_B = AUTOTUNED.replace("B_s = T.alloc_shared((block_K, block_N), dtype)",
+                                      "B_s = T.alloc_shared((16, block_N), dtype)").replace(
+    "    chosen = matmul(128, 96, 64, 64, 32, 16)\n    chosen.get_profiler().assert_allclose(ref_program, rtol=1e-2, "
+    "atol=1e-2)\n", "")
 FILES = {
     "gemm.py": GEMM,
     "gemm_transposed_b.py": GEMM.replace("T.gemm(A_shared, B_shared, C_local)", WRONG),
     "gemm_own_assert.py": GEMM.replace("assert K % block_K == 0", "assert K % block_K == 1"),
+    "autotuned_config_rejected.py": AUTOTUNED_FIXED_B,
 }
 
 
@@ -82,3 +89,12 @@ def test_the_files_own_assert_failing_is_not_a_finding(reports):
     report = reports[1]["gemm_own_assert.py"]
     assert report.verdict == "unsupported", _messages(report)
     assert not any(d.check == "build" for d in report.diagnostics)
+
+
+@pytest.mark.tilelang
+def test_an_autotune_config_tilelang_rejects_is_not_a_finding(reports):
+    assert "(16, block_N)" in AUTOTUNED_FIXED_B  # the file's text as meant: only the tuned call, B's tile fixed
+    assert "chosen" not in AUTOTUNED_FIXED_B.split("def main")[1]
+    report = reports[1]["autotuned_config_rejected.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    assert not any(d.check == "build" for d in report.diagnostics), _messages(report)
