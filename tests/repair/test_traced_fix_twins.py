@@ -340,3 +340,15 @@ def test_two_bugs_in_one_pass_get_one_patch_fixing_both(tmp_path):
     patched = tmp_path / "patched_tp_mlp_reduce_missing_and_divided.py"
     patched.write_text(fix.patched)
     _matches_one_device(patched, realworld=False)
+
+
+def test_three_edits_are_chained_when_each_uncovers_the_next(tmp_path):
+    """Two surplus all-reduces and an input gradient never all-reduced: removing the duplicate makes the run
+    go wrong at the output's all-reduce, removing that one proves the forward and shows the input gradient's
+    finding, and guarding ``x`` fixes it; the three edits are one patch, confirmed on 2 and 4 gloo ranks,
+    and the patched file matches one device (outputs and gradients)."""
+    fix = _confirmed_fix(_copy(tmp_path, "tp_mlp_residual_reduced_three_times.py"))
+    assert fix.patched.count("dist.all_reduce(y)") == 1 and "dist.all_reduce(out)" not in fix.patched
+    patched = tmp_path / "patched_tp_mlp_residual_reduced_three_times.py"
+    patched.write_text(fix.patched)
+    _matches_one_device(patched, realworld=False)

@@ -133,15 +133,16 @@ class Base:
                 "the run now goes wrong elsewhere")[self.strength]
 
 
-def base_of(candidate, before: Report, after: Report, before_text: str) -> Base | None:
-    """``candidate`` (an ``at_line.Candidate`` on ``before_text``, re-checked as ``after``) as a base, or None."""
+def base_of(candidate, before: Report, after: Report, before_text: str, prefix: str = "") -> Base | None:
+    """``candidate`` (an ``at_line.Candidate`` on ``before_text``, re-checked as ``after``) as a base, or None;
+    ``prefix`` describes the edits ``before_text`` already has."""
     if after.verdict == "verified":
         return None
     strength = 0 if improves(before, after) else 1 if moves_on(before, after) else \
         2 if shifts(before, after, before_text, candidate.patched) else None
     if strength is None:
         return None
-    return Base(candidate.patched, after, candidate.description, strength, not candidate.guessed)
+    return Base(candidate.patched, after, prefix + candidate.description, strength, not candidate.guessed)
 
 
 def ranked(bases: list[Base]) -> list[Base]:

@@ -197,6 +197,7 @@ def traced_fixes(source: str, path: str, report: Report, settings: TracedSetting
 
 EARLY_BASES = 2   # bases whose second edits at the named lines come before the file's guessed lines
 MAX_BASES = 3     # bases a second edit is searched on at all (each costs a pool of candidates)
+MAX_EDITS = 3     # edits chained at most
 
 
 def _split(pool: list) -> tuple[list, list]:
@@ -257,19 +258,24 @@ class _Repair:
         if self.progress:
             self.progress(text)
 
-    def chain(self, bases: list[Base], named_only: bool) -> None:
-        """A second edit on top of each base, on its patched program: at its report's named lines (and,
-        unless ``named_only``, at the file's other communicating lines)."""
+    def chain(self, bases: list[Base], named_only: bool, edits: int = 2) -> None:
+        """One more edit on top of each base, on its patched program: at its report's named lines (and,
+        unless ``named_only``, at the file's other communicating lines).  Up to ``MAX_EDITS`` in all: the
+        strongest base among those edits (one that fixed part of what was left, or uncovered what it
+        hid) is built on in turn, depth first."""
         for base in bases:
             if self.done():
                 return
             self.say(f"repair: building on `{base.description}` ({base.why})")
             pool = pool_for(base.patched, self.path, base.report)
-            self.check(base.patched, base.report, _split(pool)[0] if named_only else pool, base.description + "; ")
+            more = self.check(base.patched, base.report, _split(pool)[0] if named_only else pool,
+                              base.description + "; ")
+            if edits < MAX_EDITS:
+                self.chain([b for b in ranked(more) if b.strength <= 1][:1], named_only, edits + 1)
 
     def check(self, source: str, report: Report, pool: list, prefix: str) -> list[Base]:
         """Check ``pool`` (candidate edits of ``source``, whose check is ``report``); verified ones go to
-        ``found``.  Returns the candidates that made headway (none on a second edit)."""
+        ``found``.  Returns the candidates that made headway."""
         from frontends.patches.editor import unified_diff
         from verifier.synthesis.cost import traced_cost
 
@@ -292,8 +298,8 @@ class _Repair:
                 verdict = checked.report.verdict if checked.report is not None else "does not run"
                 if verdict != "verified":
                     self.say(f"  candidate does not verify ({verdict}): {prefix}{candidate.description}")
-                    if not prefix and checked.report is not None:
-                        base = base_of(candidate, report, checked.report, source)
+                    if checked.report is not None:
+                        base = base_of(candidate, report, checked.report, source, prefix)
                         if base is not None:
                             bases.append(base)
                     continue
