@@ -208,6 +208,7 @@ class _Group(base._Group):
         self.partial = {}
         self.first_error_at = {}
         self.exited = set()
+        self._watch_from_now()
 
     def _kill(self):
         super()._kill()
@@ -306,8 +307,6 @@ def _map_cuda_to_cpu():
 
 
 def _execute(spec: Spec, rank: int, world: int, store, idx: int, ref_params: dict) -> dict:
-    from datetime import timedelta
-
     import torch
     import torch.distributed as dist
 
@@ -315,7 +314,7 @@ def _execute(spec: Spec, rank: int, world: int, store, idx: int, ref_params: dic
     old_dtype = torch.get_default_dtype()
     name = f"_realworld_driver_{idx}"
     dist.init_process_group("gloo", store=dist.PrefixStore(f"job{idx}", store), rank=rank, world_size=world,
-                            timeout=timedelta(seconds=spec.timeout + 30))
+                            timeout=base._GLOO_TIMEOUT)
     ps = None
     try:
         torch.set_default_dtype(torch.float64)

@@ -66,6 +66,7 @@ import sys
 import time
 import traceback
 import zlib
+from datetime import timedelta
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,9 @@ _TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}  # (rtol, atol)
 _PEER_ERROR_GRACE = 5.0
 _STARTUP_TIMEOUT = 180.0
 _MAX_RESTARTS = 50
+_WALL_FACTOR, _WALL_FLOOR = 20, 600.0  # the outer bound on a job's wall time: timeout x 20, at least 10 min
+_SAMPLE_EVERY = 0.2  # seconds between looks at the workers (CPU time, state)
+_GLOO_TIMEOUT = timedelta(minutes=30)  # gloo's own wall-clock limit: only a backstop, the parent judges hangs
 
 
 @dataclass
@@ -253,6 +257,36 @@ class _Group:
         self.partial: dict[int, _Outcome] = {}
         self.first_error_at: dict[int, float] = {}
         self.exited: set[int] = set()
+        self._watch_from_now()
+
+    def _watch_from_now(self):
+        self.progress_at = time.monotonic()
+        self.sampled_at = 0.0
+        self.cpu_now: list[float] = [0.0] * len(self.procs)
+        self.job_cpu: dict[int, list[float]] = {}
+
+    def _sample(self, now: float):
+        """Whether the workers still make progress, judged by their processes, not the clock: on
+        a busy machine a job runs slower but a rank's main thread stays runnable (waiting for a
+        core); a hang leaves every rank asleep, waiting for a message that never comes."""
+        from frontends.sandbox import cpu_seconds_of, is_runnable  # the parent's only: workers never import it
+
+        if now - self.sampled_at < _SAMPLE_EVERY:
+            return
+        self.sampled_at = now
+        self.cpu_now = [cpu_seconds_of(p.pid) for p in self.procs]
+        if any(is_runnable(p.pid) for p in self.procs):
+            self.progress_at = now
+
+    def _stuck(self, idx: int, timeout: float, started: float, now: float) -> bool:
+        """No rank of the job was seen working for ``timeout`` seconds (a hang), or one used
+        ``timeout`` CPU seconds on it (a loop), or the wall clock's outer bound passed.  Where
+        ``/proc`` cannot tell, no rank is ever seen working: the first rule is the wall time
+        since the job started."""
+        before = self.job_cpu.get(idx, self.cpu_now)
+        used = max((cur - old for cur, old in zip(self.cpu_now, before)), default=0.0)
+        return now - max(started, self.progress_at) > timeout or used > timeout or \
+            now - started > max(_WALL_FACTOR * timeout, _WALL_FLOOR)
 
     def _kill(self):
         for p in self.procs:
@@ -306,10 +340,15 @@ class _Group:
     def _handle(self, msg):
         kind, rank = msg[0], msg[1]
         now = time.monotonic()
+        self.progress_at = now
         if kind == "start":
             idx = msg[2]
             self.current[rank] = idx
             self.job_started.setdefault(idx, now)
+            if idx not in self.job_cpu:
+                self.sampled_at = 0.0
+                self._sample(now)
+                self.job_cpu[idx] = self.cpu_now
             self.partial.setdefault(idx, _Outcome())
         elif kind in ("done", "error"):
             idx = msg[2]
@@ -355,6 +394,7 @@ class _Group:
         if self.finished:
             return
         now = time.monotonic()
+        self._sample(now)
         running = {idx for idx in self.current.values() if idx is not None}
         running |= {idx for idx in self.partial if self.specs[idx] not in self.outcome}
         for idx in sorted(running):
@@ -369,7 +409,7 @@ class _Group:
                 self.outcome[spec] = out
                 self._restart_after(idx)
                 return
-            if started is not None and now - started > spec.timeout:
+            if started is not None and self._stuck(idx, spec.timeout, started, now):
                 out.timed_out = True
                 out.stuck_ranks = [r for r in range(self.world) if r not in out.payloads and r not in out.errors]
                 out.seconds = now - started
@@ -456,8 +496,6 @@ def poison_uninitialized_memory() -> None:
 
 
 def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
-    from datetime import timedelta
-
     import torch
     import torch.distributed as dist
 
@@ -466,7 +504,7 @@ def _execute(spec: JobSpec, rank: int, world: int, store, idx: int) -> dict:
     old_dtype = torch.get_default_dtype()
     name = f"_groundtruth_program_{idx}"
     dist.init_process_group("gloo", store=dist.PrefixStore(f"job{idx}", store), rank=rank, world_size=world,
-                            timeout=timedelta(seconds=spec.timeout + 30))
+                            timeout=_GLOO_TIMEOUT)
     _autograd_collectives_on_this_group()
     megatron_ps = None
     try:
