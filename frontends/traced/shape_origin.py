@@ -7,7 +7,10 @@ every recorded value on both runs (ops pair by line and kind, as the culprit wal
 
 * a raise: the operand whose shape differs from its single-device counterpart (for a contraction, in a
   contracted dim) is followed back to the op that made its shape differ while its own operands had the
-  single device's shapes: the split on the wrong dim, not the matmul that could not multiply;
+  single device's shapes: the split on the wrong dim, not the matmul that could not multiply; when the
+  operands went wrong at different ops (a collective's shard-shaped buffer and pieces of another shape),
+  the operands that are no block of their counterpart are followed to the first op that made a non-block
+  from blocks (a gather concatenated along another dim);
 * an output: the value is followed back through operands that are no block of their counterpart
   (a rank's legitimate shard is a block of the single device's value: each dim divides it) to the op
   that made a non-block from blocks: the all-to-all given swapped dims, not the ``return``.
@@ -113,8 +116,38 @@ def where_raised(reference: Recording, rank: Recording, failed: Optional[FailedO
         origin = _walk(rank, source, differs) if source is not None else made
         origins[id(origin)] = origin
     if len(origins) != 1:   # none, or operands whose shapes went wrong at different ops
-        return None
+        return _first_non_block(rank, reference, pairs, failed)
     return next(iter(origins.values()))
+
+
+def _first_non_block(rank: Recording, reference: Recording, pairs: dict[str, str], failed: FailedOp) -> Optional[Op]:
+    """For operands whose shapes went wrong at different ops (or none found): the operands that are no
+    block of their single-device counterparts (a shard as parallelism makes it is one: each dim divides)
+    are the wrong ones; the first op the rank ran, of those they come from, that made a non-block from
+    operands none of which was one (a gather concatenating its pieces along another dim than they were cut,
+    the pieces later read by a collective of another shape) is where the shapes part.  None when no
+    operand is a non-block, or no such op is found."""
+    not_block = _judge(rank, reference, pairs, is_block)
+    starts = [name for name in failed.args if name is not None and not_block(name)]
+    if not starts:
+        return None
+    return _first_maker(rank, starts, lambda name: bool(not_block(name)))
+
+
+def _first_maker(rank: Recording, starts: list[str], wrong: Callable[[str], bool]) -> Optional[Op]:
+    """The first op the rank ran, of those ``starts`` come from, that made a ``wrong`` value from operands
+    none of which is ``wrong``."""
+    producer = {result: op for op in rank.ops for result in op.results}
+    ancestors, stack = set(), list(starts)
+    while stack:
+        op = producer.get(stack.pop())
+        if op is not None and id(op) not in ancestors:
+            ancestors.add(id(op))
+            stack.extend(op.args)
+    for op in rank.ops:
+        if id(op) in ancestors and any(wrong(r) for r in op.results) and not any(wrong(a) for a in op.args):
+            return op
+    return None
 
 
 def _cut_against_block(rank: Recording, reference: Recording, pairs: dict[str, str], failed: FailedOp,
@@ -251,17 +284,7 @@ def where_pieces_lost(reference: Recording, rank: Recording, name: str, world: i
         mine, theirs = rank.shapes[value], reference.shapes[partner]
         return len(mine) == len(theirs) and any(m * world < t for m, t in zip(mine, theirs))
 
-    producer = {result: op for op in rank.ops for result in op.results}
-    ancestors, stack = set(), [name]
-    while stack:
-        op = producer.get(stack.pop())
-        if op is not None and id(op) not in ancestors:
-            ancestors.add(id(op))
-            stack.extend(op.args)
-    for op in rank.ops:
-        if id(op) in ancestors and any(short(r) for r in op.results) and not any(short(a) for a in op.args):
-            return op
-    return None
+    return _first_maker(rank, [name], short)
 
 
 def located(op: Optional[Op], raised_line: Optional[int]) -> Optional[tuple[int, Optional[str], str]]:

@@ -1,0 +1,55 @@
+"""Where a shape goes wrong when the raising op's operands went wrong at different ops (issue 25's wrong-dim
+cuts and gathers): twin cases, gloo ground truth (1 vs 2 ranks), the expected line found by the case's
+"# the bug" marker (the tool never reads it).
+
+* k16: a sequence-parallel all-gather concatenated along the batch dim instead of the sequence makes the ranks
+  raise at the reduce-scatter: its output buffer is a shard of the rows (a block of one device's value, as
+  sequence parallelism makes it) and its pieces are no block; the first op that made a non-block from blocks,
+  the concatenation, is named, not the reduce-scatter.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from case_runs import marked_line, translate
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).parent / "cases"
+TWINS = ["k16_sp_gather_dim"]
+
+pytestmark = pytest.mark.torch
+
+
+def first_error(name: str) -> dict:
+    code, body = translate(name)
+    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
+    return [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_right_twin_is_verified(twin):
+    pytest.importorskip("torch")
+    code, body = translate(f"{twin}_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_a_gather_along_another_dim_is_named_where_it_made_a_non_block():
+    pytest.importorskip("torch")
+    first = first_error("k16_sp_gather_dim_bug.py")
+    assert first["line"] == marked_line(CASES / "k16_sp_gather_dim_bug.py"), first
+    assert "raises where the single-device run does not" in first["message"]
+    assert "made at aten.cat" in first["message"], first["message"]
+
+
+def test_gloo_runs_back_the_twins():
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth import realworld_runner as rw
+
+    names = [f"{twin}_{kind}.py" for twin in TWINS for kind in ("ok", "bug")]
+    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
+    statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
+    assert statuses["k16_sp_gather_dim_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k16_sp_gather_dim_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
