@@ -368,8 +368,11 @@ def _average_as_gloo(all_reduce: Callable, args: tuple, kwargs: dict, position: 
     Gloo has no native average: it sums and then divides in place where autograd sees it (the
     gradient through it is scaled by 1/size; measured on gloo, torch 2.13), while the fake group
     would leave the division out of the recording.  The verdict follows gloo, the ground truth.
+    The division is recorded at the call's line, also when an asynchronous call's ``wait()`` makes it.
     """
     args, kwargs = list(args), dict(kwargs)
+    recorder = ACTIVE[-1]
+    span = recorder.spans.span()   # the division is this call's, also where a later wait() makes it
     tensor = args[0] if args else kwargs["tensor"]
     group = kwargs.get("group", args[2] if len(args) > 2 else None)
     if len(args) > position:
@@ -384,7 +387,8 @@ def _average_as_gloo(all_reduce: Callable, args: tuple, kwargs: dict, position: 
     size = dist.get_world_size(group)
 
     def divide() -> None:
-        tensor.div_(size)
+        with recorder.spans.pinned(span):
+            tensor.div_(size)
     if work is None:
         divide()
     else:

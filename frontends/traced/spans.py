@@ -14,9 +14,11 @@ checked file that called into it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+from typing import Iterator
 
 from verifier.ir import Span
 
@@ -40,6 +42,17 @@ class SpanFinder:
                             (*paths, os.path.dirname(os.path.abspath(user_file))))
         self.fallback: int | None = None   # the line of the user's .backward() (or the entry call)
         self.frame = None   # the frame the last span() named a line of (None: a backward node's line)
+        self._pinned: Span | None = None   # while set (``pinned``), every op is of this span
+
+    @contextlib.contextmanager
+    def pinned(self, span: Span) -> Iterator[None]:
+        """Ops run meanwhile are of ``span``: work a call left to finish later (gloo's division of an
+        asynchronous average, made at ``wait()``) is the call's, at its line."""
+        before, self._pinned = self._pinned, span
+        try:
+            yield
+        finally:
+            self._pinned = before
 
     def _is_user(self, filename: str) -> bool:
         known = self._same.get(filename)
@@ -63,6 +76,8 @@ class SpanFinder:
 
     def span(self) -> Span:
         self.frame = None
+        if self._pinned is not None:
+            return self._pinned
         node = _current_autograd_node()
         within = None
         if node is not None and not _is_custom_function(node):
