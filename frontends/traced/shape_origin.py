@@ -125,9 +125,12 @@ def _first_non_block(rank: Recording, reference: Recording, pairs: dict[str, str
     block of their single-device counterparts (a shard as parallelism makes it is one: each dim divides)
     are the wrong ones; the first op the rank ran, of those they come from, that made a non-block from
     operands none of which was one (a gather concatenating its pieces along another dim than they were cut,
-    the pieces later read by a collective of another shape) is where the shapes part.  None when no
-    operand is a non-block, or no such op is found."""
-    not_block = _judge(rank, reference, pairs, is_block)
+    the pieces later read by a collective of another shape) is where the shapes part.  Only values with
+    as many dims as their counterparts are judged.  None when no operand is a non-block, or no such op
+    is found."""
+    # a value of another number of dims than its counterpart is no evidence (an all-to-all's reshapes
+    # depend on the world size: the single device's are others)
+    not_block = _judge(rank, reference, pairs, lambda mine, theirs: len(mine) != len(theirs) or is_block(mine, theirs))
     starts = [name for name in failed.args if name is not None and not_block(name)]
     if not starts:
         return None

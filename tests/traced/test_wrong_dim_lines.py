@@ -5,7 +5,10 @@ cuts and gathers): twin cases, gloo ground truth (1 vs 2 ranks), the expected li
 * k16: a sequence-parallel all-gather concatenated along the batch dim instead of the sequence makes the ranks
   raise at the reduce-scatter: its output buffer is a shard of the rows (a block of one device's value, as
   sequence parallelism makes it) and its pieces are no block; the first op that made a non-block from blocks,
-  the concatenation, is named, not the reduce-scatter.
+  the concatenation, is named, not the reduce-scatter;
+* k18: yunchang's Ulysses attention with v cut along the heads raises in the attention's second product; the
+  all-to-all's reshapes give values of other numbers of dims than one device's, which are no evidence: the
+  raise is named, not q's all-to-all (a first cut of the k16 walk named it).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from case_runs import marked_line, translate
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
-TWINS = ["k16_sp_gather_dim"]
+TWINS = ["k16_sp_gather_dim", "k18_ulysses_head_cut"]
 
 pytestmark = pytest.mark.torch
 
@@ -43,6 +46,15 @@ def test_a_gather_along_another_dim_is_named_where_it_made_a_non_block():
     assert "made at aten.cat" in first["message"], first["message"]
 
 
+def test_values_of_other_dims_than_their_counterparts_name_no_origin():
+    pytest.importorskip("yunchang")
+    first = first_error("k18_ulysses_head_cut_bug.py")
+    raised = next(n for n, text in enumerate((CASES / "k18_ulysses_head_cut_bug.py").read_text().splitlines(), 1)
+                  if "scaled_dot_product_attention" in text)
+    assert first["line"] == raised, first
+    assert "was made at" not in first["message"], first["message"]
+
+
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
     sys.path.insert(0, str(REPO / "tests"))
@@ -53,3 +65,5 @@ def test_gloo_runs_back_the_twins():
     statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
     assert statuses["k16_sp_gather_dim_ok.py"][0] == rw.STATUS_MATCH, statuses
     assert statuses["k16_sp_gather_dim_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
+    assert statuses["k18_ulysses_head_cut_ok.py"][0] == rw.STATUS_MATCH, statuses
+    assert statuses["k18_ulysses_head_cut_bug.py"][0] == rw.STATUS_ERROR, statuses
