@@ -18,6 +18,13 @@ def translate(name: str, *extra: str, timeout: float = 300) -> tuple[int, dict]:
     return run.returncode, json.loads(run.stdout)
 
 
+def first_error(name: str, *extra: str) -> dict:
+    """The first error of ``translate`` on case ``name``, which must be a violation."""
+    code, body = translate(name, *extra)
+    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
+    return [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+
+
 _RANK = """
 import json, os, sys, warnings, torch, torch.distributed as dist
 warnings.simplefilter("ignore")

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from case_runs import marked_line, translate as translate_case
+from case_runs import first_error as first_error_of_case, marked_line, translate as translate_case
 
 from frontends.traced.bindings import statements
 
@@ -34,9 +34,7 @@ def translate(name: str) -> tuple[int, dict]:
 
 
 def first_error(name: str) -> dict:
-    code, body = translate(name)
-    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
-    return [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+    return first_error_of_case(name, "--mesh", "tp=2")
 
 
 def test_statements_know_the_names_each_line_binds_and_reads(tmp_path):

@@ -18,19 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from case_runs import marked_line, translate
+from case_runs import first_error, marked_line, translate
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 TWINS = ["k11_sp_backward_reduce_scatter", "k12_sp_slice_bound", "k14_tp_mlp_down_cut"]
 
 pytestmark = pytest.mark.torch
-
-
-def first_error(name: str) -> dict:
-    code, body = translate(name)
-    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
-    return [d for d in body["diagnostics"] if d["severity"] == "error"][0]
 
 
 @pytest.mark.parametrize("twin", TWINS)
