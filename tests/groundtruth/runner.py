@@ -66,8 +66,8 @@ import sys
 import time
 import traceback
 import zlib
-from datetime import timedelta
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -269,10 +269,10 @@ class _Group:
         """Whether the workers still make progress, judged by their processes, not the clock: on
         a busy machine a job runs slower but a rank's main thread stays runnable (waiting for a
         core); a hang leaves every rank asleep, waiting for a message that never comes."""
-        from frontends.sandbox import cpu_seconds_of, is_runnable  # the parent's only: workers never import it
-
         if now - self.sampled_at < _SAMPLE_EVERY:
             return
+        from frontends.sandbox import cpu_seconds_of, is_runnable  # the parent's only: workers never import it
+
         self.sampled_at = now
         self.cpu_now = [cpu_seconds_of(p.pid) for p in self.procs]
         if any(is_runnable(p.pid) for p in self.procs):
