@@ -33,6 +33,7 @@ import select
 import signal
 import struct
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -382,6 +383,7 @@ def _become_child(request: dict, in_r, out_w: int, err_w: int, res_w: int) -> No
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ[sandbox.RESULT_FD_VARIABLE] = str(res_w)
+        tempfile.tempdir = None   # the run's own temporary directory (TMPDIR), not the server's cached one
         sandbox._set_limits(request["memory"], request["cpu"])
         _drop_privileges()
         if request["cwd"]:

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -239,7 +240,8 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
                environ: Optional[Mapping[str, str]] = None) -> ChildResult:
     """``python ARGS`` isolated (see the module's docstring); killed with everything it started at
     ``timeout`` seconds of wall-clock time, and when it ends.  The child's environment is
-    ``environ`` (default: this process's) and ``extra_env``, both scrubbed.  Processes that must
+    ``environ`` (default: this process's) and ``extra_env``, both scrubbed, with a temporary directory
+    of its own (removed when it ends, with whatever the code or its libraries left there).  Processes that must
     talk to each other over loopback (the ranks of one gloo group) must all be started inside one
     such child: each child has its own network namespace.  While a fork server is active
     (``frontends/fork_server.py``, ``translate DIR``) the tracer's children are forked from it
@@ -248,6 +250,19 @@ def run_python(args: Sequence[str], *, timeout: float, memory_bytes: Optional[in
     env.update(scrub(extra_env or {}))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cpu = cpu_seconds if cpu_seconds is not None else timeout
+    scratch = tempfile.mkdtemp(prefix="verify-agent-run-")
+    env.update(dict.fromkeys(_TEMP_VARIABLES, scratch))
+    try:
+        return _run_isolated(args, env, timeout=timeout, memory_bytes=memory_bytes, input=input, cwd=cwd, cpu=cpu)
+    finally:  # what the child left in its temporary directory does not outlive the run
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+_TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")   # where a child's tempfile (and the libraries it imports) write
+
+
+def _run_isolated(args: Sequence[str], env: dict, *, timeout: float, memory_bytes: Optional[int],
+                  input: Optional[bytes], cwd: Optional[str], cpu: float) -> ChildResult:
     if _WARM is not None and _WARM.accepts(args):
         done = _WARM.run(args, timeout=timeout, memory_bytes=memory_bytes, input=input, cwd=cwd, env=env,
                          cpu_seconds=cpu)
