@@ -43,6 +43,7 @@ from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
+from .reduction_lines import repair_after
 from .exchange_lines import missing_exchange
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
@@ -660,6 +661,27 @@ def _own_block(counts: list[int], rank: int | None, world: int | None) -> tuple[
     return tuple(rank if d == cut[0] else 0 for d in range(len(counts)))
 
 
+class _Partials:
+    """Whether every rank's value paired with a reference value is a term of it: summed over the ranks
+    they make the single device's value, a partial sum the code reduces later, not a wrong value."""
+
+    def __init__(self, program: TracedProgram, runs: _Runs) -> None:
+        self.program, self.runs = program, runs
+        self.others: list[dict[str, str]] | None = None   # per rank: reference value -> that rank's value
+
+    def __call__(self, partner: str) -> bool:
+        program, runs = self.program, self.runs
+        if self.others is None:
+            self.others = [{theirs: mine for mine, theirs in _pairing(program.reference, rank_ops).items()
+                            if mine in {n for op in rank_ops for n in op.results}} for rank_ops in program.ranks]
+        names = [self.others[r].get(partner) for r in range(program.world)]
+        if program.world < 2 or any(n is None or n not in runs.ranks[r] for r, n in enumerate(names)):
+            return False
+        want = np.asarray(runs.reference[partner])
+        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(names)]
+        return _terms_of(values, want, program.world)
+
+
 def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line: int | None = None) -> Op | None:
     """The op where the compared value starts to differ: walk back from it through operands
     that differ from their single-device counterparts; stop where every operand agrees."""
@@ -667,21 +689,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
     producer = {name: op for op in ops for name in op.results}
     pairs = _through_collectives(ops, _pairing(program.reference, ops))
     env, reference = runs.ranks[rank], runs.reference
-    others: list[dict[str, str]] | None = None   # per rank: reference value -> that rank's value
-
-    def partial(partner: str) -> bool:
-        """Every rank's value of ``partner`` is a term of it: summed over the ranks they make the
-        single device's value, a partial sum the code reduces later, not a wrong value."""
-        nonlocal others
-        if others is None:
-            others = [{theirs: mine for mine, theirs in _pairing(program.reference, rank_ops).items()
-                       if mine in {n for op in rank_ops for n in op.results}} for rank_ops in program.ranks]
-        names = [others[r].get(partner) for r in range(program.world)]
-        if program.world < 2 or any(n is None or n not in runs.ranks[r] for r, n in enumerate(names)):
-            return False
-        want = np.asarray(reference[partner])
-        values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(names)]
-        return _terms_of(values, want, program.world)
+    partial = _Partials(program, runs)
 
     unpaired: dict[str, bool] = {}
 
@@ -968,8 +976,7 @@ def _unreduced(program: TracedProgram, runs: _Runs, comparison: Comparison) -> O
         return None
     if not _ranks_hold_terms(program, runs, comparison):
         return None
-    unreduced = Op((comparison.per_rank[0],), "a partial sum no collective reduces over the ranks", (), {},
-                   comparison.span)
+    unreduced = Op((comparison.per_rank[0],), _UNREDUCED, (), {}, comparison.span)
     return _returned_as_bound(program, comparison, unreduced) or unreduced
 
 
@@ -1024,11 +1031,45 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
     return f"; {leaf} assumed whole (replicated) on rank {rank}" if any(s.name == leaf for s in program.inputs) else ""
 
 
-def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample) -> Diagnostic:
+def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
+               repair_line: int | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``."""
     at, file = op.span.place() if op is not None else (None, None)
-    return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file)
+    if repair_line is not None:
+        message += (f"; it reads a partial sum of the ranks made at line {repair_line}: the reduction it misses "
+                    f"belongs after that line")
+    return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
+                      repair_line=repair_line)
+
+
+_UNREDUCED = "a partial sum no collective reduces over the ranks"
+
+
+def _repair_line(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int,
+                 op: Op | None) -> int | None:
+    """The line after which a reduction the culprit misses goes (``reduction_lines.py``): the culprit read
+    a partial sum made on an earlier line (a value handed back unreduced is read by the ``return``).  For an
+    output only: a gradient's ops run in the backward, whose lines are the forward ops' in reverse."""
+    if op is None or runs is None or comparison.kind != "output":
+        return None
+    try:
+        if op.kind == _UNREDUCED and op.span == comparison.span:
+            lines = set()
+            for r, name in enumerate(comparison.per_rank):
+                producer = {result: o for o in program.ranks[r] for result in o.results}
+                lines.add(repair_after(comparison.span, [name], producer))
+            return lines.pop() if len(lines) == 1 else None
+        ops = program.ranks[rank]
+        if not any(o is op for o in ops) or any(word in op.kind for word in _COLLECTIVE_KINDS + ("c10d",)):
+            return None
+        producer = {result: o for o in ops for result in o.results}
+        pairs = _through_collectives(ops, _pairing(program.reference, ops))
+        partial = _Partials(program, runs)
+        held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
+        return repair_after(op.span, held, producer)
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str,
@@ -1049,7 +1090,8 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
             _unconfirmed(report, finding, confirmation, f"{where} is {got} on rank {rank} where one device "
                                                         f"computes {expected}", op)
             return
-        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs, culprit_rank)
+        _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs, culprit_rank,
+                           _repair_line(program, runs, comparison, culprit_rank, op))
         return
     shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
         f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
@@ -1064,12 +1106,13 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
         if op is not None else ""
     report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
-                          op, comparison.span.line, counterexample))
+                          op, comparison.span.line, counterexample,
+                          _repair_line(program, runs, comparison, culprit_rank, op)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
                        comparison: Comparison, rank: int, op: Op | None, runs: _Runs | None = None,
-                       culprit_rank: int | None = None) -> None:
+                       culprit_rank: int | None = None, repair: int | None = None) -> None:
     """The violation as torch shows it: its values, on the value and rank where torch's differ."""
     shown = next((c for c in program.comparisons if c.label == confirmation.label), comparison)
     if confirmation.rank is not None:
@@ -1088,7 +1131,9 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                 found = _unreduced(program, runs, shown)
                 if found is None:
                     found, culprit_rank = first_culprit(program, runs, shown, rank)
-                op = found or op
+                if found is not None:
+                    walked = rank if culprit_rank is None else culprit_rank
+                    op, repair = found, _repair_line(program, runs, shown, walked, found)
     index = confirmation.index
     where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
     if confirmation.label is None:   # torch shows no value: a rank raised
@@ -1107,7 +1152,7 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                    f"{rank if culprit_rank is None else culprit_rank}" if op is not None else ""
     report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
-                          op, shown.span.line, counterexample))
+                          op, shown.span.line, counterexample, repair))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})
