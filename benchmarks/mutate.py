@@ -23,7 +23,9 @@ For every mutant found (ground truth differs, tool says violations) of a file th
 report counts whether the tool's first error names the mutated line (primary line) and whether
 any error's repair line (``repair_line``) does: a driver mutant's line in the checked file itself
 (the error names no other ``file``), a library mutant's line in the mutated library file (the
-error's ``file`` ends with its path in the package), counted apart.
+error's ``file`` ends with its path in the package), counted apart.  A collective statement removed (its
+site holds ``pass``) is also judged at the statement before it in its block: the repair inserts the call
+after that line (issue 25's repair line for a removed call; a patch's first changed line for an insertion).
 
 Prints the confusion matrix ground truth {agree, differ} x tool {verified, violations,
 unsupported, input-error, error}, the mutants left out (invalid: raises the same way on
@@ -34,6 +36,7 @@ Exit status 1 when there is a wrong definite verdict, else 0.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import functools
 import json
@@ -48,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutants import groundtruth as gt  # noqa: E402
 from mutants import tool  # noqa: E402
-from mutants.library import LibraryMutant, library_mutants, write_library_mutant  # noqa: E402
+from mutants.library import LibraryMutant, installed_root, library_mutants, write_library_mutant  # noqa: E402
 from mutants.operators import OPERATORS, Mutant, mutants_of, stratified_sample  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,7 +250,45 @@ def _mutated_lines(mutant) -> frozenset[int]:
         diff = _diff(mutant.original, mutant.source)
     else:
         diff = _diff((ROOT / mutant.origin).read_text(), mutant.source)
-    return frozenset({mutant.line} | _changed_lines(diff))
+    return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff))
+
+
+def _reinsertion_lines(mutant, diff: str) -> set[int]:
+    """A collective statement removed (its site holds ``pass``): the lines of the statement before it in its
+    block, after which a patch restoring the call inserts it.  Where the repair goes for a removed call is
+    after the line that made what it should have reduced (issue 25, a finding's ``repair_line``); a patch's
+    first changed line, for an insertion, is the line it inserts after.  Nothing when the removed statement
+    opens its block, or the original file no longer holds the removed line there."""
+    removed = re.findall(r"^-(.*)$", diff, re.M)
+    added = re.findall(r"^\+(.*)$", diff, re.M)
+    if mutant.operator != "drop_collective" or [a.strip() for a in added] != ["pass"] or not removed:
+        return set()
+    original = _original_source(mutant)
+    if original is None or original.splitlines()[mutant.line - 1:mutant.line] != removed[:1]:
+        return set()
+    for node in ast.walk(ast.parse(original)):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for before, stmt in zip(block, block[1:]):
+                if isinstance(stmt, ast.stmt) and stmt.lineno == mutant.line:
+                    return set(range(before.lineno, (before.end_lineno or before.lineno) + 1))
+    return set()
+
+
+def _original_source(mutant) -> str | None:
+    """The file a mutant was made from, as it is now: a gallery or driver file, or the installed library's."""
+    if isinstance(mutant, LibraryMutant):
+        return mutant.original
+    if isinstance(mutant, Mutant):
+        return (ROOT / mutant.origin).read_text()
+    if mutant.library:
+        root = installed_root(mutant.file.split("/")[0]) if mutant.file else None
+        path = root / mutant.file if root is not None else None
+    else:
+        path = ROOT / mutant.origin
+    return path.read_text() if path is not None and path.is_file() else None
 
 
 def _names(mutant, line: int, file: str | None) -> bool:

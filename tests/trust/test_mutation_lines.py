@@ -36,3 +36,26 @@ def test_a_library_mutant_recorded_by_an_earlier_run_keeps_its_library_file():
     record = mutate.Recorded("pkg/mappings.py via driver.py", "op", 3, "change", "d", True, "")
     assert record.file == "pkg/mappings.py"
     assert mutate._names(record, 3, "lib/pkg/mappings.py") and not mutate._names(record, 3, None)
+
+
+def _gallery_drop(origin: str, line: int, operator: str = "drop_collective") -> mutate.Recorded:
+    original = (REPO / origin).read_text()
+    lines = original.splitlines(True)
+    mutated = "".join(lines[:line - 1]) + "    pass\n" + "".join(lines[line:])
+    return mutate.Recorded(origin, operator, line, "removed", "d", False, mutate._diff(original, mutated))
+
+
+def test_a_removed_collective_statement_is_also_judged_after_the_statement_before_it():
+    # the repair for a removed call inserts it after the line before (a patch's first changed line there)
+    record = _gallery_drop("examples/models/dist_layernorm_allreduce_stats_ok.py", 24)
+    assert mutate._mutated_lines(record) == {23, 24}
+
+
+def test_only_a_removed_collective_statement_gets_the_line_before():
+    record = _gallery_drop("examples/models/dist_layernorm_allreduce_stats_ok.py", 24, operator="remove_wait")
+    assert mutate._mutated_lines(record) == {24}
+
+
+def test_a_removed_statement_that_opens_its_block_has_no_line_before():
+    record = _gallery_drop("examples/models/dist_layernorm_allreduce_stats_ok.py", 21)
+    assert mutate._mutated_lines(record) == {21}
