@@ -34,7 +34,7 @@ import threading
 import traceback
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 
 @dataclass(frozen=True)
@@ -115,10 +115,36 @@ class Capture:
         self.wrappers.update(self.active)
 
 
+REAL_SM_COUNT = 132  # the stand-in GPU's streaming multiprocessors (an H100 SXM)
+_SM_COUNT = {"value": REAL_SM_COUNT, "reads": 0}
+
+
+def _sm_count(self: Any) -> int:
+    _SM_COUNT["reads"] += 1
+    return _SM_COUNT["value"]
+
+
 _FAKE_GPU = type("FakeGpuProperties", (), dict(
-    name="NVIDIA H100", major=9, minor=0, multi_processor_count=132, shared_memory_per_block=49152,
+    name="NVIDIA H100", major=9, minor=0, multi_processor_count=property(_sm_count), shared_memory_per_block=49152,
     shared_memory_per_block_optin=232448, shared_memory_per_multiprocessor=233472, total_memory=80 * 2 ** 30,
     warp_size=32, max_threads_per_multi_processor=2048, regs_per_multiprocessor=65536, L2_cache_size=50 * 2 ** 20))()
+
+
+def sm_count_reads() -> int:
+    """How often TileLang or the file asked the stand-in GPU for its SM count so far."""
+    return _SM_COUNT["reads"]
+
+
+@contextlib.contextmanager
+def sm_count(value: int) -> Iterator[None]:
+    """The stand-in GPU reports ``value`` SMs while a kernel is built (a persistent kernel's grid
+    is one block per SM: the count is a size the reduction shrinks, as a split count is)."""
+    saved = _SM_COUNT["value"]
+    _SM_COUNT["value"] = value
+    try:
+        yield
+    finally:
+        _SM_COUNT["value"] = saved
 
 
 class _Stop(BaseException):

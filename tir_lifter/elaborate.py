@@ -24,7 +24,7 @@ from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 from .capture import Capture, Instance, run_file
 from .errors import LiftInputError, Rejected, Unsupported
 from .infer import infer_spec
-from .instantiate import Elaborated, elaborate_instance
+from .instantiate import SM_COUNT_NAME, Elaborated, elaborate_instance
 from .spec import Spec, SpecError, parse_spec, spec_from_reference
 
 _REFERENCE = re.compile(r"(?i)^(ref|reference|torch_ref|naive)|_ref(erence)?$|^ref_|_ref_")
@@ -168,6 +168,8 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         done.add(key)
         checked.append(instance.origin)
         _check_elaborated(name, instance, elaborated, references, specs, path, kernel_count, capture, group, sub)
+        elaborated, sub = _other_sm_counts(name, instance, elaborated, references, specs, path, kernel_count, capture,
+                                           group, sub, lift)
         if _equal_tiles_apart(elaborated) and any(d.severity == ERROR and d.check != "unsupported"
                                                   for d in sub.diagnostics):
             sub = _latent_or_real(name, instance, elaborated, references, specs, path, kernel_count, capture, group,
@@ -205,6 +207,35 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
         sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
 
 
+_OTHER_SM_COUNTS = (3, 5)
+_NO_PLAN = ("keeps the kernel's tiling cases", "are still too large to check")
+
+
+def _sm_count_of(elaborated: Elaborated) -> int | None:
+    """The stand-in GPU's SM count the reduced build was made with, when the build asked for it."""
+    return next((reduced for n, _, reduced in elaborated.counts if n == SM_COUNT_NAME), None)
+
+
+def _other_sm_counts(name: str, instance: Instance, elaborated: Elaborated, references: dict[str, ast.FunctionDef],
+                     specs: dict[str, str], path: str, kernel_count: int, capture: Capture, group: list[Instance],
+                     sub: Report, lift: Any) -> tuple[Elaborated, Report]:
+    """A persistent kernel (one block per SM) whose reduced sizes cannot keep its real cases with
+    2 SMs (waves of 8-tile groups over 2 SMs never leave a partial wave) is built with 3, then 5:
+    any SM count is a GPU the kernel must be right on, and the report names the one checked."""
+    for sms in _OTHER_SM_COUNTS:
+        if _sm_count_of(elaborated) is None or not any(
+                d.check == "unsupported" and any(m in d.message for m in _NO_PLAN) for d in sub.diagnostics):
+            break
+        try:
+            other = elaborate_instance(instance, lift, sms=sms)
+        except Unsupported:
+            break
+        trial = Report(file=path, mesh={})
+        _check_elaborated(name, instance, other, references, specs, path, kernel_count, capture, group, trial)
+        elaborated, sub = other, trial
+    return elaborated, sub
+
+
 def _equal_tiles_apart(elaborated: Elaborated) -> list[tuple[str, int, int]]:
     """Tiles equal in the file's call (block_M = block_N = 64) that the reduction made distinct."""
     apart = [t for t in elaborated.tiles if any(o[1] == t[1] and o[2] != t[2] for o in elaborated.tiles)]
@@ -219,7 +250,7 @@ def _latent_or_real(name: str, instance: Instance, elaborated: Elaborated, refer
     that is clean, the findings are the factory's general case, said so with the sizes, as
     warnings; the file's own sizes are what is proven."""
     try:
-        tied = elaborate_instance(instance, lift, tied=True)
+        tied = elaborate_instance(instance, lift, tied=True, sms=_sm_count_of(elaborated) or 2)
     except Unsupported:
         return sub
     again = Report(file=path, mesh={})

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .capture import Instance
+from .capture import REAL_SM_COUNT, Instance, sm_count, sm_count_reads
 from .errors import Rejected, Unsupported
 from .program import BinOp, Const, Kernel
 
@@ -35,6 +35,7 @@ _KEEP = re.compile(r"(?i)(thread|stage|raster|swizzle|policy|k_pack|warp|bits|^s
                    r"seed|dtype|^group_size$|^rep$|^warmup$)")
 _MISSING_CONST = re.compile(r"constexpr variable `(\w+)`")
 _TILE_COUNT = re.compile(r"(?i)(tiles|blocks|chunks|iters)$")  # how many tiles, not how large one is
+SM_COUNT_NAME = _SMS = "num_sms"  # the stand-in GPU's SM count, a count of the build (see _with_sm_count)
 
 
 @dataclass(frozen=True)
@@ -135,14 +136,16 @@ def _with_module_sizes(func: Any, sizes: dict[str, int], build: Callable[[dict],
     return build_with
 
 
-def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], tied: bool = False) -> Elaborated:
+def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], tied: bool = False,
+                       sms: int = 2) -> Elaborated:
     """Reduce ``instance`` and lift the PrimFunc TileLang builds for it (``tied``: tiles equal in
-    the call reduced alike, the file's own case, instead of made distinct)."""
+    the call reduced alike, the file's own case, instead of made distinct; ``sms``: the stand-in
+    GPU's SM count in the reduced build, when the build asks for it)."""
     if instance.factory is not None:
         arguments = dict(instance.kwargs)
         module = {k: v for k, v in _module_sizes(instance.factory).items() if k not in arguments}
         build = _with_module_sizes(instance.factory, module, lambda kwargs: instance.factory(**kwargs))
-        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift, tied)
+        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift, tied, sms)
     if instance.primfunc is not None:  # a module-level PrimFunc: checked at its own (literal) sizes
         return Elaborated(lift(instance.primfunc, instance.name), (), (), ())
     jit = instance.jit
@@ -166,15 +169,41 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], t
 
     def build(kwargs: dict[str, Any]) -> Any:
         return jit.get_tir(**kwargs)
-    return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift, tied)
+    return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift, tied,
+                            sms)
 
 
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
-                     build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tied: bool = False) -> Elaborated:
+                     build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tied: bool = False,
+                     sms: int = 2) -> Elaborated:
     """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
     that are equal in the real call), or their divisions cannot be paired with the real build's,
     tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
-    real sizes either.  A count of tiles the caller computed is given by what it counts."""
+    real sizes either.  A count of tiles the caller computed is given by what it counts.  The
+    stand-in GPU's SM count, when the build asks for it (a persistent kernel's grid of one block
+    per SM), is a count like ``num_split``: ``sms`` in the reduced build, the real one's in the real."""
+    asked = _SMS not in arguments
+    if asked:
+        arguments, build = {**arguments, _SMS: REAL_SM_COUNT}, _with_sm_count(build)
+    reads = sm_count_reads()
+    elaborated = _reduce_and_lift_counted(instance, arguments, tensors, build, lift, tied, sms)
+    if asked and sm_count_reads() == reads:  # never asked for: not one of this kernel's sizes
+        elaborated = replace(elaborated, counts=tuple(c for c in elaborated.counts if c[0] != _SMS))
+    return elaborated
+
+
+def _with_sm_count(build: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    """``build`` with the stand-in GPU reporting the SM count asked for as ``num_sms``."""
+    def build_with(kwargs: dict[str, Any]) -> Any:
+        rest = dict(kwargs)
+        with sm_count(rest.pop(_SMS, REAL_SM_COUNT)):
+            return build(rest)
+    return build_with
+
+
+def _reduce_and_lift_counted(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                             build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel],
+                             tied: bool = False, sms: int = 2) -> Elaborated:
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and not _TILE_COUNT.search(k)
              and v >= 2}
@@ -187,9 +216,9 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     if scales:  # computed from the sizes they are built with, when those are given as ints
         build = _scaling(build, scales, arguments)
     if tied:
-        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles))
+        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles), sms)
     else:
-        elaborated = _reduced(instance, arguments, tensors, build, lift, tiles)
+        elaborated = _reduced(instance, arguments, tensors, build, lift, tiles, sms)
     symbolic = {n for n, _ in elaborated.kernel.sizes}
     shown += tuple(f"{name} = {names[0] if len(names) == 1 else '(' + ' + '.join(names) + ')'} ** -0.5"
                    for name, names in scales.items()
@@ -198,20 +227,21 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
 
 
 def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
-             build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int]) -> Elaborated:
+             build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
+             sms: int = 2) -> Elaborated:
     distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
     try:
-        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct)
+        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct, sms)
     except Unsupported as exc:
         if tied == distinct or not exc.reason.startswith("TileLang could not build"):
             raise
-        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
     if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
         return elaborated
     # the real build folds divisions by equal tiles together, so the reduced one cannot be paired
     # with it (its tiling cases unknown): reduced alike, the two build the same divisions
     try:
-        again = _reduce_with(instance, arguments, tensors, build, lift, tiles, tied)
+        again = _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
     except Unsupported:
         return elaborated
     return again if again.divisions else elaborated
@@ -219,7 +249,7 @@ def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, t
 
 def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                  build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
-                 reduced_tiles: dict[str, int]) -> Elaborated:
+                 reduced_tiles: dict[str, int], sms: int = 2) -> Elaborated:
     from tvm import tirx
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     counts = {k: v for k, v in ints.items() if k not in tiles and _COUNT.search(k) and not _KEEP.search(k)}
@@ -232,7 +262,7 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     consts: list[str] = [n for n in _declared_consts(instance) if n not in ints]  # given sizes are not unknown
     base = dict(arguments)
     base.update(reduced_tiles)
-    base.update({k: min(v, 2) for k, v in counts.items()})
+    base.update({k: min(v, sms if k == _SMS else 2) for k, v in counts.items()})
     for _ in range(12):
         try:
             build(dict(base, **symbolic(consts + list(problem))))
