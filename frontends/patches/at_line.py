@@ -64,6 +64,7 @@ class Site:
     op: str = ""              # short op name: "mm", "all_reduce", "cat" ("aten.cat.default" -> "cat")
     gradient: bool = False    # the value that differs is a gradient
     guessed: bool = False     # not named by the run: a line of the file that communicates or lays out
+    input: str = ""           # the entry input whose gradient differs ("gradient of w differs"), when named
 
 
 @dataclass(frozen=True)
@@ -490,7 +491,7 @@ def shard_dim(source: str, path: str, site: Site) -> Iterator[tuple[str, str, in
 def _more_recipes() -> tuple[Recipe, ...]:
     from .collective_args import change_op, dim_keyword, unwrap_twice, wrap_mapping
     from .masking import mask_bounds, mask_ids
-    from .region_functions import copy_region, reduce_region
+    from .region_functions import copy_region, guard_input, reduce_region
     from .buffers import fill_gather_buffer
     from .seeding import same_seed
     from .sequence_parallel import mark_sequence_parallel
@@ -499,8 +500,8 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .partners import add_partner
     from .p2p_order import match_order
 
-    return (unwrap_twice, reduce_region, copy_region, change_op, dim_keyword, mask_ids, mask_bounds, wrap_mapping,
-            same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
+    return (unwrap_twice, reduce_region, copy_region, guard_input, change_op, dim_keyword, mask_ids, mask_bounds,
+            wrap_mapping, same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
             global_positions, add_partner, match_order)
 
 
@@ -518,16 +519,26 @@ def _scales_by_world(editor: SourceEditor, statement: cst.SimpleStatementLine) -
                for c in m.findall(statement, m.Call()))
 
 
+def _applied_twice(editor: SourceEditor, call: cst.Call) -> bool:
+    """``f(f(x))`` for an ``autograd.Function``'s ``apply`` or a Megatron-style mapping."""
+    inner = call.args[0].value if len(call.args) == 1 else None
+    if not isinstance(inner, cst.Call) or editor.code(inner.func) != editor.code(call.func):
+        return False
+    return call_name(call) == "apply" or call_name(call).endswith("_region")
+
+
 def communicating_lines(source: str, path: str, scaling: bool = False) -> list[Site]:
     """Lines of the file with a collective, a dim-carrying layout call or a placement: where a run's
     culprit line does not show the bug (a view hides a wrong gather dim), it is usually on one.
+    Also a line applying a communicating call to its own result (``Copy.apply(Copy.apply(x))``: the
+    run goes wrong inside the Function's backward, not at the line that called it twice).
     With ``scaling`` (the run went wrong at a scaling op) also the lines that scale by the world size:
     a value divided twice goes wrong where the second division is read, not where it is made."""
     editor = SourceEditor(source, path)
     sites: dict[int, Site] = {}
     for call in m.findall(editor.module, m.Call()):
         name = call_name(call)
-        if name in COLLECTIVE_CALLS or name in DIM_CALLS or name == "Shard":
+        if name in COLLECTIVE_CALLS or name in DIM_CALLS or name == "Shard" or _applied_twice(editor, call):
             line = editor.line_of(call)
             sites.setdefault(line, Site(line, name if name in LAYOUT_OPS or name in COLLECTIVE_CALLS else "",
                                         guessed=True))
@@ -544,7 +555,7 @@ def communicating_lines(source: str, path: str, scaling: bool = False) -> list[S
 AFFINITY = {
     "collective": ("change_op", "remove_collective", "dim_keyword", "unwrap_twice", "wrap_mapping"),
     "scale": ("remove_scaling", "add_scaling", "change_op", "remove_collective"),
-    "matmul": ("reduce_after", "copy_before", "reduce_in_function", "reduce_region", "copy_region"),
+    "matmul": ("guard_input", "reduce_after", "copy_before", "reduce_in_function", "reduce_region", "copy_region"),
     "layout": ("change_dim", "shard_dim", "dim_keyword"),
     "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
     "wait": ("wait_before_read", "wait_handles"),

@@ -15,7 +15,12 @@ them at the recorded line:
                      replicated inputs (its parameters used as the first operand of a matmul)
                      wrapped in ``_CopyToRanks.apply(x)``;
 * ``copy_region``    a gradient that goes wrong at a matmul: its first operand wrapped in
-                     ``_CopyToRanks.apply(x)``.
+                     ``_CopyToRanks.apply(x)``;
+* ``guard_input``    the run names the input whose gradient differs (``gradient of w``) and the line it
+                     goes wrong at: that input's reads on the line wrapped in the file's own copy (a
+                     Megatron mapping, its identity-forward Function) or ``_CopyToRanks.apply(w)``.  A
+                     data-parallel loss all-reduced with ``dist.all_reduce`` (no backward) leaves each
+                     rank the gradient of its own batch rows; the guard sums them over the ranks.
 
 Like every candidate, the patched text is traced, proven and run on real ranks before it is shown.
 """
@@ -164,3 +169,43 @@ def copy_region(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
         editor.replace(operand, cst.parse_expression(f"{names[1]}.apply({operand.value})"))
         yield (f"guard `{operand.value}` on line {site.line} with an added {names[1]} (identity forward, all-reduce "
                f"of its gradient)", editor.render(), 1)
+
+
+def _reads(statement: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The loads of ``name`` in ``statement``: not an assignment's target, an attribute or a keyword."""
+    skip = set()
+    for node in m.findall(statement, m.Attribute() | m.Arg() | m.AssignTarget() | m.AugAssign()):
+        if isinstance(node, cst.Attribute):
+            skip.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            skip.add(id(node.keyword))
+        elif isinstance(node, (cst.AssignTarget, cst.AugAssign)):
+            skip.add(id(node.target))
+    return [n for n in m.findall(statement, m.Name(value=name)) if id(n) not in skip]
+
+
+def guard_input(source: str, path: str, site) -> Iterator[tuple[str, str, int]]:
+    from .at_line import copy_spellings, read_idioms
+
+    name = getattr(site, "input", "")
+    if not site.gradient or not name:
+        return
+    probe = SourceEditor(source, path)
+    if not _reads(probe.statement_at(site.line), name) or name not in _parameters(
+            probe.function_of(probe.statement_at(site.line))):
+        return
+    idioms = read_idioms(probe)
+    spellings = [label for label, _ in copy_spellings(idioms, name)] or [None]
+    for label in spellings:
+        editor = SourceEditor(source, path)
+        if label is None:
+            names = _add_classes(editor, idioms.group)
+            if names is None:
+                return
+            label, spelled = f"an added {names[1]}", f"{names[1]}.apply({name})"
+        else:
+            spelled = dict(copy_spellings(idioms, name))[label]
+        for read in _reads(editor.statement_at(site.line), name):
+            editor.replace(read, cst.parse_expression(spelled))
+        yield (f"guard `{name}` on line {site.line} with {label} (identity forward, all-reduce of its gradient: "
+               f"the gradient of `{name}` was each rank's own)", editor.render(), 0)

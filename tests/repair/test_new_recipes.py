@@ -136,3 +136,25 @@ def test_norm_without_sequence_parallelism_is_left_alone():
             "        self.norm = torch.nn.LayerNorm(8)\n")
     assert not [c for c in candidates(text, "f.py", [Site(7, "", True)], limit=100)
                 if c.recipe == "mark_sequence_parallel"]
+
+
+def test_input_whose_gradient_differs_is_guarded_at_the_line():
+    found = _candidates("dp_loss_plain_allreduce_grad_local.py", "err = x.chunk", "mm")
+    assert not [c for c in found if c.recipe == "guard_input"]          # the run named no input
+    path = CASES / "dp_loss_plain_allreduce_grad_local.py"
+    text = path.read_text()
+    site = Site(_line(text, "err = x.chunk"), "mm", gradient=True, input="w")
+    (guard,) = [c for c in candidates(text, str(path), [site], limit=100) if c.recipe == "guard_input"]
+    assert "    err = x.chunk(world, dim=0)[rank] @ _CopyToRanks.apply(w)\n" in guard.patched
+    assert "class _CopyToRanks(torch.autograd.Function):" in guard.patched
+
+
+def test_line_applying_a_function_to_its_own_result_is_a_communicating_line():
+    from frontends.patches.at_line import communicating_lines
+
+    path = CASES / "tp_mlp_copied_twice.py"
+    text = path.read_text()
+    line = _line(text, "CopyToRegion.apply(CopyToRegion.apply(x))")
+    assert line in [site.line for site in communicating_lines(text, str(path))]
+    once = text.replace("CopyToRegion.apply(CopyToRegion.apply(x))", "CopyToRegion.apply(x)")
+    assert line not in [site.line for site in communicating_lines(once, str(path))]

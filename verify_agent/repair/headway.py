@@ -19,6 +19,7 @@ from verifier.report import ERROR, Report
 NOT_FINDINGS = ("unsupported", "scale", "sandbox", "translation", "assumption")
 _CULPRIT = re.compile(r"first go wrong at ([\w.]+) \(line (\d+)\)")
 _BLOCKED = re.compile(r"is blocked in [^;]*? at line (\d+)")
+_GRADIENT_OF = re.compile(r"\bgradient of ([A-Za-z_]\w*) differs")   # an entry input's, not a parameter's
 _RAISES = "raises where the single-device run does not"
 
 
@@ -31,8 +32,10 @@ def sites_of(report: Report):
         if diagnostic.severity != ERROR or diagnostic.check in NOT_FINDINGS:
             continue
         gradient = "gradient" in diagnostic.message
+        named = _GRADIENT_OF.search(diagnostic.message)
+        leaf = named.group(1) if named else ""
         for match in _CULPRIT.finditer(diagnostic.message):
-            sites.append(Site(int(match.group(2)), short_op(match.group(1)), gradient))
+            sites.append(Site(int(match.group(2)), short_op(match.group(1)), gradient, input=leaf))
         if diagnostic.line is not None:
             op = next((s.op for s in sites if s.line == diagnostic.line), "")
             if not op and "partial sum" in diagnostic.message:   # a value never reduced: reduce it there
@@ -44,7 +47,7 @@ def sites_of(report: Report):
             if diagnostic.check == "deadlock":   # every blocked call's line: either side may be the one to move
                 op = "deadlock"
                 sites += [Site(int(line), op) for line in _BLOCKED.findall(diagnostic.message)]
-            sites.append(Site(diagnostic.line, op, gradient))
+            sites.append(Site(diagnostic.line, op, gradient, input=leaf))
     unique: list = []
     for site in sites:
         if site not in unique:
