@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fix.py --campaign [--mutants 60] [--library-mutants 60] [--seed 0] [--operators a,b]
                                               [--timeout 240] [--jobs 2] [--only TEXT ...] [--json out.json]
-                                              [--max-seconds T] [--rerun PREVIOUS.json]
+                                              [--max-seconds T] [--rerun PREVIOUS.json] [--resume EARLIER.json]
 
 The bugs: the buggy files of ``examples/realworld/`` (``expected.json``) and a seeded sample of
 the mutation campaign's communication mutants (``benchmarks/mutants``: a dropped, duplicated or
@@ -22,10 +22,18 @@ For each bug, on a temporary copy:
 Prints one row per bug, then the share repaired (1 and 2 and 3), the number of fixes shown that
 real ranks refute (the written file differs from one rank), and the same split by where the bug
 lives (a driver around a real library, or the project's own plain torch.distributed code).
+
+``--json`` is rewritten after every bug, with a digest of the code that ran (the tool's packages and
+the campaign's own files, as they are in the working tree).  ``--resume EARLIER.json`` takes the fix
+runs of the bugs that file holds *when its digest is today's* (the same code) instead of running them
+again, and runs the rest: a campaign cut short (``--max-seconds``, a killed run) is finished in a
+second run and reported as one.  Rows of other code are run again.  The ground truth of every
+written file is looked up again (cached: it costs nothing when the file was judged before).
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
 import os
@@ -55,6 +63,26 @@ LIBRARIES = re.compile(r"^\s*(?:from|import)\s+(megatron|fairscale|deepspeed|tor
                        r"|torch\.distributed\.(?:tensor|fsdp|_composable)|torch\.nn\.parallel)\b", re.M)
 FIRST_FIX = "patched file verifies"
 NOT_STARTED = "not started (--max-seconds)"
+RESUMED = "fix run taken from --resume (same code)"
+# what the campaign's outcome depends on: the tool's packages, the ground-truth runners, these files
+CODE = ("frontends", "verifier", "verify_agent", "benchmarks/mutants", "tests/groundtruth",
+        "benchmarks/fix_campaign.py", "benchmarks/fix_worker.py")
+
+
+def code_digest() -> str:
+    """A digest of the tracked Python files of ``CODE`` as they are in the working tree now."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", *CODE], cwd=ROOT, capture_output=True, text=True,
+                                check=True).stdout.split("\0")
+        paths = sorted(ROOT / name for name in listed if name.endswith(".py"))
+    except (OSError, subprocess.CalledProcessError):   # not a git checkout: every Python file there
+        paths = sorted(p for name in CODE for p in ([ROOT / name] if name.endswith(".py") else
+                                                    (ROOT / name).rglob("*.py")))
+    digest = hashlib.sha256()
+    for path in paths:
+        if path.is_file():
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass
@@ -287,7 +315,7 @@ def interleave(bugs: list[Bug]) -> list[Bug]:
 
 
 def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, stop_at: float | None = None,
-              cold: bool = False) -> None:
+              cold: bool = False, finished=None) -> None:
     """``fix --write`` on each bug, ``jobs`` at once: each in a worker that keeps its warm servers
     between bugs (a worker killed at a bug's timeout is replaced), or ``cold`` one process per bug."""
     waiting = list(enumerate(bugs))
@@ -316,6 +344,8 @@ def run_fixes(bugs: list[Bug], folder: Path, timeout: float, jobs: int, log, sto
                 bug = run.bug
                 when = f"{bug.seconds:6.1f}" if bug.seconds is not None else "     -"
                 log(f"[{done}/{len(bugs)}] {when} s  {bug.label}: {bug.description}")
+                if finished is not None:
+                    finished()
         time.sleep(0.2)
     for worker in idle:
         worker.process.stdin.close()
@@ -378,6 +408,34 @@ def combined(previous: list[dict], rerun: list[Bug]) -> str:
         f"{sum(r[3] for r in rows)} fixes shown that real ranks refute"])
 
 
+def rows(bugs: list[Bug], code: str) -> list[dict]:
+    """The --json file's rows (``patched``: the written file, so a --resume can judge it again)."""
+    return [{
+        "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
+        "fix_run_seconds": round(b.total, 1), "exit": b.exit_code, "fix": b.description,
+        "written_truth": b.patched_truth, "notes": b.notes, "progress": b.progress[-80:],
+        "diff": None if b.patched is None else "".join(difflib.unified_diff(
+            b.source.splitlines(True), b.patched.splitlines(True), n=1)),
+        "patched": b.patched, "code": code,
+    } for b in bugs]
+
+
+def resume(bugs: list[Bug], earlier: list[dict], code: str) -> list[Bug]:
+    """Fill in the fix runs of ``earlier`` (a --json file) whose code digest is ``code``; the bugs left to run."""
+    same = {row["bug"]: row for row in earlier if row.get("code") == code and row.get("exit") is not None
+            and NOT_STARTED not in row.get("notes", [])}
+    left = []
+    for bug in bugs:
+        row = same.get(bug.label)
+        if row is None or (row["diff"] is not None and row.get("patched") is None):
+            left.append(bug)
+            continue
+        bug.seconds, bug.total, bug.exit_code = row["first_fix_seconds"], row["fix_run_seconds"], row["exit"]
+        bug.description, bug.patched, bug.progress = row["fix"], row.get("patched"), row["progress"]
+        bug.notes = [n for n in row["notes"] if n != RESUMED and not n.startswith("ground truth")] + [RESUMED]
+    return left
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_fix.py --campaign", description=__doc__.splitlines()[0])
     ap.add_argument("--mutants", type=int, default=60,
@@ -402,7 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerun", metavar="JSON",
                     help="only the bugs a run written with --json did not repair (same sampling options), "
                          "with figures combined over both runs")
+    ap.add_argument("--resume", metavar="JSON",
+                    help="take the fix runs a --json file of the same code holds, run the other bugs, report all")
     args = ap.parse_args(argv)
+    code = code_digest()
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -429,8 +490,19 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{s} {sum(b.truth == s for b in left_out)}" for s in sorted({b.truth for b in left_out}))
             + f"); fix --write on each, {args.jobs} at once ...")
         bugs = interleave(bugs)
-        run_fixes(bugs, folder / "fix", args.timeout, args.jobs, log,
-                  None if args.max_seconds is None else started + args.max_seconds, cold=args.cold)
+        todo = bugs
+        if args.resume:
+            todo = resume(bugs, json.loads(Path(args.resume).read_text()), code)
+            log(f"--resume: {len(bugs) - len(todo)} fix runs of the same code ({code}) taken from {args.resume}; "
+                f"{len(todo)} to run")
+
+        def save() -> None:   # after every bug: a killed run can be resumed
+            if args.json:
+                ran = [b for b in bugs if b.exit_code is not None or b.notes]
+                Path(args.json).write_text(json.dumps(rows(ran, code), indent=1))
+
+        run_fixes(todo, folder / "fix", args.timeout, args.jobs, log,
+                  None if args.max_seconds is None else started + args.max_seconds, cold=args.cold, finished=save)
         skipped = [b for b in bugs if NOT_STARTED in b.notes]
         bugs = [b for b in bugs if NOT_STARTED not in b.notes]
         if skipped:
@@ -444,17 +516,13 @@ def main(argv: list[str] | None = None) -> int:
             if truth.status != gt.AGREE:
                 bug.notes.append(truth.reason)
     print(report(bugs))
-    print(f"({time.monotonic() - started:.0f} s; fix --timeout {args.timeout:.0f} s, {args.jobs} at once)")
+    taken = sum(RESUMED in b.notes for b in bugs)
+    print(f"({time.monotonic() - started:.0f} s; fix --timeout {args.timeout:.0f} s, {args.jobs} at once; code {code}"
+          + (f"; {taken} fix runs taken from {args.resume}, the same code)" if args.resume else ")"))
     if previous is not None:
         print(combined(previous, bugs))
     if args.json:
-        Path(args.json).write_text(json.dumps([{
-            "bug": b.label, "library": b.library, "truth": b.truth, "first_fix_seconds": b.seconds,
-            "fix_run_seconds": round(b.total, 1), "exit": b.exit_code, "fix": b.description,
-            "written_truth": b.patched_truth, "notes": b.notes, "progress": b.progress[-80:],
-            "diff": None if b.patched is None else "".join(__import__("difflib").unified_diff(
-                b.source.splitlines(True), b.patched.splitlines(True), n=1)),
-        } for b in bugs], indent=1))
+        Path(args.json).write_text(json.dumps(rows(bugs, code), indent=1))
     return 0
 
 
