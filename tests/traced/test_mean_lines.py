@@ -1,0 +1,48 @@
+"""Where a data-parallel mean goes wrong (issue 25): each rank's mean over its equal share of the batch is
+no wrong value (the ranks' means average to the single device's, as their sum makes it for a partial sum),
+so the culprit walk passes it by, as it passes partial sums.  Twin cases, gloo ground truth (1 vs 2 ranks),
+the expected line found by the case's "# the bug" marker (the tool never reads it).
+
+* k21: the ranks' mean losses all-reduced with MAX: named at the all-reduce (it was the mean's line);
+* k22: each rank's mean loss handed back unaveraged: named at the copy made of it (it was the loss's line).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from case_runs import first_error, marked_line, translate
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).parent / "cases"
+TWINS = ["k21_dp_loss_average", "k22_dp_loss_not_averaged"]
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_the_right_twin_is_verified(twin):
+    pytest.importorskip("torch")
+    code, body = translate(f"{twin}_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_mean_of_the_ranks_share_is_passed_by(twin):
+    pytest.importorskip("torch")
+    first = first_error(f"{twin}_bug.py")
+    assert first["line"] == marked_line(CASES / f"{twin}_bug.py"), first
+
+
+def test_gloo_runs_back_the_twins():
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth import realworld_runner as rw
+
+    names = [f"{twin}_{kind}.py" for twin in TWINS for kind in ("ok", "bug")]
+    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
+    statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
+    for twin in TWINS:
+        assert statuses[f"{twin}_ok.py"][0] == rw.STATUS_MATCH, statuses
+        assert statuses[f"{twin}_bug.py"][0] == rw.STATUS_MISMATCH, statuses
