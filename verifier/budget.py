@@ -33,7 +33,10 @@ def rlimit(seconds: float) -> int:
 
 
 def steps_used(solver) -> int:
-    """The solver steps the last ``check()`` of ``solver`` took."""
+    """The steps ``solver``'s Z3 context has taken so far.  Z3's ``rlimit count`` adds up over the
+    whole context (every check of every solver in it), while a solver's ``rlimit`` bounds the steps of
+    its next check from where the count is: a check's own steps are the count after it less the
+    count before it."""
     statistics = solver.statistics()
     for key in statistics.keys():
         if key == "rlimit count":
@@ -50,6 +53,7 @@ class Budget:
         self.seconds = seconds
         self.steps = None if seconds is None else rlimit(seconds)
         self.cpu_stop = None if seconds is None else clock() + seconds
+        self._count_before = 0
 
     def spent(self) -> bool:
         return (self.steps is not None and self.steps <= 0) or (self.cpu_stop is not None and clock() > self.cpu_stop)
@@ -59,8 +63,9 @@ class Budget:
         steps = [n for n in (self.steps, None if cap_seconds is None else rlimit(cap_seconds)) if n is not None]
         if steps:
             solver.set("rlimit", max(1, min(steps)))
+        self._count_before = steps_used(solver)
 
     def charge(self, solver) -> None:
-        """Count the steps the last ``check()`` of ``solver`` took."""
+        """Count the steps the ``check()`` of ``solver`` since ``limit`` took."""
         if self.steps is not None:
-            self.steps -= steps_used(solver)
+            self.steps -= steps_used(solver) - self._count_before

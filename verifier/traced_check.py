@@ -35,7 +35,7 @@ import numpy as np
 import z3
 from z3 import z3core as Z3core
 
-from .budget import clock, rlimit
+from .budget import RLIMIT_PER_SECOND, clock, rlimit, steps_used
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
                        objectwise, same_term)
 from .counterexample import plain
@@ -1317,7 +1317,7 @@ def _confirm(program: TracedProgram, candidates: list[dict[str, np.ndarray]]):
 def _prove(program: TracedProgram, report: Report, deadline: float, progress, sample: _Runs | None = None,
            confirm: Confirm | None = None) -> None:
     """Prove every comparison with cuts; retry what stayed open on an unconfirmed model without them."""
-    report.extra["solver"] = {"obligations": 0, "solver_calls": 0, "renamings_skipped": 0}
+    report.extra["solver"] = {"obligations": 0, "solver_calls": 0, "steps": 0, "renamings_skipped": 0}
     pending = list(range(len(program.comparisons)))
     proven: list[int] = []
     reasons: dict[int, str] = {}
@@ -1723,35 +1723,37 @@ class _EqualUnder:
     """Element-wise equality of a collective's result with its single-device counterpart, proven by
     the solver under the inputs' domain (a masked vocabulary lookup summed over ranks equals the
     plain lookup only case by case over the token ids, which normal forms do not split).  Each
-    value gets a share of the budget; a value it cannot prove is simply not cut."""
+    value gets a share of the budget; a value it cannot prove is simply not cut.  The shares are
+    solver steps, not CPU seconds: which values are cut, and so the proof's path, must not depend on
+    how fast the work around the solver runs (a megatron-core training step that verifies in 40 CPU s
+    ran past a 900 s --timeout in a test run when its cut probes were timed by the CPU clock)."""
 
     def __init__(self, memo: ProofMemo, domain: list, deadline: float) -> None:
-        self.memo, self.domain, self.deadline, self.spent = memo, domain, deadline, 0.0
+        self.memo, self.domain, self.deadline = memo, domain, deadline
+        self.usage = {"solver_calls": 0, "steps": 0}
+
+    @property
+    def spent(self) -> float:
+        """Budget seconds the cut proofs' solver steps are worth."""
+        return self.usage["steps"] / RLIMIT_PER_SECOND
 
     def __call__(self, pairs: list) -> bool:
-        started = clock()
-        try:
-            return self._prove(pairs)
-        finally:
-            self.spent += clock() - started
-
-    def _prove(self, pairs: list) -> bool:
         """A small first batch on a short budget (a collective whose result differs, or is too hard,
         costs little), then the rest."""
         budget = min(CUT_PROOF_CAP_S, CUT_PROOFS_CAP_S - self.spent, (self.deadline - clock()) / 4)
         if budget <= 0.05 or any(z3.is_bool(as_term(x)) != z3.is_bool(as_term(y)) for x, y in pairs):
             return False
-        stop = clock() + budget
+        before = self.spent
         grouping = {"on": True}
         first = min(len(pairs), CUT_PROBE_PAIRS)
         batches = [(0, first, min(budget, CUT_PROBE_S))] + \
             [(i, min(i + SOLVER_BATCH, len(pairs)), None) for i in range(first, len(pairs), SOLVER_BATCH)]
         for start, end, cap in batches:
-            remaining = stop - clock() if cap is None else cap
+            remaining = budget - (self.spent - before) if cap is None else cap
             if remaining <= 0:
                 return False
             disequalities = [as_term(x) != as_term(y) for x, y in pairs[start:end]]
-            if _decide(disequalities, self.domain, remaining, grouping=grouping, memo=self.memo)[0] != "proven":
+            if _decide(disequalities, self.domain, remaining, self.usage, grouping, self.memo)[0] != "proven":
                 return False
         return True
 
@@ -1764,14 +1766,20 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
     non-linear ones can take the solver ten times longer than each one alone (a few go one by
     one straight away).  ``grouping`` (shared by the batches of one proof) turns the first call
     off once it has failed; ``memo`` (built on the same ``domain``) skips a disequality that
-    renames one already refuted."""
-    stop = clock() + seconds
+    renames one already refuted.  ``seconds`` are counted in solver steps (``budget.rlimit``): the
+    work around the solver (the renaming keys) does not eat into them, and a busy machine gets the
+    same answer."""
     claims = _unrefuted(disequalities, memo)
     solver = z3.Solver()
     solver.add(*domain)
+    start = steps_used(solver)
+
+    def left() -> float:
+        return seconds - (steps_used(solver) - start) / RLIMIT_PER_SECOND
+
     grouping = {"on": True} if grouping is None else grouping
     if len(claims) > GROUP_MIN_CLAIMS and grouping["on"]:
-        whole = min((stop - clock()) / 3, GROUP_CALL_CAP_S)
+        whole = min(left() / 3, GROUP_CALL_CAP_S)
         answer = _ask(solver, z3.Or(*[claim for claim, _ in claims]), whole, counter)
         if answer == z3.unsat:
             _refuted(memo, claims)
@@ -1780,7 +1788,7 @@ def _decide(disequalities: list, domain: list, seconds: float, counter: dict | N
             return "sat", solver.model()
         grouping["on"] = False
     for claim, key in claims:
-        answer = _ask(solver, claim, stop - clock(), counter)
+        answer = _ask(solver, claim, left(), counter)
         if answer == z3.sat:
             return "sat", solver.model()
         if answer != z3.unsat:
@@ -1811,15 +1819,18 @@ def _refuted(memo: ProofMemo | None, claims: list) -> None:
 
 
 def _ask(solver: z3.Solver, claim, seconds: float, counter: dict | None):
-    """The solver's answer on ``domain & claim`` within ``seconds`` (unknown when none are left)."""
+    """The solver's answer on ``domain & claim`` within ``seconds`` (unknown when none are left);
+    ``counter`` tallies the calls and the steps they took."""
     if seconds <= 0:
         return z3.unknown
     solver.set("rlimit", rlimit(seconds))  # a step count: the same answer on a busy machine
-    if counter is not None:
-        counter["solver_calls"] += 1
+    before = steps_used(solver)
     solver.push()
     solver.add(claim)
     answer = solver.check()
+    if counter is not None:
+        counter["solver_calls"] += 1
+        counter["steps"] += steps_used(solver) - before
     if answer != z3.sat:
         solver.pop()  # a model is read by the caller with the claim still asserted
     return answer
