@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from fractions import Fraction
 from typing import Any
 
 import z3
 
+from .budget import clock
 from .exp_identity import mentions
 
 ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, e^(k log y) = y^k for y > 0, softmax expanded); "
@@ -72,15 +72,15 @@ def _constant(term: Any) -> float | None:
 def prove_equal(pairs: list[tuple[Any, Any]], seconds: float = 60.0) -> bool:
     """True when every ``(got, want)`` pair is equal as a rational function of the data and of
     positive unknowns standing for the exponentials; False when not shown within ``seconds``
-    (never a disproof)."""
-    deadline = time.monotonic() + seconds
+    (never a disproof); ``seconds`` of this process's CPU time, not the wall clock's."""
+    deadline = clock() + seconds
     algebra = _Algebra()
     try:
         for got, want in pairs:  # first pass: every exponent's monomials, so the units are known
             algebra.collect_exponents(got)
             algebra.collect_exponents(want)
         for got, want in pairs:
-            if time.monotonic() > deadline:
+            if clock() > deadline:
                 return False
             (a, b), (c, d) = algebra.value(got), algebra.value(want)
             left, right = _mul(a, d), _mul(c, b)
