@@ -23,6 +23,9 @@ Prints one row per bug, then the share repaired (1 and 2 and 3), the number of f
 real ranks refute (the written file differs from one rank), and the same split by where the bug
 lives (a driver around a real library, or the project's own plain torch.distributed code).
 
+``--rerun EARLIER.json`` runs the bugs that file did not repair and those it did not reach (its time
+limit), with any code, and prints the figures combined over both runs.
+
 ``--json`` is rewritten after every bug, with a digest of the code that ran (the tool's packages and
 the campaign's own files, as they are in the working tree).  ``--resume EARLIER.json`` takes the fix
 runs of the bugs that file holds *when its digest is today's* (the same code) instead of running them
@@ -385,14 +388,18 @@ def _repaired(row: dict) -> bool:
 
 
 def combined(previous: list[dict], rerun: list[Bug]) -> str:
-    """The figures over a previous run's bugs with its misses' outcomes replaced by the re-run's."""
+    """The figures over a previous run's bugs with its misses' outcomes replaced by the re-run's, and
+    the bugs the previous run did not reach (its time limit) as the re-run found them."""
     again = {b.label: b for b in rerun}
-    rows = [(row["library"], row["bug"].startswith("realworld/"), again[row["bug"]].fixed, again[row["bug"]].refuted,
-             again[row["bug"]].seconds)
-            if row["bug"] in again else
-            (row["library"], row["bug"].startswith("realworld/"), _repaired(row),
-             row["diff"] is not None and row["written_truth"] == gt.DIFFER, row["first_fix_seconds"])
-            for row in previous]
+    known = {row["bug"] for row in previous}
+    table = [(row["library"], row["bug"].startswith("realworld/"), again[row["bug"]].fixed, again[row["bug"]].refuted,
+              again[row["bug"]].seconds)
+             if row["bug"] in again else
+             (row["library"], row["bug"].startswith("realworld/"), _repaired(row),
+              row["diff"] is not None and row["written_truth"] == gt.DIFFER, row["first_fix_seconds"])
+             for row in previous]
+    table += [(b.library, b.label.startswith("realworld/"), b.fixed, b.refuted, b.seconds)
+              for b in rerun if b.label not in known]
 
     def share(group: list, name: str) -> str:
         fixed = sum(r[2] for r in group)
@@ -401,11 +408,12 @@ def combined(previous: list[dict], rerun: list[Bug]) -> str:
         return f"{name}: {fixed} of {len(group)} repaired ({100 * fixed / max(1, len(group)):.0f} %){median}"
 
     return "\n".join([
-        f"combined with the run before ({len(again)} of its {len(previous)} bugs run again):",
-        share(rows, "bugs"), "  " + share([r for r in rows if r[0]], "in drivers around real libraries"),
-        "  " + share([r for r in rows if not r[0]], "in plain torch.distributed code"),
-        "  " + share([r for r in rows if r[1]], "realworld gallery's buggy files"),
-        f"{sum(r[3] for r in rows)} fixes shown that real ranks refute"])
+        f"combined with the run before ({sum(label in known for label in again)} of its {len(previous)} bugs run "
+        f"again, {sum(label not in known for label in again)} it had not run):",
+        share(table, "bugs"), "  " + share([r for r in table if r[0]], "in drivers around real libraries"),
+        "  " + share([r for r in table if not r[0]], "in plain torch.distributed code"),
+        "  " + share([r for r in table if r[1]], "realworld gallery's buggy files"),
+        f"{sum(r[3] for r in table)} fixes shown that real ranks refute"])
 
 
 def rows(bugs: list[Bug], code: str) -> list[dict]:
@@ -458,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="each fix run its own verify-agent process (no warm server kept between bugs)")
     ap.add_argument("--cache-dir", default=str(HERE / "mutants" / "cache"))
     ap.add_argument("--rerun", metavar="JSON",
-                    help="only the bugs a run written with --json did not repair (same sampling options), "
-                         "with figures combined over both runs")
+                    help="only the bugs a run written with --json did not repair or did not reach (same sampling "
+                         "options), with figures combined over both runs")
     ap.add_argument("--resume", metavar="JSON",
                     help="take the fix runs a --json file of the same code holds, run the other bugs, report all")
     args = ap.parse_args(argv)
@@ -474,9 +482,11 @@ def main(argv: list[str] | None = None) -> int:
                     args.only)
     previous = json.loads(Path(args.rerun).read_text()) if args.rerun else None
     if previous is not None:
+        ran = {row["bug"] for row in previous}
         missed = {row["bug"] for row in previous if not _repaired(row)}
-        bugs = [b for b in bugs if b.label in missed]
-        log(f"--rerun: {len(bugs)} of the {len(missed)} bugs {args.rerun} did not repair")
+        bugs = [b for b in bugs if b.label in missed or b.label not in ran]
+        log(f"--rerun: {sum(b.label in missed for b in bugs)} of the {len(missed)} bugs {args.rerun} did not repair, "
+            f"and {sum(b.label not in ran for b in bugs)} candidates it did not run (a time limit)")
     cache = gt.Cache(Path(args.cache_dir) if args.cache_dir else None)
     with tempfile.TemporaryDirectory(prefix="fix-campaign-") as tmp:
         folder = Path(tmp)

@@ -1,4 +1,5 @@
-"""The repair campaign's --resume: fix runs of the same code are taken, the rest run again.
+"""The repair campaign's --resume: fix runs of the same code are taken, the rest run again; and
+--rerun's figures over a run cut by its time limit: the bugs it did not reach count too.
 
 A campaign cut short (its time limit, a killed run) is finished by a second run that takes the first
 run's rows when their code digest is the current one (``benchmarks/fix_campaign.py``); a row written
@@ -39,3 +40,15 @@ def test_the_digest_follows_the_code(tmp_path, monkeypatch):
     assert digest == fc.code_digest() and len(digest) == 16
     monkeypatch.setattr(fc, "CODE", ("benchmarks/fix_worker.py",))
     assert fc.code_digest() != digest
+
+
+def test_rerun_counts_the_bugs_the_run_before_did_not_reach():
+    before = [_bug("repaired"), _bug("missed")]
+    before[0].exit_code, before[0].patched, before[0].patched_truth, before[0].seconds = 0, "x = 1\n", fc.gt.AGREE, 2.0
+    before[1].exit_code = 0
+    again = [_bug("missed"), _bug("not reached")]
+    again[0].exit_code, again[0].patched, again[0].patched_truth, again[0].seconds = 0, "x = 2\n", fc.gt.AGREE, 4.0
+    again[1].exit_code = 0
+    text = fc.combined(fc.rows(before, "a"), again)
+    assert "(1 of its 2 bugs run again, 1 it had not run)" in text
+    assert "bugs: 2 of 3 repaired (67 %); median time to the first verified fix 3.0 s" in text
