@@ -379,13 +379,28 @@ def _world_spelling(editor: SourceEditor, statement: cst.CSTNode, idioms: Idioms
     return f"{dist}.get_world_size({idioms.group or ''})" if dist else None
 
 
+def _reduced_in_place(statement: cst.SimpleStatementLine) -> str | None:
+    """``dist.all_reduce(loss)``: the name an in-place all-reduce statement sums over the ranks."""
+    small = statement.body[0] if len(statement.body) == 1 else None
+    call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
+    if call is None or call_name(call) != "all_reduce" or not call.args or call.args[0].keyword is not None:
+        return None
+    op = next((a.value for a in call.args[1:] if a.keyword is not None and a.keyword.value == "op"), None)
+    if op is not None and not (dotted(op) or "").endswith("SUM"):   # an AVG divides already; a MAX is no sum
+        return None
+    return call.args[0].value.value if isinstance(call.args[0].value, cst.Name) else None
+
+
 def add_scaling(source: str, path: str, site: Site) -> Iterator[tuple[str, str, int]]:
+    """``y = y / world`` after a line that assigns ``y`` or all-reduces it in place (a sum where the
+    single device's value is a mean), or the returned value divided."""
     editor, statement = _statement(source, path, site.line)
     world = _world_spelling(editor, statement, read_idioms(editor))
-    name, returned = _assigned(statement), _returned(statement)
+    name, returned = _assigned(statement) or _reduced_in_place(statement), _returned(statement)
     if world is None or (name is None and returned is None):
         return
-    prior = 1 if site.op in SCALE_OPS else 3
+    in_place = _assigned(statement) is None and name is not None
+    prior = 1 if site.op in SCALE_OPS and not in_place else 3
     if name is not None:
         editor.insert_after(statement, f"{name} = {name} / {world}")
         yield f"divide `{name}` by {world} after line {site.line}", editor.render(), prior

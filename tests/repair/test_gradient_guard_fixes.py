@@ -1,9 +1,12 @@
-"""Twins of two repairs of a gradient the ranks get wrong (issue 29), each buggy file repaired, confirmed
+"""Twins of three repairs the fix campaign missed (issue 29), each buggy file repaired, confirmed
 and judged on real gloo ranks against one device (1 vs 2 and 4, outputs and gradients in float64):
 
 * a data-parallel loss summed with ``dist.all_reduce`` (no backward): the forward is right, but the
   weight's gradient is each rank's own rows'.  The run names the input (``gradient of w``) and the
   line; ``guard_input`` wraps its read there in an identity-forward / all-reduce-backward Function;
+* a mean loss summed over the ranks by an in-place ``dist.all_reduce(loss)`` and never divided (its
+  twin is ``examples/models/dist_dp_mean_loss_ok.py``): the run names the all-reduce's line, which
+  assigns nothing; ``add_scaling`` divides the name it reduces after it;
 * an input copied into the tensor-parallel region twice (``Copy.apply(Copy.apply(x))``): the run goes
   wrong inside the Function's backward, so the line calling it twice is among the lines tried
   (``communicating_lines``) and ``unwrap_twice`` applies it once.
@@ -30,14 +33,15 @@ pytestmark = [pytest.mark.torch, pytest.mark.slow]
 CASES = Path(__file__).parent / "cases"
 
 
-def _gloo(runs: list[tuple[Path, int]]) -> list[bool]:
-    """Whether each file matches one device on that many gloo ranks (outputs and gradients, float64);
-    one batch, so the reference and each world size share their worker processes."""
-    jobs = [Job(JobSpec(str(path.resolve()), "grad"), world) for path, world in runs]
+def _gloo(runs: list[tuple[Path, int]], mode: str = "grad") -> list[bool]:
+    """Whether each file matches one device on that many gloo ranks (outputs and gradients, float64;
+    outputs only in ``forward`` mode); one batch, so the reference and each world size share their
+    worker processes."""
+    jobs = [Job(JobSpec(str(path.resolve()), mode), world) for path, world in runs]
     return [result.matches for result in run_jobs(jobs)]
 
 
-def _repaired(tmp_path: Path, buggy: str, written: str, twin: str | None = None) -> None:
+def _repaired(tmp_path: Path, buggy: str, written: str, twin: str | Path | None = None, mode: str = "grad") -> None:
     path = tmp_path / buggy
     shutil.copyfile(CASES / buggy, path)
     report, fixes = find_fixes(path, top_k=1)
@@ -51,10 +55,11 @@ def _repaired(tmp_path: Path, buggy: str, written: str, twin: str | None = None)
     patched.write_text(fix.patched)
     runs = [(path, 2), (patched, 2), (patched, 4)]
     if twin is not None:
-        shutil.copyfile(CASES / twin, tmp_path / twin)
-        runs.append((tmp_path / twin, 2))
+        copy = tmp_path / Path(twin).name
+        shutil.copyfile(twin if isinstance(twin, Path) else CASES / twin, copy)
+        runs.append((copy, 2))
     # the bug differs from one device on real ranks; the patched file (and the twin) match it
-    assert _gloo(runs) == [False] + [True] * (len(runs) - 1)
+    assert _gloo(runs, mode) == [False] + [True] * (len(runs) - 1)
 
 
 def test_loss_all_reduced_without_backward_gets_the_weight_guarded(tmp_path):
@@ -65,3 +70,9 @@ def test_loss_all_reduced_without_backward_gets_the_weight_guarded(tmp_path):
 def test_input_copied_twice_is_copied_once(tmp_path):
     # its twin, with the copy applied once, is tp_mlp_fixed.py (test_traced_fix_twins.py)
     _repaired(tmp_path, "tp_mlp_copied_twice.py", "    x = CopyToRegion.apply(x)\n")
+
+
+def test_mean_summed_in_place_is_divided_after_its_all_reduce(tmp_path):
+    twin = Path(__file__).resolve().parents[2] / "examples" / "models" / "dist_dp_mean_loss_ok.py"
+    _repaired(tmp_path, "dp_mean_loss_summed.py", "    dist.all_reduce(loss)\n    loss = loss / dist.get_world_size()\n",
+              twin=twin, mode="forward")   # its inputs are stated not trainable: outputs only

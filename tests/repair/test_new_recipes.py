@@ -158,3 +158,11 @@ def test_line_applying_a_function_to_its_own_result_is_a_communicating_line():
     assert line in [site.line for site in communicating_lines(text, str(path))]
     once = text.replace("CopyToRegion.apply(CopyToRegion.apply(x))", "CopyToRegion.apply(x)")
     assert line not in [site.line for site in communicating_lines(once, str(path))]
+
+
+def test_name_all_reduced_in_place_is_divided_after_the_collective():
+    path = CASES / "dp_mean_loss_summed.py"
+    text = path.read_text()
+    found = candidates(text, str(path), [Site(_line(text, "dist.all_reduce(loss)"), "all_reduce")], limit=100)
+    (divide,) = [c for c in found if c.recipe == "add_scaling"]
+    assert "    dist.all_reduce(loss)\n    loss = loss / dist.get_world_size()\n    return loss\n" in divide.patched
