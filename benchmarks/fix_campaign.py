@@ -500,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{s} {sum(b.truth == s for b in left_out)}" for s in sorted({b.truth for b in left_out}))
             + f"); fix --write on each, {args.jobs} at once ...")
         bugs = interleave(bugs)
+        if previous is not None:   # the bugs the earlier run did not reach first, then its misses again
+            bugs.sort(key=lambda b: b.label in missed)
         todo = bugs
         if args.resume:
             todo = resume(bugs, json.loads(Path(args.resume).read_text()), code)
