@@ -202,12 +202,6 @@ class _Group(base._Group):
                 self.procs.append(p)
         for spec in self.ref_params:
             self._send(spec)
-        self.started_at = time.monotonic()
-        self.job_started = {}
-        self.current = {r: None for r in range(self.world)}
-        self.partial = {}
-        self.first_error_at = {}
-        self.exited = set()
         self._watch_from_now()
 
     def _kill(self):

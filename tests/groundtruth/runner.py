@@ -251,15 +251,16 @@ class _Group:
                                      daemon=True)
                 p.start()
                 self.procs.append(p)
+        self._watch_from_now()
+
+    def _watch_from_now(self):
+        """The workers just started: no job running, none seen working yet."""
         self.started_at = time.monotonic()
         self.job_started: dict[int, float] = {}
         self.current: dict[int, int | None] = {r: None for r in range(self.world)}
         self.partial: dict[int, _Outcome] = {}
         self.first_error_at: dict[int, float] = {}
         self.exited: set[int] = set()
-        self._watch_from_now()
-
-    def _watch_from_now(self):
         self.progress_at = time.monotonic()
         self.sampled_at = 0.0
         self.cpu_now: list[float] = [0.0] * len(self.procs)
