@@ -69,3 +69,17 @@ def marked_line(path: Path) -> int:
     """The line of ``path`` marked ``# the bug``."""
     (line,) = [n for n, text in enumerate(path.read_text().splitlines(), 1) if "# the bug" in text]
     return line
+
+
+MATCH, MISMATCH, RAISES = "match", "mismatch", "error"   # the ground-truth runner's statuses
+
+
+def gloo_statuses(names, world: int = 2, timeout: float = 60.0) -> dict[str, tuple[str, str]]:
+    """Each case file's status in plain gloo runs of ``world`` ranks against one rank (the real-world
+    ground-truth runner: MATCH, MISMATCH or RAISES), with the tail of its error."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth import realworld_runner as rw
+
+    assert (MATCH, MISMATCH, RAISES) == (rw.STATUS_MATCH, rw.STATUS_MISMATCH, rw.STATUS_ERROR)
+    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=timeout), world) for name in names])
+    return {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}

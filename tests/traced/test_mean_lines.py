@@ -8,13 +8,11 @@ the expected line found by the case's "# the bug" marker (the tool never reads i
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from case_runs import first_error, marked_line, translate
+from case_runs import MATCH, MISMATCH, first_error, gloo_statuses, marked_line, translate
 
-REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 TWINS = ["k21_dp_loss_average", "k22_dp_loss_not_averaged"]
 
@@ -37,12 +35,8 @@ def test_a_mean_of_the_ranks_share_is_passed_by(twin):
 
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
-    sys.path.insert(0, str(REPO / "tests"))
-    from groundtruth import realworld_runner as rw
-
     names = [f"{twin}_{kind}.py" for twin in TWINS for kind in ("ok", "bug")]
-    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
-    statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
+    statuses = gloo_statuses(names)
     for twin in TWINS:
-        assert statuses[f"{twin}_ok.py"][0] == rw.STATUS_MATCH, statuses
-        assert statuses[f"{twin}_bug.py"][0] == rw.STATUS_MISMATCH, statuses
+        assert statuses[f"{twin}_ok.py"][0] == MATCH, statuses
+        assert statuses[f"{twin}_bug.py"][0] == MISMATCH, statuses

@@ -12,13 +12,11 @@ cuts and gathers): twin cases, gloo ground truth (1 vs 2 ranks), the expected li
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from case_runs import first_error, marked_line, translate
+from case_runs import MATCH, RAISES, first_error, gloo_statuses, marked_line, translate
 
-REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 TWINS = ["k16_sp_gather_dim", "k18_ulysses_head_cut"]
 
@@ -51,13 +49,9 @@ def test_values_of_other_dims_than_their_counterparts_name_no_origin():
 
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
-    sys.path.insert(0, str(REPO / "tests"))
-    from groundtruth import realworld_runner as rw
-
     names = [f"{twin}_{kind}.py" for twin in TWINS for kind in ("ok", "bug")]
-    results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
-    statuses = {name: (result.status, (result.error or "")[-300:]) for name, result in zip(names, results)}
-    assert statuses["k16_sp_gather_dim_ok.py"][0] == rw.STATUS_MATCH, statuses
-    assert statuses["k16_sp_gather_dim_bug.py"][0] == rw.STATUS_ERROR, statuses   # the ranks raise
-    assert statuses["k18_ulysses_head_cut_ok.py"][0] == rw.STATUS_MATCH, statuses
-    assert statuses["k18_ulysses_head_cut_bug.py"][0] == rw.STATUS_ERROR, statuses
+    statuses = gloo_statuses(names)
+    assert statuses["k16_sp_gather_dim_ok.py"][0] == MATCH, statuses
+    assert statuses["k16_sp_gather_dim_bug.py"][0] == RAISES, statuses   # the ranks raise
+    assert statuses["k18_ulysses_head_cut_ok.py"][0] == MATCH, statuses
+    assert statuses["k18_ulysses_head_cut_bug.py"][0] == RAISES, statuses
