@@ -713,7 +713,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         reduced = _reduced(producer, name)
         try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction
             return not _consistent(env[name], reference[partner], rank, program.world) \
-                and (reduced or not (partial(partner) or partial(partner, program.world)))
+                and (reduced or not (partial(partner) or (no_line is None and partial(partner, program.world))))
         except (TypeError, ValueError):
             return False
 
