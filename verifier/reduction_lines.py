@@ -22,7 +22,12 @@ from .ir import Op, Span
 # an op of one tensor operand that scales it by a constant keeps a partial sum a partial sum
 _SCALINGS = ("aten.div", "aten.mul", "aten.neg")
 _SCALARS = ("aten.scalar_tensor.",)   # a Python number the recording wrapped: a constant, not an operand
-_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "c10d", "_c10d")
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "c10d")
+
+
+def is_collective(op: Op) -> bool:
+    """Whether ``op`` is a collective, by its kind (torch.distributed's wrappers and c10d's own ops)."""
+    return any(word in op.kind for word in _COLLECTIVES)
 
 
 def _maker(name: str, producer: dict[str, Op]) -> Op | None:
@@ -48,7 +53,7 @@ def repair_after(reader: Span, partials: Iterable[str], producer: dict[str, Op])
     lines = set()
     for name in partials:
         made = _maker(name, producer)
-        if made is None or any(word in made.kind for word in _COLLECTIVES):
+        if made is None or is_collective(made):
             return None
         line, made_file = made.span.place()
         if line is None or made_file is not None:

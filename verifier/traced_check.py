@@ -43,7 +43,7 @@ from .equivalence import random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
-from .reduction_lines import repair_after
+from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
@@ -1067,7 +1067,7 @@ def _repair_line(program: TracedProgram, runs: _Runs | None, comparison: Compari
                 lines.add(repair_after(comparison.span, [name], producer))
             return lines.pop() if len(lines) == 1 else None
         ops = program.ranks[rank]
-        if not any(o is op for o in ops) or any(word in op.kind for word in _COLLECTIVE_KINDS + ("c10d",)):
+        if not any(o is op for o in ops) or is_collective(op):
             return None
         producer = {result: o for o in ops for result in o.results}
         pairs = _through_collectives(ops, _pairing(program.reference, ops))
