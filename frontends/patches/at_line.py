@@ -21,7 +21,8 @@ one way a person fixes communication at that line, spelled in the file's own idi
   on, or waited on after its buffer is read) and ``positions`` (a shard's positions where a mask
   needs global ones: ``rank * chunk`` added) and ``partners`` (a send nobody receives or a receive
   nobody sends to gets its partner beside it) and ``p2p_order`` (sends and receives posted in another
-  order than their partners: the loop over microbatches reordered).
+  order than their partners: the loop over microbatches reordered) and ``global_size`` (a mean over a
+  sharded dim divided by the rank's own share of it: ``/ (part * world)``).
 
 Candidates are only text: each must be traced and verified again before it is shown
 (``verify_agent.repair.traced_fixes``).  ``prior`` orders them (lower first) by how well the
@@ -514,10 +515,11 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .waits import wait_before_read, wait_handles
     from .partners import add_partner
     from .p2p_order import match_order
+    from .global_size import global_size
 
     return (unwrap_twice, reduce_region, copy_region, guard_input, change_op, dim_keyword, mask_ids, mask_bounds,
             wrap_mapping, same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
-            global_positions, add_partner, match_order)
+            global_positions, add_partner, match_order, global_size)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
@@ -569,7 +571,7 @@ def communicating_lines(source: str, path: str, scaling: bool = False) -> list[S
 # in their prior order); a division at a collective's line is the collective's own (gloo's AVG)
 AFFINITY = {
     "collective": ("change_op", "remove_collective", "dim_keyword", "unwrap_twice", "wrap_mapping"),
-    "scale": ("remove_scaling", "add_scaling", "change_op", "remove_collective"),
+    "scale": ("remove_scaling", "add_scaling", "global_size", "change_op", "remove_collective"),
     "matmul": ("guard_input", "reduce_after", "copy_before", "reduce_in_function", "reduce_region", "copy_region"),
     "layout": ("change_dim", "shard_dim", "dim_keyword"),
     "embedding": ("mask_ids", "mask_bounds", "reduce_after", "reduce_region"),
