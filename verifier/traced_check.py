@@ -25,6 +25,7 @@ and occurrence).
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -1167,7 +1168,14 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
 def _unconfirmed(report: Report, finding: Finding, confirmation: Confirmation, claim: str, op: Op | None) -> None:
     """The model's difference is not torch's: ``unsupported``, and a defect of ours, listed."""
     line = op.span.line if op is not None else None
-    if confirmation.outcome == AGREES:
+    reads = _reads_into_python(report)
+    if confirmation.outcome == AGREES and reads:
+        message = (f"by the verifier's model, {claim} ({finding.how}), but {confirmation.detail}: the counterexample "
+                   f"may take another path than the recorded inputs did (the code reads tensor values into Python "
+                   f"at {', '.join(reads)}, and the recording holds the sizes and indices of the recorded path); "
+                   f"not a violation")
+        kind = "counterexample off the recorded path"
+    elif confirmation.outcome == AGREES:
         subject = f"the verifier's model of op {op.kind} disagrees with torch at line {line}" if op is not None \
             else "the verifier's model of the recorded ops disagrees with torch"
         message = (f"{subject}: by the model, {claim} ({finding.how}), but {confirmation.detail}; not a violation "
@@ -1184,6 +1192,13 @@ def _unconfirmed(report: Report, finding: Finding, confirmation: Confirmation, c
          "value": finding.label,
          "rank": finding.rank, "world": confirmation.world, "detail": confirmation.detail,
          "seconds": round(confirmation.seconds, 2)})
+
+
+def _reads_into_python(report: Report) -> list[str]:
+    """The lines (``line N``) whose reads of tensor values into Python the recording states as assumptions."""
+    found = (re.match(r"(line \d+) reads tensor values", d.message) for d in report.diagnostics
+             if d.check == "assumption")
+    return sorted({match.group(1) for match in found if match}, key=lambda text: int(text.split()[1]))
 
 
 def _pick(value: Any, index: tuple[int, ...]) -> Any:

@@ -83,18 +83,25 @@ class _Cache:
         return (op.kind, attrs, tuple(id(a) for a in args))
 
 
-def _group_attrs(op: Op, members: tuple[int, ...]) -> dict[str, Any]:
-    """The collective rules index roots by position in the group, the recording by global rank."""
+def _group_attrs(ops: list[Op], members: tuple[int, ...]) -> dict[str, Any]:
+    """The collective rules index roots by position in the group, the recording by global rank.  An
+    all-to-all's split sizes are each member's own (``split_sizes_per_rank``: (input, output) sizes in
+    member order)."""
+    op = ops[0]
     attrs = dict(op.attrs)
     for root in ("src", "dst"):
         if root in attrs:
             if int(attrs[root]) not in members:
                 raise RunError(op, None, f"{op.kind} {root}={attrs[root]} is not a member of group {list(members)}")
             attrs[root] = members.index(int(attrs[root]))
-    for sizes in ("input_split_sizes", "output_split_sizes", "split_sizes"):
-        value = attrs.get(sizes)
-        if value and len(set(value)) > 1:
-            raise RunError(op, None, f"{op.kind} with uneven {sizes}={list(value)}")
+    if op.kind == "all_to_all" and any(o.attr("input_split_sizes") or o.attr("output_split_sizes") for o in ops):
+        attrs["split_sizes_per_rank"] = [(list(o.attr("input_split_sizes") or []),
+                                          list(o.attr("output_split_sizes") or [])) for o in ops]
+    else:
+        for sizes in ("input_split_sizes", "output_split_sizes", "split_sizes"):
+            value = attrs.get(sizes)
+            if value and len(set(value)) > 1:
+                raise RunError(op, None, f"{op.kind} with uneven {sizes}={list(value)}")
     attrs["mesh_dim"] = "group"
     return attrs
 
@@ -212,7 +219,7 @@ class Runner:
                 raise RunError(op, None, f"{op.kind} expects one tensor per rank")
             filler = next(args[0] for args in per_rank_args if args)
             per_rank_args = [args or [filler] for args in per_rank_args]
-        results = rule.evaluate_group(self.xp, per_rank_args, _group_attrs(ops[0], members))
+        results = rule.evaluate_group(self.xp, per_rank_args, _group_attrs(ops, members))
         positions = [self.ranks[m].pc for m in members]
         for member, member_op, values in zip(members, ops, results):
             rank = self.ranks[member]

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
+from verifier.confirmation import AGREES, REPRODUCED
 from verifier.report import ERROR, NOTE, VIOLATIONS, Diagnostic, Report
 
 Progress = Optional[Callable[[str], None]]
@@ -147,9 +148,16 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
-        check = "equivalence" if outcome.kind == "violation" else "unsupported"
-        report.add(Diagnostic(check, ERROR, outcome.message, line=outcome.line, file=outcome.file,
-                              repair_line=outcome.repair_line if outcome.kind == "violation" else None))
+        raised = _raise_on_gloo(outcome, options.world, path, options, timeout, progress) \
+            if outcome.rank_raised and confirm_findings else None
+        if raised is None or raised.outcome == REPRODUCED:
+            check = "equivalence" if outcome.kind == "violation" else "unsupported"
+            message = f"{outcome.message}; {raised.detail}" if raised is not None else outcome.message
+            report.add(Diagnostic(check, ERROR, message, line=outcome.line, file=outcome.file,
+                                  repair_line=outcome.repair_line if outcome.kind == "violation" else None))
+        else:
+            report.add(Diagnostic("unsupported", ERROR, _raise_not_reproduced(outcome, raised), line=outcome.line,
+                                  file=outcome.file))
         if outcome.kind == "harness-refused":
             report.extra[HARNESS_REFUSED] = outcome.message
         _shown_files(report)
@@ -206,10 +214,13 @@ def _note_isolation(report: Report) -> None:
 
 
 def _confirmer(path: str, options, timeout: float, progress: Progress):
-    """The ``Confirm`` of the traced check: the user's file run for real with a counterexample."""
+    """The ``Confirm`` of the traced check: the user's file run for real with a counterexample (``finding``
+    None: a rank that raised in the recording, ``program`` its ``TraceFailure``, see ``_raise_on_gloo``)."""
     def confirm(program, finding):
         from frontends.traced.confirm import confirm_on_ranks
 
+        if finding is None:
+            return _raise_on_gloo(program, SCALED_WORLD, path, options, timeout, progress)
         if progress:
             progress(f"confirming a counterexample with torch: {path} on one device and on {program.world} gloo ranks")
         return confirm_on_ranks(program, finding, path=path, shown_as=path, entry=options.entry,
@@ -217,6 +228,27 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
                                 memory_bytes=options.memory_bytes, paths=options.paths,
                                 args=options.args, harness=options.harness)
     return confirm
+
+
+def _raise_on_gloo(failure, world: int, path: str, options, timeout: float, progress: Progress):
+    """A simulated rank raised where one device did not (``failure``): the ``Confirmation`` of real gloo
+    ranks run with the same inputs (the simulated process group may raise where gloo does not: an
+    all-to-all with an empty input)."""
+    from frontends.traced.confirm import confirm_raise
+
+    if progress:
+        progress(f"confirming with torch: {path} on one device and on {world} gloo ranks (a rank raised)")
+    return confirm_raise(world, path=path, shown_as=path, entry=options.entry, shapes=options.shapes,
+                         timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)), memory_bytes=options.memory_bytes,
+                         paths=options.paths, args=options.args, harness=options.harness)
+
+
+def _raise_not_reproduced(failure, confirmation) -> str:
+    if confirmation.outcome == AGREES:
+        return (f"{failure.message}, but {confirmation.detail}: the simulated process group raised, not your code "
+                f"(not a violation; a defect of the verifier's simulation)")
+    return (f"{failure.message}; not confirmed by torch ({confirmation.detail}); no violation is reported without "
+            f"real ranks reproducing it")
 
 
 def _check_scaled(report: Report, program, budget: float, progress: Progress, confirm=None) -> None:
@@ -230,9 +262,14 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         report.add(Diagnostic("scale", NOTE, f"not checked {where}: the time limit was reached"))
         return
     if isinstance(program, TraceFailure):
-        if program.kind == "violation":
-            report.add(Diagnostic("equivalence", ERROR, f"{where}: {program.message}", line=program.line,
+        raised = confirm(program, None) if program.rank_raised and confirm is not None else None
+        if program.kind == "violation" and (raised is None or raised.outcome == REPRODUCED):
+            message = f"{program.message}; {raised.detail}" if raised is not None else program.message
+            report.add(Diagnostic("equivalence", ERROR, f"{where}: {message}", line=program.line,
                                   file=program.file, repair_line=program.repair_line))
+        elif program.kind == "violation":
+            report.add(Diagnostic("scale", NOTE, f"not checked {where}: {_raise_not_reproduced(program, raised)}",
+                                  line=program.line))
         else:
             reason = program.message.strip().splitlines()[-1] if program.message.strip() else program.kind
             report.add(Diagnostic("scale", NOTE, f"not checked {where}: the code did not run there ({reason})",

@@ -95,17 +95,18 @@ def _shape_error(error: BaseException) -> bool:
     return "INTERNAL ASSERT" not in text and any(word in text for word in _SHAPE_WORDS)
 
 
-def _rank_raised(error, rank: int, world: int, reference=None):
+def _rank_raised(error, rank: int, world: int, reference=None, read_collective: bool = False):
     """A rank raised where the single-device run did not.  Evidence (a violation at the line) unless the
     exception may come from the simulation: values read after a simulated collective are not real,
     and torch.distributed's process-group layer is stood in for by the fake group.  Shapes and ranks
-    are exact on simulated ranks, so an error about them is evidence either way."""
+    are exact on simulated ranks, so an error about them is evidence, unless the rank read values of
+    a simulated collective into Python (``read_collective``: split sizes exchanged by an all-to-all)."""
     from .to_ir import TraceFailure
 
     text = str(error)
     if "INTERNAL ASSERT" in text:   # torch's own assertion under the simulated group, not yours
         return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})", error.line)
-    if error.unreal is not None and not _shape_error(error):
+    if error.unreal is not None and (read_collective or not _shape_error(error)):
         return TraceFailure("unsupported", f"rank {rank} of {world} raises where the single-device run does not "
                                            f"({error}), but {error.unreal}: not evidence of a bug", error.line)
     drawn = getattr(error, "drawn", None)
@@ -118,20 +119,21 @@ def _rank_raised(error, rank: int, world: int, reference=None):
     if placed is not None:
         line, words = placed
         return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
-                                         f"{error}; {words} {line}", line)
+                                         f"{error}; {words} {line}", line, rank_raised=True)
     origin = _shape_origin(error, reference) if _shape_error(error) else None
     if origin is not None:
         line, file, where = origin
         return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
                                          f"{error} (raised at line {error.line}); the shape it could not take was made "
-                                         f"at {where}", line, file=file)
+                                         f"at {where}", line, file=file, rank_raised=True)
     built = _layout_built_at(error, reference) if _shape_error(error) else None
     if built is not None and built[0] != error.line:
         line, words = built
         return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
-                                         f"{error}; {words}", error.line, file=error.file, repair_line=line)
+                                         f"{error}; {words}", error.line, file=error.file, repair_line=line,
+                            rank_raised=True)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
-                        error.line, file=error.file)
+                        error.line, file=error.file, rank_raised=True)
 
 
 def _layout_built_at(error, reference):
@@ -232,8 +234,8 @@ def trace(request: dict):
             try:
                 ranks.append(_run_rank(run_request, request["world"], rank, reference, replays))
             except UserCodeError as error:
-                return _read_collective(_rank_raised(error, rank, request["world"], reference),
-                                        error.recording is not None and error.recording.read_collective)
+                read = error.recording is not None and error.recording.read_collective
+                return _read_collective(_rank_raised(error, rank, request["world"], reference, read), read)
     except HarnessError as error:   # the harness (not the user's code) failed: what it raised, its line
         return TraceFailure("harness-error", str(error), error.line)
     except HarnessRefused as error:   # the harness did more than build arguments

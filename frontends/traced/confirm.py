@@ -97,13 +97,60 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
              float64: bool, *, path: str, shown_as: str | None, entry: str | None, shapes: dict | None,
              timeout: float, memory_bytes: int | None, paths: tuple[str, ...], args: tuple[str, ...],
              harness: str | None) -> Confirmation:
+    common = {"forward_only": forward_only, "float64": float64, "sizes": dict(program.sizes)}
+    ran = _run_real(common, runs, started, path=path, shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
+                    memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
+    if isinstance(ran, Confirmation):
+        return ran
+    answers, per_run, seconds = ran
+    return _judge(program, finding, leaves, answers, per_run, seconds, forward_only)
+
+
+def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: str | None = None,
+                  shapes: dict | None = None, timeout: float = 90.0, memory_bytes: int | None = None,
+                  paths: tuple[str, ...] = (), args: tuple[str, ...] = (), harness: str | None = None) -> Confirmation:
+    """A simulated rank raised where the single-device run did not: the user's code run for real, built
+    and given its inputs as the tracing runs were (the same seed), forward and backward (every output's
+    cotangent ones), on one device and on ``world`` gloo ranks.  REPRODUCED: a real rank raises too;
+    AGREES: every real rank finishes (the simulated process group raised, not the code); NOT_RUN: the
+    real runs say neither (one device raised as well, or they did not finish)."""
+    started = time.perf_counter()
+    runs = [({"world": 1, "rank": 0}, {})] + [({"world": world, "rank": r}, {}) for r in range(world)]
+    ran = _run_real({"forward_only": False, "float64": False, "sizes": {}, "cotangents": "ones"}, runs, started,
+                    path=path, shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
+                    memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
+    if isinstance(ran, Confirmation):
+        return ran
+    answers, _, seconds = ran
+    reference, ranks = answers[0], answers[1:]
+    if reference.get("status") != "ok":
+        return Confirmation(NOT_RUN, f"torch on one device did not finish either: {reference.get('error')}", world,
+                            seconds=seconds)
+    for rank, answer in enumerate(ranks):
+        if answer.get("status") == "raised":
+            where = f" at line {answer['line']}" if answer.get("line") else ""
+            return Confirmation(REPRODUCED, f"reproduced by torch on {world} gloo ranks: rank {rank} raises{where} "
+                                            f"({answer.get('error')})", world, rank=rank, seconds=seconds)
+    unfinished = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") != "ok"]
+    if unfinished:
+        rank, answer = unfinished[0]
+        return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish on gloo ({answer.get('error')})", world,
+                            seconds=seconds)
+    return Confirmation(AGREES, f"on {world} real gloo ranks with the same inputs no rank raises", world,
+                        seconds=seconds)
+
+
+def _run_real(common: dict, runs: list, started: float, *, path: str, shown_as: str | None, entry: str | None,
+              shapes: dict | None, timeout: float, memory_bytes: int | None, paths: tuple[str, ...],
+              args: tuple[str, ...], harness: str | None):
+    """``runs`` (each run's meta and its leaves' values) made by the confirmation child: (answers, each run's
+    values, seconds), or a NOT_RUN ``Confirmation`` saying why there are none."""
     from frontends.sandbox import DEFAULT_MEMORY_BYTES, run_python
 
-    world = program.world
-    common = {"forward_only": forward_only, "float64": float64, "path": str(Path(path).resolve()),
-              "shown_as": shown_as or str(path),
-              "entry": entry, "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "sizes": dict(program.sizes),
-              "seed": SEED, "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
+    world = len(runs) - 1
+    common = {**common, "path": str(Path(path).resolve()), "shown_as": shown_as or str(path), "entry": entry,
+              "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "seed": SEED,
+              "gloo_timeout": max(5.0, timeout * WALL_SLACK * 0.5), "paths": [str(p) for p in paths],
               "args": list(args), "harness": harness}
     arrays = {f"{position}:{name}": value for position, (_, values) in enumerate(runs) for name, value in values.items()}
     # ``timeout`` is the runs' CPU budget, the same on a busy machine as on an idle one; the wall clock
@@ -114,9 +161,8 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
                         memory_bytes=memory_bytes or DEFAULT_MEMORY_BYTES,
                         extra_env={"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"})
     seconds = time.perf_counter() - started
-    data = result.result
     try:
-        meta, values = unpack(data)
+        meta, values = unpack(result.result)
     except MessageError:
         if result.timed_out:
             reason = f"the runs took longer than {timeout * WALL_SLACK:g} s of wall-clock time (the outer bound)"
@@ -129,7 +175,7 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
         return Confirmation(NOT_RUN, "the runs' answer is malformed", world, seconds=seconds)
     per_run = [{name.split(":", 1)[1]: value for name, value in values.items() if name.split(":", 1)[0] == str(i)}
                for i in range(world + 1)]
-    return _judge(program, finding, leaves, answers, per_run, seconds, forward_only)
+    return answers, per_run, seconds
 
 
 def _on_an_output(program: TracedProgram, finding: Finding) -> bool:

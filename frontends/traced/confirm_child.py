@@ -339,15 +339,19 @@ def _run(meta: dict, arrays: dict):
         logged, values = log.as_message()
         return {"status": "ok", **logged}, values
     values: dict = {}
+    ones = meta.get("cotangents") == "ones"   # confirm.confirm_raise: the backward of every output, as traced
     with draws, guard.watch() if guard is not None else contextlib.nullcontext():
         out = fn(*traced._as_activations(tensors))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
             values[f"output {index}{where}"] = numbers(traced._local(tensor))
             cotangent = f"cotangent{index}" if world == 1 else f"cotangent{index}@local"
-            if cotangent in arrays and tensor.is_floating_point() and tensor.requires_grad and not forward_only:
+            if (cotangent in arrays or ones) and tensor.is_floating_point() and tensor.requires_grad \
+                    and not forward_only:
                 whole = tensor.full_tensor() if _is_dtensor(tensor) else tensor
-                terms.append((whole * torch.as_tensor(arrays[cotangent]).to(whole.dtype)).sum())
+                weight = torch.as_tensor(arrays[cotangent]).to(whole.dtype) if cotangent in arrays else \
+                    torch.ones_like(whole)
+                terms.append((whole * weight).sum())
         if terms:
             loss = terms[0]
             for term in terms[1:]:

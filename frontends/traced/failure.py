@@ -16,3 +16,4 @@ class TraceFailure:
     file: str | None = None  # the file of ``line`` when it is a module of the user's package, not the checked file
     reads_collective: bool = False   # a rank read values a simulated collective computed (real ranks can give them)
     repair_line: int | None = None   # where the repair goes in the checked file, when another line than ``line``
+    rank_raised: bool = False   # a violation: a simulated rank raised where one device did not (real ranks must too)

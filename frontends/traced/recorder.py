@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier.ir import Op, Span, TensorSpec
 
-from . import replay
+from . import fake_group, replay
 from .cuda_standin import generator_bookkeeping
 from .names import NameTable
 from .spans import SpanFinder
@@ -57,6 +57,8 @@ DATA_DEPENDENT = {
     "aten._unique2.default", "aten.unique_consecutive.default", "aten.allclose.default",
     "aten.repeat_interleave.Tensor", "aten.bincount.default",
 }
+# data-dependent ops whose first dim's size the values decide (the rule takes the recorded one)
+SIZED_BY_VALUES = frozenset({"aten.nonzero.default", "aten.bincount.default", "aten.repeat_interleave.Tensor"})
 ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
            "_c10d_functional._wrap_tensor_autograd.default"}
 SMALL_CONSTANT = 64          # elements: spelled out as scalar records
@@ -230,15 +232,19 @@ class Recorder(TorchDispatchMode):
 
     def __enter__(self):
         from .dirty import following_dirty_inputs
+        from .python_reads import reported_to
 
         self._dirty = following_dirty_inputs(self)
         self._dirty.__enter__()
+        self._reads = reported_to(self)
+        self._reads.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
         try:
             return super().__exit__(*exc)
         finally:
+            self._reads.__exit__(*exc)
             self._dirty.__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -252,6 +258,8 @@ class Recorder(TorchDispatchMode):
         try:
             if self.replay is not None and not self.paused and replay.is_collective(func):
                 out, replayed = self.replay.call(func, args, kwargs, self.spans.span().line)
+            elif self.simulated:
+                out = fake_group.call(func, args, kwargs)
             else:
                 out = func(*args, **kwargs)
         except Exception:
@@ -507,7 +515,7 @@ class Recorder(TorchDispatchMode):
                         "aten.item.default", "aten.allclose.default"):
                 return
         arg_names, attrs, written = self._arguments(func, args, kwargs, span)
-        if kind == "aten.nonzero.default" and isinstance(out, torch.Tensor):
+        if kind in SIZED_BY_VALUES and isinstance(out, torch.Tensor):
             attrs["count"] = int(out.shape[0])   # a data-dependent size: the one of the path recorded
         if kind == "aten.as_strided.default" and args and isinstance(args[0], torch.Tensor):
             # as_strided addresses memory: the rule needs to know whether memory order is logical order
@@ -605,6 +613,11 @@ class Recorder(TorchDispatchMode):
     def _reads_collective(self, args, kwargs) -> bool:
         tensors = [t for _, t in flat_tensors(list(args) + list(kwargs.values()))]
         return any(self.names.current(t) in self.tainted for t in tensors if isinstance(t, torch.Tensor))
+
+    def python_read(self, kind: str, tensor) -> None:
+        """The code read ``tensor``'s values into Python without an op (``python_reads.py``)."""
+        if isinstance(tensor, torch.Tensor) and not isinstance(tensor, FakeTensor):
+            self._data_dependent(kind, None, (tensor,), {}, self.spans.span())
 
     def _data_dependent(self, kind: str, func, args, kwargs, span: Span) -> None:
         reads_collective = self._reads_collective(args, kwargs)

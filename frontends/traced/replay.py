@@ -64,10 +64,18 @@ def _bound(func, args, kwargs) -> dict:
     return bound
 
 
+# the c10d ops that read their result's arguments before writing them (in place); the others only write them
+READS_WRITTEN = {"c10d.allreduce_.default", "c10d.allreduce_coalesced_.default", "c10d.broadcast_.default"}
+
+
 def read_tensors(func, args, kwargs) -> list:
-    """Every tensor the collective is given (its outputs' previous contents included: an all-reduce reads them)."""
+    """Every tensor the collective reads: its inputs, and the previous contents of its outputs only where it
+    reduces into them in place (an all-reduce, a broadcast); an all-gather's or all-to-all's fresh
+    ``torch.empty`` buffer holds whatever memory held, which no real rank's log can match."""
     bound = _bound(func, args, kwargs)
-    return [t for a in func._schema.arguments for t in _tensors(bound.get(a.name))]
+    kind = str(func)
+    skipped = () if kind in READS_WRITTEN else WRITTEN.get(kind, ())
+    return [t for a in func._schema.arguments if a.name not in skipped for t in _tensors(bound.get(a.name))]
 
 
 def written_tensors(func, args, kwargs, out) -> list | None:
@@ -150,8 +158,10 @@ class Replay:
         """Run the (simulated) collective; (its result, whether real values were written into it)."""
         import torch
 
+        from . import fake_group
+
         why = self._differs(func, args, kwargs)
-        out = func(*args, **kwargs)
+        out = fake_group.call(func, args, kwargs)
         if why is None:
             written = written_tensors(func, args, kwargs, out)
             entry = self.entries[self.position]

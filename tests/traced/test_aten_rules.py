@@ -301,6 +301,9 @@ CASES: list[tuple[str, list, dict]] = [
     ("aten.aminmax.default", [(I, (3, 4), -9, 9)], {}),
     ("aten.argmax.default", [(I, (3, 4), 0, 3)], {"dim": 1}),
     ("aten.topk.default", [(F, (3, 5))], {"k": 2}),
+    # a stable sort of router choices (ties in their first order) and of values, descending along dim 0
+    ("aten.sort.stable", [(I, (2, 7), 0, 3)], {"stable": True}),
+    ("aten.sort.stable", [(F, (3, 4))], {"stable": True, "dim": 0, "descending": True}),
     ("aten.topk.default", [f234], {"k": 3, "dim": 1, "largest": False}),
     ("aten.topk.default", [(F, (8, 4))], {"k": 4, "dim": -1, "largest": True, "sorted": True}),
     ("aten.var.correction", [f234], {"dim": [2], "keepdim": True}),
@@ -610,7 +613,8 @@ UNTESTED_BY_DESIGN = {
 
 
 # ops whose inputs torch relates (a backward's buffer is a function of its input): compared below
-COMPARED_IN_THEIR_OWN_TEST = {"aten.log_sigmoid_backward.default", "aten.nonzero.default"}
+COMPARED_IN_THEIR_OWN_TEST = {"aten.log_sigmoid_backward.default", "aten.nonzero.default", "aten.bincount.default",
+                              "aten.repeat_interleave.Tensor"}
 
 
 def test_log_sigmoid_backward_equals_torch_given_the_buffer_its_forward_made():
@@ -673,3 +677,23 @@ def test_nonzero_equals_torch_given_the_recorded_count_in_numpy_and_z3(values):
     xp = Z3Backend()
     symbolic = evaluate("aten.nonzero.default", [_symbolic_literal(xp, x)], {"count": len(want)}, xp)[0]
     assert np.array_equal(np.array([[_z3_value(t) for t in row] for row in symbolic]).reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("kind, values, weights", [
+    ("aten.bincount.default", [3, 0, 1, 0, 3, 3], None),
+    ("aten.bincount.default", [2, 0, 2, 1], [0.5, -1.0, 2.0, 3.0]),
+    ("aten.repeat_interleave.Tensor", [2, 0, 3, 1], None),
+])
+def test_counts_and_repeats_equal_torch_given_the_recorded_size_in_numpy_and_z3(kind, values, weights):
+    """bincount's and repeat_interleave's sizes are data-dependent: the recording gives them (``count``)."""
+    x = np.asarray(values)
+    if kind == "aten.bincount.default":
+        want = torch.bincount(torch.tensor(x), None if weights is None else torch.tensor(weights)).numpy()
+    else:
+        want = torch.repeat_interleave(torch.tensor(x)).numpy()
+    args = [x] + ([np.asarray(weights)] if weights is not None else [])
+    (got,) = evaluate(kind, args, {"count": len(want)})
+    assert _same(got, want), (np.asarray(got).tolist(), want.tolist())
+    xp = Z3Backend()
+    (symbolic,) = evaluate(kind, [_symbolic_literal(xp, a) for a in args], {"count": len(want)}, xp)
+    assert np.allclose(np.array([_z3_value(t) for t in symbolic], dtype=float), want)

@@ -89,3 +89,16 @@ def test_a_rank_running_more_collectives_than_the_real_ones_stays_simulated(one_
     with _through(replay, 3):
         dist.all_reduce(x)
     assert replay.given == 0 and "fewer collectives" in replay.stopped
+
+
+def test_an_all_to_all_reads_its_input_not_the_buffer_it_fills(one_rank_group):
+    """A fresh ``torch.empty`` buffer holds whatever memory held: matching it against the real rank's
+    would stop every replay of an exchange of split sizes at its first all-to-all."""
+    with log_mode() as log:
+        received = torch.empty(2)
+        dist.all_to_all_single(received, torch.tensor([1.0, 2.0]))
+        dist.all_reduce(received)
+    meta, arrays = log.as_message()
+    assert [(c["kind"], c["read"]) for c in meta["collectives"]] == [
+        ("c10d.alltoall_base_.default", 1), ("c10d.allreduce_.default", 1)]
+    np.testing.assert_array_equal(arrays["c0.r0"], [1.0, 2.0])

@@ -668,7 +668,7 @@ def _triangle(lower: bool) -> Evaluate:
 aten("aten.tril.default", _triangle(True))
 aten("aten.triu.default", _triangle(False))
 
-from . import aten_nn, aten_views  # noqa: E402,F401  (register the rest of the aten ops)
+from . import aten_dispatch, aten_nn, aten_views  # noqa: E402,F401  (register the rest of the aten ops)
 
 # In-place twins (``x.add_(y)``): the recorder gives the result a new SSA name, so the value
 # is the out-of-place op's, kept in self's dtype as torch does.

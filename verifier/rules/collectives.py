@@ -151,9 +151,35 @@ def _all_to_all_group(xp, values, attrs):
     ndim = np.ndim(values[0])
     split_dim = norm_dim(int(attrs.get("split_dim", 0)), ndim)
     concat_dim = norm_dim(int(attrs.get("concat_dim", 0)), ndim)
+    if attrs.get("split_sizes_per_rank"):
+        return _uneven_all_to_all(values, attrs["split_sizes_per_rank"], split_dim, concat_dim)
     pieces = [_split(value, split_dim, len(values)) for value in values]
     return [np.concatenate([pieces[source][target] for source in range(len(values))], axis=concat_dim)
             for target in range(len(values))]
+
+
+def _uneven_all_to_all(values, sizes_per_rank, split_dim: int, concat_dim: int):
+    """``all_to_all_single`` with split sizes: each member cuts its input along ``split_dim`` by its own
+    input sizes (even pieces where it gave none) and member t receives the t-th piece of every member, in
+    member order, as many rows as its own output sizes say (other counts: torch raises)."""
+    world = len(values)
+    pieces = []
+    for value, (sizes, _) in zip(values, sizes_per_rank):
+        length = np.shape(value)[split_dim]
+        sizes = [int(n) for n in sizes] or ([length // world] * world if length % world == 0 else None)
+        if sizes is None or len(sizes) != world or sum(sizes) != length:
+            raise ShapeError(f"all_to_all input of {length} rows along dim {split_dim} cannot be cut into {sizes} "
+                             f"for {world} ranks")
+        pieces.append(np.split(value, np.cumsum(sizes)[:-1], axis=split_dim))
+    results = []
+    for target in range(world):
+        received = [pieces[source][target] for source in range(world)]
+        wanted = [int(n) for n in sizes_per_rank[target][1]]
+        if wanted and [np.shape(piece)[split_dim] for piece in received] != wanted:
+            raise ShapeError(f"all_to_all: rank {target} expects {wanted} rows from the ranks, which send "
+                             f"{[np.shape(piece)[split_dim] for piece in received]}")
+        results.append(np.concatenate(received, axis=concat_dim))
+    return results
 
 
 _collective("all_to_all", _all_to_all_group, _all_to_all_placement)
