@@ -26,7 +26,7 @@ from verifier.report import ERROR, NOTE, WARNING, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend, declarations, identity_roundings
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
-                             is_mask, mask_values, random_inputs)
+                             is_mask, mask_values, random_inputs, sampled_array)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
 from .localize import faulty_line, misplacing_writer, missing_initialization, short_loop
@@ -91,7 +91,7 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     proven: list[str] = []
     tensors = symbolic_tensors(kernel, sizes)
     masks = {name: array for name, array in tensors.items() if is_mask(array)}
-    where = reduction.where() + (f" ({describe_masks(masks)})" if masks else "")
+    where = reduction.where() + (f" ({describe_masks(masks, kernel)})" if masks else "")
     try:
         trace = Machine(kernel, sizes, Z3Backend(), tensors).run()
     except InfiniteValue:
@@ -354,8 +354,8 @@ def _spec_violation(kernel: Kernel, spec: Spec, witness: Any, where: str,
 def _model_inputs(kernel: Kernel, model: z3.ModelRef, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, array in tensors.items():
-        if is_mask(array):  # a sampled mask: not the model's
-            out[name] = np.asarray(array, dtype=bool)
+        if is_mask(array):  # a sampled mask or index tensor: not the model's
+            out[name] = sampled_array(array)
             continue
         values = np.empty(array.shape, dtype=float)
         for index in np.ndindex(array.shape):

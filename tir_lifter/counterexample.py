@@ -104,6 +104,10 @@ def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[i
         if values.size >= 2:
             values.flat[0], values.flat[-1] = True, False
         out[buf.name] = values
+    if kernel.samples:  # integer index tensors: one sample drawn as the file draws them
+        from .index_inputs import sampled_values
+        every = {b.name: (shapes or {}).get(b.name) or tuple(eval_size(d, sizes) for d in b.shape) for b in kernel.params}
+        out.update(sampled_values(kernel, every))
     return out
 
 
@@ -150,18 +154,31 @@ def _compared_reads(expr: Any, names: set[str]) -> bool:
 
 
 def is_mask(values: Any) -> bool:
-    """A sampled mask's values (booleans), not numbers or terms."""
+    """A sampled input's values (a mask's booleans, an index tensor's integers), not numbers or terms."""
+    array = np.asarray(values)
+    return array.dtype == bool or array.dtype.kind in "iu" or (
+        array.size > 0 and all(isinstance(v, (bool, np.bool_, int, np.integer)) for v in array.flat))
+
+
+def is_bool_mask(values: Any) -> bool:
     array = np.asarray(values)
     return array.dtype == bool or (array.size > 0 and all(isinstance(v, (bool, np.bool_)) for v in array.flat))
 
 
-def describe_masks(masks: dict[str, np.ndarray]) -> str:
-    return "; ".join(f"{name} (bool) fixed to one sampled value ({int(v.sum())} of {v.size} true), other values not "
-                     "proven" for name, v in masks.items())
+def sampled_array(values: Any) -> np.ndarray:
+    """A sampled input as NumPy values of its kind (booleans or integers)."""
+    return np.asarray(values, dtype=bool) if is_bool_mask(values) else np.asarray(values, dtype=np.int64)
+
+
+def describe_masks(masks: dict[str, np.ndarray], kernel: Kernel | None = None) -> str:
+    from .index_inputs import describe_samples
+    bools = [f"{name} (bool) fixed to one sampled value ({int(v.sum())} of {v.size} true), other values not proven"
+             for name, v in masks.items() if is_bool_mask(v)]
+    return "; ".join(bools + (describe_samples(kernel, set(masks)) if kernel is not None else []))
 
 
 def _objects(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.asarray(array).astype(object) if np.asarray(array).dtype == bool
+    return {name: sampled_array(array).astype(object) if is_mask(array)
             else np.asarray(array, dtype=float).astype(object) for name, array in arrays.items()}
 
 

@@ -187,6 +187,11 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
     """Check one reduced instance against each of its specs, into ``sub``."""
     from .lift import check_lifted
     kernel, paired = elaborated.kernel, bool(elaborated.divisions)
+    try:
+        kernel = _with_index_samples(kernel, instance, capture)
+    except Unsupported as exc:
+        sub.add(Diagnostic("unsupported", ERROR, exc.reason, exc.line or instance.line))
+        return
     if not paired and kernel.sizes and not elaborated.dynamic:
         # the real tiling case of each division is unknown: check the partial-tile case
         kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
@@ -205,6 +210,19 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "whether the real sizes are could not be read from the kernel", instance.line))
     if elaborated.describe():
         sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+
+
+def _with_index_samples(kernel: Any, instance: Instance, capture: Capture | None) -> Any:
+    """The kernel with a sample plan for each integer tensor it reads as an index, drawn as the file
+    drew the tensor it launched the kernel with (``index_inputs``)."""
+    from .index_inputs import index_reads, sample_plan
+    from .reference import launch_tensors
+    if capture is None or not index_reads(kernel):
+        return kernel
+    names = [b.name for b in kernel.params]
+    launches = [launch for launch in capture.launches if launch.instance is instance]
+    tensors = launch_tensors(launches[0], names) if launches else {}
+    return replace(kernel, samples=sample_plan(kernel, tensors, capture.derivations))
 
 
 _OTHER_SM_COUNTS = (3, 5)
@@ -288,6 +306,8 @@ def _unattributable_spec_differences(instance: Instance, spec: Any, sub: Report,
     baked = [repr(c) for c in getattr(spec, "constants", ()) if abs(c) not in (0.0, 0.5, 1.0, 2.0, float("inf"))]
     if baked:
         why = f"the file's expected values hold float constant(s) {', '.join(baked)}"
+    if getattr(spec, "real_scales", None):
+        why = f"its reference is given float argument(s) {', '.join(sorted(spec.real_scales))} of no size it reduces"
     if not why or not getattr(spec, "traced", False):
         return
     for index, diag in enumerate(sub.diagnostics):

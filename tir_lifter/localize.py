@@ -40,11 +40,25 @@ def _inputs(term: Any, element_of: dict[int, tuple[str, tuple[int, ...]]], memo:
         return memo[key]
     if key in element_of:
         found = frozenset({element_of[key]})
+    elif z3.is_app_of(term, z3.Z3_OP_ITE) and _decided(term.arg(0)) is not None:
+        # a row picked by a constant index (a sampled index tensor): an If over every row, decided
+        found = _inputs(term.arg(1) if _decided(term.arg(0)) else term.arg(2), element_of, memo)
     else:
         found = frozenset().union(*(_inputs(child, element_of, memo) for child in term.children())) \
             if term.num_args() else frozenset()
     memo[key] = found
     return found
+
+
+def _decided(cond: Any) -> bool | None:
+    """A condition of constants only (``1 == 0``): its value; else None."""
+    if z3.is_true(cond) or z3.is_false(cond):
+        return z3.is_true(cond)
+    constant = lambda c: z3.is_rational_value(c) or z3.is_int_value(c) or z3.is_true(c) or z3.is_false(c)  # noqa: E731
+    if not cond.children() or not all(constant(z3.simplify(c)) for c in cond.children()):
+        return None
+    value = z3.simplify(cond)
+    return z3.is_true(value) if z3.is_true(value) or z3.is_false(value) else None
 
 
 def _structure(kernel: Kernel) -> tuple[list[int], dict[int, list[int]], set[int]]:

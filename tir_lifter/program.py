@@ -259,6 +259,7 @@ class Kernel:
     onchip_views: tuple[tuple[Buffer, str], ...] = ()  # T.reshape: an on-chip buffer used with another shape
     columns: tuple[tuple[int, int], ...] = ()  # (line, 1-based column) of each source statement
     barriers: tuple[tuple[str, tuple[int, ...]], ...] = ()  # T.alloc_barrier buffer -> arrive count of each
+    samples: tuple = ()  # index_inputs.IndexSample of each integer index tensor (drawn as the file draws it)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views + self.onchip_views):

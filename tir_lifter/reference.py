@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from .capture import Capture, Instance, Launch, ReferenceCall
-from .counterexample import is_mask
+from .counterexample import is_mask, sampled_array
 from .spec import SpecError
 
 NOT_FOUND = ""  # the reason when the run shows no reference call or comparison at all (not a refusal)
+_SCALED_SIZE = 16  # a reference's float n ** -0.5 is read as a size's scale from this n on
 _REFERENCE = re.compile(r"(?i)(^ref|reference|torch|naive|_ref$|_ref_|^ref_)")
 
 
@@ -86,11 +87,12 @@ class TracedSpec:
     tile_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # tiles and fixed sizes: (real, reduced)
     constants: tuple[float, ...] = ()  # floats the file computed at the real sizes (inline expected values)
     out_dtypes: dict[str, str] = field(default_factory=dict)  # the dtype of each output torch's re-run gave
+    real_scales: set = field(default_factory=set)  # float arguments n ** -0.5 of no size: kept at the real value
     _cache: dict = field(default_factory=dict)
 
     def evaluate(self, tensors: dict[str, np.ndarray], backend: Any) -> dict[str, np.ndarray]:
         shapes = {name: tuple(np.shape(tensors[name])) for name in self.inputs}
-        masks = {name: np.asarray(tensors[name], dtype=bool) for name in self.inputs if is_mask(tensors[name])}
+        masks = {name: sampled_array(tensors[name]) for name in self.inputs if is_mask(tensors[name])}
         key = (tuple(sorted(shapes.items())), tuple(sorted(self.named_sizes.items())),
                tuple((n, m.tobytes()) for n, m in sorted(masks.items())))
         if key not in self._cache:
@@ -119,8 +121,9 @@ class TracedSpec:
                 continue
             dtype = self.dtypes.get(arg.tensor, torch.float32)
             shape = shapes[arg.tensor]
-            if arg.tensor in masks:  # the kernel's sampled mask, the same values (and the file's dtype) here
-                kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy()).to(self.dtypes.get(arg.tensor, torch.bool))
+            if arg.tensor in masks:  # the kernel's sampled mask or index tensor, the same values (the file's dtype)
+                default = torch.bool if masks[arg.tensor].dtype == bool else torch.int64
+                kwargs[arg.name] = torch.from_numpy(masks[arg.tensor].copy()).to(self.dtypes.get(arg.tensor, default))
                 continue
             if arg.tensor not in leaves:
                 if not dtype.is_floating_point:
@@ -151,6 +154,8 @@ class TracedSpec:
 
     def _reduced_value(self, arg: Argument, shapes: dict[str, tuple[int, ...]]) -> Any:
         value = arg.value
+        if isinstance(value, float) and value > 0:
+            return self._reduced_scale(arg.name, value)
         if not isinstance(value, int) or isinstance(value, bool):
             return value
         real, reduced_size = self.named_sizes.get(arg.name, (None, None))
@@ -163,6 +168,36 @@ class TracedSpec:
             raise SpecError(f"reference argument {arg.name}={value} is a size of dimensions reduced to different "
                             f"sizes ({', '.join(map(str, sorted(reduced)))})")
         return reduced.pop() if reduced else value
+
+
+    def _reduced_scale(self, name: str, value: float) -> float:
+        """A float argument that is exactly one size, or the sum of two, to the power -0.5 at the real
+        sizes (``softmax_scale = 1 / math.sqrt(dim)`` computed by the file) is computed from their
+        reduced values, as the kernel's own scale is; one that several sizes reduced differently
+        give is refused, and an ``n ** -0.5`` of no size is kept and remembered (a difference it may
+        make is then not the kernel's)."""
+        import math
+        known = {n: (real, small) for n, (real, small) in {**self.tile_sizes, **self.named_sizes}.items()
+                 if isinstance(real, int) and real >= 1}
+        names = sorted(known)
+        sums = {(a,): known[a] for a in names}
+        sums.update({(a, b): (known[a][0] + known[b][0], known[a][1] + known[b][1])
+                     for i, a in enumerate(names) for b in names[i + 1:]})
+        ways = {key: small for key, (real, small) in sums.items()  # not 0.5 = 4 ** -0.5, a plain factor
+                if real >= _SCALED_SIZE and value in (real ** -0.5, 1.0 / math.sqrt(real), 1 / real ** 0.5)}
+        reduced = {float(small) ** -0.5 for small in ways.values()}
+        if len(reduced) > 1:
+            raise SpecError(f"reference argument {name}={value!r} is one over the square root of sizes reduced to "
+                            "different values")
+        if reduced:
+            note = f"; {name} given {' + '.join(min(ways))} ** -0.5 at the reduced sizes"
+            if note not in self.origin:
+                self.origin += note
+            return reduced.pop()
+        root = round(value ** -2)
+        if _SCALED_SIZE <= root <= 1 << 16 and value in (root ** -0.5, 1.0 / math.sqrt(root)):  # not an eps of 1e-6
+            self.real_scales.add(f"{name}={value!r}")
+        return value
 
 
 def _run_ops(ops: tuple, out_names: list[str], outputs: tuple[str, ...], leaves: dict[str, np.ndarray],

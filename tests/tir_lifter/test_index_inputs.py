@@ -1,0 +1,101 @@
+"""Integer index tensors as inputs drawn the way the file draws them (``tir_lifter/index_inputs.py``).
+
+A kernel that gathers rows through ``Idx`` (``torch.randint(0, M, (N,))`` in the file) is checked
+with one sample of ``Idx`` drawn by ``randint(0, <X's reduced rows>)``, the same for its reference;
+the verdict says it holds for that sample.  A mutant reading the index tensor at the wrong element
+is a confirmed violation at its line; an index tensor drawn below a bound that is no size, or made
+by anything else than ``torch.randint``, is unsupported with that reason (its domain is never
+guessed); a reference given a scale the file computes from a real size gets it from the reduced one.
+"""
+from __future__ import annotations
+
+import pytest
+from lifter_helpers import lift_files, line_of
+
+GATHER = '''
+import math
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def gather_rows(M, N, D, block_N=32):
+    scale = (1.0 / D) ** 0.5
+
+    @T.prim_func
+    def main(X: T.Tensor((M, D), T.float32), Idx: T.Tensor((N,), T.int32), Y: T.Tensor((N, D), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
+            for i, d in T.Parallel(block_N, D):
+                Y[bx * block_N + i, d] = X[Idx[bx * block_N + i], d] * scale
+
+    return main
+
+
+def ref_program(x, idx, scale):
+    return x[idx.long()] * scale
+
+
+M, N, D = 256, 128, 64
+kernel = gather_rows(M, N, D)
+x = torch.randn(M, D, device="cuda")
+idx = torch.randint(0, M, (N,), dtype=torch.int32, device="cuda")
+torch.testing.assert_close(kernel(x, idx), ref_program(x, idx, 1.0 / math.sqrt(D)))
+'''
+
+READ = "X[Idx[bx * block_N + i], d]"
+FILES = {
+    "gather_rows.py": GATHER,
+    "gather_rows_wrong_element.py": GATHER.replace(READ, "X[Idx[i], d]"),
+    "gather_rows_no_size_bound.py": GATHER.replace("torch.randint(0, M,", "torch.randint(0, 100,"),
+    "gather_rows_from_arange.py": GATHER.replace("torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\")",
+                                                 "torch.arange(N, dtype=torch.int32, device=\"cuda\")"),
+    "gather_rows_scale_of_no_size.py": GATHER.replace("1.0 / math.sqrt(D)", "1.0 / math.sqrt(100)"),
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    pytest.importorskip("tilelang")
+    folder = tmp_path_factory.mktemp("index_inputs")
+    return folder, lift_files(folder, FILES)
+
+
+def _messages(report) -> list[str]:
+    return [d.message for d in report.diagnostics]
+
+
+@pytest.mark.tilelang
+def test_a_gather_through_a_randint_index_tensor_verifies_for_one_sample_said_so(reports):
+    report = reports[1]["gather_rows.py"]
+    assert report.verdict == "verified", _messages(report)
+    proven = " ".join(report.proven)
+    assert "Idx (int32) fixed to one sample of the file's torch.randint(0, X axis 0)" in proven
+    assert "other values not proven" in proven
+
+
+@pytest.mark.tilelang
+def test_reading_the_index_tensor_at_the_wrong_element_is_a_confirmed_violation_at_that_line(reports):
+    folder, found = reports
+    report = found["gather_rows_wrong_element.py"]
+    assert report.verdict == "violations", _messages(report)
+    spec = [d for d in report.diagnostics if d.check == "spec"]
+    assert spec and spec[0].counterexample and spec[0].counterexample.confirmed
+    assert spec[0].line == line_of(str(folder / "gather_rows_wrong_element.py"), "X[Idx[i], d]")
+
+
+@pytest.mark.tilelang
+def test_an_index_tensor_whose_range_is_no_size_or_not_drawn_by_randint_is_unsupported(reports):
+    bound = reports[1]["gather_rows_no_size_bound.py"]
+    assert bound.verdict == "unsupported", _messages(bound)
+    assert any("torch.randint(0, 100)" in m and "reduced range is unknown" in m for m in _messages(bound))
+    made = reports[1]["gather_rows_from_arange.py"]
+    assert made.verdict == "unsupported", _messages(made)
+    assert any("the file makes it with arange" in m and "not guessed" in m for m in _messages(made))
+
+
+@pytest.mark.tilelang
+def test_a_reference_scale_of_no_size_makes_a_difference_unattributable(reports):
+    report = reports[1]["gather_rows_scale_of_no_size.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    assert any("scale=0.1 of no size it reduces" in m for m in _messages(report))
