@@ -45,12 +45,15 @@ class NameTable:
         self._count += 1
         return f"{hint}{self._count}"
 
-    def bind(self, tensor: Any, name: str, pending: bool = False, by_address: bool = True) -> None:
+    def bind(self, tensor: Any, name: str, pending: bool = False, by_address: bool = True,
+             version: int | None = None) -> None:
         """``pending``: an in-place aten op just wrote ``tensor``; torch bumps ``_version`` (once)
         in the ADInplaceOrView kernel, which runs after the dispatch mode returns.  ``by_address``
-        False: an alias of a named tensor, which keeps the address (and its version counter) for twins."""
+        False: an alias of a named tensor, which keeps the address (and its version counter) for twins.
+        ``version``: the counter ``tensor`` will have (a view's is its base's, shared only after the
+        dispatch mode returns)."""
         self._serial += 1
-        binding = Binding(name, int(tensor._version), pending, self._serial)
+        binding = Binding(name, int(tensor._version) if version is None else version, pending, self._serial)
         if name not in self.shapes:
             try:
                 self.shapes[name] = tuple(int(d) for d in tensor.shape)

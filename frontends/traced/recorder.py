@@ -59,6 +59,7 @@ DATA_DEPENDENT = {
 }
 # data-dependent ops whose first dim's size the values decide (the rule takes the recorded one)
 SIZED_BY_VALUES = frozenset({"aten.nonzero.default", "aten.bincount.default", "aten.repeat_interleave.Tensor"})
+SHARED_COUNTER = frozenset({"aten.detach.default", "aten.alias.default"})   # aliases that are views
 ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
            "_c10d_functional._wrap_tensor_autograd.default"}
 SMALL_CONSTANT = 64          # elements: spelled out as scalar records
@@ -502,7 +503,10 @@ class Recorder(TorchDispatchMode):
             source = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if source is not None and isinstance(out, torch.Tensor):
                 name = self.name_of(source, span)
-                self.names.bind(out, name, by_address=False)
+                # detach and alias are views: autograd gives the result its source's version counter
+                # after this mode returns (a detach of a weight an optimizer step updated in place)
+                shared = int(source._version) if kind in SHARED_COUNTER else None
+                self.names.bind(out, name, by_address=False, version=shared)
                 if id(source) in self.views:
                     self.views[id(out)] = self.views[id(source)]
             return

@@ -949,6 +949,12 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                                        f"own context ({type(error).__name__}); gradients are not checked")
                 if passes == ("forward", "backward"):
                     _finalize_megatron_grads(fn, assumptions)
+            elif _left_gradients(recorder, leaves, tensors, fn):
+                # no output to differentiate, but the code ran its own backward (a training step): the
+                # gradients it left are its result too, as the ground truth compares them
+                passes = ("forward", "backward")
+                assumptions.append("the code ran its own backward pass: the gradients it left on the entry's "
+                                   "inputs and parameters are compared")
             for leaf in leaves:
                 if passes == ("forward",) or leaf.kind == "cotangent" or not leaf.requires_grad:
                     continue
@@ -1106,6 +1112,16 @@ def _shape_region(global_shape, local_shape, world: int, recorder: Recorder | No
     rank = dist.get_rank()
     return tuple((rank * local_shape[d], (rank + 1) * local_shape[d]) if i == d else (0, int(n))
                  for i, n in enumerate(global_shape))
+
+
+def _left_gradients(recorder: Recorder, leaves: list[Leaf], tensors, fn) -> bool:
+    """Some trainable input or parameter holds a gradient after the entry returned."""
+    for leaf in leaves:
+        if leaf.kind != "cotangent" and leaf.requires_grad:
+            tensor = _leaf_tensor(recorder, leaf, tensors, fn)
+            if tensor is not None and tensor.grad is not None:
+                return True
+    return False
 
 
 def _gradient_value(recorder: Recorder, leaf: Leaf, tensors, fn) -> Value:
