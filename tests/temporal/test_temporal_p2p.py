@@ -122,3 +122,23 @@ def test_recv_waiting_on_a_rank_stuck_in_a_collective_is_a_deadlock():
     diagnostic = only(report, "deadlock")
     assert "rank 0 is blocked in recv from rank 1 at line 3" in diagnostic.message
     assert "rank 1 is blocked in all_reduce(x, op=sum) over tp at line 4" in diagnostic.message
+
+
+def test_a_tag_mismatch_is_named_first_at_the_side_asking_for_another_tag():
+    """Sends with tags 1, 2 (a micro-batch's index plus one) against receives with 0, 1: tag 1 meets, the
+    send with tag 2 and the receive with tag 0 are left; both are listed, the send first (tag 2 is not the
+    default 0, so that side chose it), and each says the tags differ."""
+    for sends, recvs, first in (((1, 2), (0, 1), 3), ((0, 1), (1, 2), 5)):
+        report = check_vir(f"""
+            mesh tp=2
+            input x: f32[4]
+            send(x, peer=1, mesh_dim=tp, tag={sends[0]}, when="tp == 0") at 3
+            send(x, peer=1, mesh_dim=tp, tag={sends[1]}, when="tp == 0") at 3
+            y = recv(peer=0, mesh_dim=tp, shape=[4], dtype=f32, tag={recvs[0]}, when="tp == 1") at 5
+            z = recv(peer=0, mesh_dim=tp, shape=[4], dtype=f32, tag={recvs[1]}, when="tp == 1") at 5
+            output x
+        """)
+        found = [d for d in report.diagnostics if d.check == "p2p"]
+        assert [d.line for d in found] == [first, 8 - first], found
+        assert all("the tags differ" in d.message for d in found), found
+        assert "is not the default 0" in found[0].message and "is not the default 0" not in found[1].message

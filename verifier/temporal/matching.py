@@ -57,9 +57,9 @@ def _match_messages(timelines: tuple[tuple[Event, ...], ...], matching: Matching
                 sends.setdefault((rank, event.peer, event.tag), []).append(index)
             elif event.kind == RECV:
                 recvs.setdefault((event.peer, rank, event.tag), []).append(index)
+    left: list[tuple[int, int, int, bool, Event]] = []
     for channel in sorted(set(sends) | set(recvs)):
         src, dst, tag = channel
-        tagged = f" with tag {tag}" if tag else ""
         out, into = sends.get(channel, []), recvs.get(channel, [])
         for position, (send_index, recv_index) in enumerate(zip(out, into)):
             send, recv = timelines[src][send_index], timelines[dst][recv_index]
@@ -72,17 +72,34 @@ def _match_messages(timelines: tuple[tuple[Event, ...], ...], matching: Matching
             matching.rendezvous.append(Rendezvous(((src, send_index), (dst, recv_index))))
             matching.messages += 1
         for send_index in out[len(into):]:
-            send = timelines[src][send_index]
-            matching.findings.append(Finding(
-                P2P, send.line,
-                f"{send.what}{_at(send.line)} has no matching recv on rank {dst} "
-                f"(rank {dst} receives {len(into)} message(s){tagged} from rank {src}, rank {src} sends {len(out)})"))
+            left.append((src, dst, tag, True, timelines[src][send_index]))
         for recv_index in into[len(out):]:
-            recv = timelines[dst][recv_index]
-            matching.findings.append(Finding(
-                P2P, recv.line,
-                f"{recv.what}{_at(recv.line)} has no matching send on rank {src} "
-                f"(rank {src} sends {len(out)} message(s){tagged} to rank {dst}, rank {dst} receives {len(into)})"))
+            left.append((src, dst, tag, False, timelines[dst][recv_index]))
+    matching.findings.extend(_unmatched(left, sends, recvs))
+
+
+def _unmatched(left: list, sends: dict, recvs: dict) -> list[Finding]:
+    """Findings for messages nobody meets (``left``: src, dst, tag, is a send, event).  A send and a
+    receive left between the same two ranks with different tags are one mismatch: each says so, and
+    the side asking for a tag other than the default 0 comes first (it chose the tag, and the repair
+    is there); both are still listed."""
+    findings = []
+    for src, dst, tag, is_send, event in left:
+        others = sorted({t for s, d, t, sent, _ in left if (s, d) == (src, dst) and sent != is_send and t != tag})
+        out, into = len(sends.get((src, dst, tag), [])), len(recvs.get((src, dst, tag), []))
+        tagged = f" with tag {tag}" if tag else ""
+        if is_send:
+            message = (f"{event.what}{_at(event.line)} has no matching recv on rank {dst} "
+                       f"(rank {dst} receives {into} message(s){tagged} from rank {src}, rank {src} sends {out})")
+        else:
+            message = (f"{event.what}{_at(event.line)} has no matching send on rank {src} "
+                       f"(rank {src} sends {out} message(s){tagged} to rank {dst}, rank {dst} receives {into})")
+        if others:
+            peer, does = (f"rank {dst}", "receives from") if is_send else (f"rank {src}", "sends to")
+            message += (f"; {peer} {does} rank {src if is_send else dst} with tag {', '.join(map(str, others))}: "
+                        f"the tags differ" + (f", and tag {tag} is not the default 0" if tag else ""))
+        findings.append((0 if others and tag else 1, Finding(P2P, event.line, message)))
+    return [finding for _, finding in sorted(findings, key=lambda item: item[0])]
 
 
 def _match_collectives(timelines: tuple[tuple[Event, ...], ...], matching: Matching) -> None:
