@@ -41,6 +41,10 @@ class ParameterLines:
         finally:
             handle.remove()
 
+    def made(self) -> Iterator[tuple[object, Span]]:
+        """Every parameter registered while watched, with the line that made it."""
+        return iter(list(self._made.values()))
+
     def of(self, param: object) -> Span:
         made = self._made.get(id(param))
         return made[1] if made is not None and made[0] is param else Span()

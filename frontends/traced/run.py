@@ -626,13 +626,15 @@ def _run_launch_script(request: RunRequest, recorder: Recorder, world: int, rank
     dist.init_process_group = lambda *args, **kwargs: None      # the group is already set up
     dist.destroy_process_group = lambda *args, **kwargs: None   # and is torn down by the runner
     collectives.ACTIVE.append(recorder)
+    made = ParameterLines()
     try:
-        with recorder:
+        with recorder, made.watching(recorder.spans):
             try:
                 module = import_fresh(request.path, request.paths)
             except Exception as error:
                 if _ours(error):
                     raise
+                _note_made_lines(recorder, made)
                 raise _raised(error, recorder) from error
     finally:
         collectives.ACTIVE.remove(recorder)
@@ -651,6 +653,15 @@ def _run_launch_script(request: RunRequest, recorder: Recorder, world: int, rank
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
     return RunResult(world, rank, recorder.recording, [], values, passes, assumptions, {"tp": world})
+
+
+def _note_made_lines(recorder: Recorder, made: ParameterLines) -> None:
+    """The lines that made the parameters a launch script's ops read (their parallel style's, when a style
+    distributed them), for a rank that raised: its sharding propagation is named where they were chosen."""
+    for param, span in made.made():
+        name = recorder.names.current(_local(param))
+        if name is not None and span.line is not None:
+            recorder.recording.made_lines.setdefault(name, span.line)
 
 
 def _module_state(recorder: Recorder, module) -> list[Value]:
