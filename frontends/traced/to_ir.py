@@ -352,10 +352,43 @@ def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, wor
             return TraceFailure("violation", f"{message}; {theirs.span.where()} returns {variable}, which holds this "
                                              f"piece since the line that bound it, after which a collective belongs "
                                              f"(line {line})", line)
+        built = _built_by_layer(theirs, run)
+        if built is not None:
+            return TraceFailure("violation", f"{message}; the installed module built at line {built} made it: its "
+                                             f"flags or parallel style choose that layout", value.span.line,
+                                repair_line=built)
         return TraceFailure("violation", message, value.span.line)
     line, file, where = origin
     return TraceFailure("violation", f"{message}; its shape stops being a block of the single device's value at "
                                      f"{where}", line, file=file)
+
+
+def _built_by_layer(value, run: RunResult) -> int | None:
+    """The line that built the installed module (a layer given a parallel style, or built with layout flags)
+    in whose forward the rank's output was made, through the views and copies after it (``module_lines``)."""
+    from .module_lines import innermost
+
+    ranges = run.recording.module_lines
+    if not ranges or value.name is None:
+        return None
+    ops = run.recording.ops
+    producer = {result: position for position, op in enumerate(ops) for result in op.results}
+    position = producer.get(value.name)
+    while position is not None:
+        line = innermost(ranges, position)
+        if line is not None:
+            return line
+        op = ops[position]
+        if not op.kind.startswith(_PASSING) or not op.args:
+            return None
+        position = producer.get(op.args[0])
+    return None
+
+
+# ops that hand their one operand on unchanged in layout: a value made in a layer and then viewed, copied
+# or detached outside it is still the layer's
+_PASSING = ("aten.view.", "aten._unsafe_view.", "aten.alias.", "aten.detach.", "aten.clone.", "aten.contiguous.",
+            "aten._to_copy.")
 
 
 def _returned_as_bound(value, run: RunResult) -> tuple[str, int] | None:

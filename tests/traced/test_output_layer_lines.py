@@ -1,0 +1,37 @@
+"""An output returned as a piece, made inside a layer given a parallel style (issue 25).  Twin cases, gloo
+ground truth (1 vs 2 ranks), the expected line found by the case's "# the bug" marker (the tool never reads it).
+
+* k26: a DTensor plan makes the down projection ColwiseParallel: each rank returns its piece of the output's
+  last dim.  The finding stays at the return (where the values are compared); its repair line is the line
+  that built the layer in whose forward the piece was made, where its style was chosen (was none).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from case_runs import MATCH, MISMATCH, first_error, gloo_statuses, marked_line, translate
+
+CASES = Path(__file__).parent / "cases"
+
+pytestmark = pytest.mark.torch
+
+
+def test_the_right_plan_is_verified():
+    pytest.importorskip("torch")
+    code, body = translate("k26_plan_output_piece_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_a_piece_made_in_a_styled_layer_is_repaired_where_the_style_was_made():
+    pytest.importorskip("torch")
+    first = first_error("k26_plan_output_piece_bug.py")
+    assert first["repair_line"] == marked_line(CASES / "k26_plan_output_piece_bug.py"), first
+    assert "the rank returns its piece of dim 1" in first["message"], first["message"]
+
+
+def test_gloo_runs_back_the_twins():
+    pytest.importorskip("torch")
+    statuses = gloo_statuses(["k26_plan_output_piece_ok.py", "k26_plan_output_piece_bug.py"])
+    assert statuses["k26_plan_output_piece_ok.py"][0] == MATCH, statuses
+    assert statuses["k26_plan_output_piece_bug.py"][0] == MISMATCH, statuses
