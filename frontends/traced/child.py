@@ -95,18 +95,18 @@ def _shape_error(error: BaseException) -> bool:
     return "INTERNAL ASSERT" not in text and any(word in text for word in _SHAPE_WORDS)
 
 
-def _rank_raised(error, rank: int, world: int, reference=None, read_collective: bool = False):
+def _rank_raised(error, rank: int, world: int, reference=None, read_into_python: bool = False):
     """A rank raised where the single-device run did not.  Evidence (a violation at the line) unless the
     exception may come from the simulation: values read after a simulated collective are not real,
     and torch.distributed's process-group layer is stood in for by the fake group.  Shapes and ranks
     are exact on simulated ranks, so an error about them is evidence, unless the rank read values of
-    a simulated collective into Python (``read_collective``: split sizes exchanged by an all-to-all)."""
+    a simulated collective into Python (``read_into_python``: split sizes exchanged by an all-to-all)."""
     from .to_ir import TraceFailure
 
     text = str(error)
     if "INTERNAL ASSERT" in text:   # torch's own assertion under the simulated group, not yours
         return TraceFailure("cannot-run", f"torch failed internally while simulating the ranks ({error})", error.line)
-    if error.unreal is not None and (read_collective or not _shape_error(error)):
+    if error.unreal is not None and (read_into_python or not _shape_error(error)):
         return TraceFailure("unsupported", f"rank {rank} of {world} raises where the single-device run does not "
                                            f"({error}), but {error.unreal}: not evidence of a bug", error.line)
     drawn = getattr(error, "drawn", None)
@@ -234,8 +234,10 @@ def trace(request: dict):
             try:
                 ranks.append(_run_rank(run_request, request["world"], rank, reference, replays))
             except UserCodeError as error:
-                read = error.recording is not None and error.recording.read_collective
-                return _read_collective(_rank_raised(error, rank, request["world"], reference, read), read)
+                recording = error.recording
+                return _read_collective(_rank_raised(error, rank, request["world"], reference,
+                                                     recording is not None and recording.read_into_python),
+                                        recording is not None and recording.read_collective)
     except HarnessError as error:   # the harness (not the user's code) failed: what it raised, its line
         return TraceFailure("harness-error", str(error), error.line)
     except HarnessRefused as error:   # the harness did more than build arguments

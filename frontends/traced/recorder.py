@@ -119,6 +119,7 @@ class Recording:
     # (first op, end op, line that built it) of each installed module's forward run (module_lines.py)
     module_lines: list[tuple[int, int | None, int]] = field(default_factory=list)
     read_collective: bool = False    # a simulated rank read values a simulated collective computed (replay.py)
+    read_into_python: bool = False   # ... into Python (.item(), .tolist()): later sizes may come from them
 
 
 def dtype_name(dtype: Any) -> str:
@@ -628,7 +629,7 @@ class Recorder(TorchDispatchMode):
         if self.simulated and reads_collective:
             self.read_unreal = self.read_unreal or (f"line {span.line} read tensor values a simulated collective "
                                                     f"computed (not real values) into Python")
-            self.recording.read_collective = True
+            self.recording.read_collective = self.recording.read_into_python = True
             self.problem(span, f"line {span.line} reads tensor values ({kind}) computed by a collective; the "
                                f"simulated ranks do not compute real collective values, so this control flow or "
                                f"size cannot be followed")
