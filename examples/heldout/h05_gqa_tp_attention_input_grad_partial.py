@@ -1,0 +1,42 @@
+"""Head-parallel attention with grouped KV heads: each rank takes its query heads and the KV head
+they share (replicated when there are more ranks than KV heads); the output projection is row
+parallel and summed.
+
+violations (backward): the replicated input enters the head-parallel layer without an all-reduce in backward: its gradient is each rank's partial sum
+"""
+import torch
+import torch.distributed as dist
+
+SEQ, DIM, HEADS, KV_HEADS, HEAD_DIM = 5, 8, 4, 2, 3
+
+
+class ReduceFromRanks(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        t = t.clone()
+        dist.all_reduce(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def forward(x, wq, wk, wv, wo):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    q_per_rank = HEADS // world
+    group = HEADS // KV_HEADS
+    out = 0
+    for h in range(rank * q_per_rank, (rank + 1) * q_per_rank):
+        kv = h // group
+        q = x @ wq[:, h * HEAD_DIM:(h + 1) * HEAD_DIM]
+        k = x @ wk[:, kv * HEAD_DIM:(kv + 1) * HEAD_DIM]
+        v = x @ wv[:, kv * HEAD_DIM:(kv + 1) * HEAD_DIM]
+        att = (q @ k.T / HEAD_DIM ** 0.5).softmax(-1)
+        out = out + (att @ v) @ wo[h * HEAD_DIM:(h + 1) * HEAD_DIM]
+    return ReduceFromRanks.apply(out)
+
+
+def example_inputs():
+    return (torch.randn(SEQ, DIM, requires_grad=True), torch.randn(DIM, HEADS * HEAD_DIM, requires_grad=True), torch.randn(DIM, KV_HEADS * HEAD_DIM, requires_grad=True),
+            torch.randn(DIM, KV_HEADS * HEAD_DIM, requires_grad=True), torch.randn(HEADS * HEAD_DIM, DIM, requires_grad=True))
