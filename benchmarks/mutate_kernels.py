@@ -43,7 +43,7 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
            "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
            "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py",
-           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py", "quantize_scale.py"]
+           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py", "quantize_scale.py", "gather_rows.py"]
 
 
 PER_FILE_SECONDS = 60.0  # wall time for one mutant's real-size ground-truth run
@@ -165,6 +165,10 @@ def mutants(kernel_path: Path) -> list[Mutant]:
             continue
         for operator, mutated in _line_mutations(line, tiles, blocks):
             source = "".join(lines[:number - 1] + [mutated] + lines[number:])
+            try:  # a rewrite across brackets (a cast around part of an index) is no program: not a mutant
+                compile(source, kernel_path.name, "exec")
+            except SyntaxError:
+                continue
             found.append(Mutant(kernel_path.name, operator, number, source))
     return found
 
@@ -185,7 +189,7 @@ def ground_truth_child(paths: list[str]) -> None:
     from tir_lifter.capture import run_file
     from tir_lifter.checks import written_buffers
     from tir_lifter.counterexample import random_inputs, rounding_decides
-    from tir_lifter.elaborate import _associate, _references
+    from tir_lifter.elaborate import _associate, _references, _with_index_samples
     from tir_lifter.interpreter import Machine
     from tir_lifter.program import Var
     from tir_lifter.reference import find_inline_reference, find_reference, launch_tensors
@@ -207,7 +211,8 @@ def ground_truth_child(paths: list[str]) -> None:
             for instance in capture.instances:
                 kwargs = dict(instance.kwargs)
                 func = instance.factory(**kwargs) if instance.factory else instance.jit.get_tir(*instance.args, **kwargs)
-                kernel = from_primfunc(func, instance.name, path)
+                # index tensors: one sample drawn as the file draws them, at the real sizes here
+                kernel = _with_index_samples(from_primfunc(func, instance.name, path), instance, capture)
                 params = [b.name for b in kernel.params]
                 written = list(written_buffers(kernel))
                 specs, _ = find_reference([instance], params, written, capture, path)
@@ -240,6 +245,8 @@ def ground_truth_child(paths: list[str]) -> None:
                             if got.shape != want.shape or not np.allclose(got, want, rtol=1e-6, atol=1e-6) \
                                     or (trace.writers[name] < 0).any() or trace.faults or trace.conflicts:
                                 wrong = True
+            if not capture.instances:  # no kernel to run: nothing is known (it is not "right")
+                raise RuntimeError(f"the run built no kernel ({capture.stopped_by[:60]})")
             results[path] = "wrong" if wrong else "right"
         except Exception as exc:  # noqa: BLE001 - ground truth unknown for this mutant
             results[path] = f"unknown ({type(exc).__name__}: {str(exc)[:80]})"

@@ -10,38 +10,9 @@ guessed); a reference given a scale the file computes from a real size gets it f
 from __future__ import annotations
 
 import pytest
-from lifter_helpers import lift_files, line_of
+from lifter_helpers import EXAMPLES, lift_files, line_of
 
-GATHER = '''
-import math
-import torch
-import tilelang
-import tilelang.language as T
-
-
-@tilelang.jit(out_idx=[2])
-def gather_rows(M, N, D, block_N=32):
-    scale = (1.0 / D) ** 0.5
-
-    @T.prim_func
-    def main(X: T.Tensor((M, D), T.float32), Idx: T.Tensor((N,), T.int32), Y: T.Tensor((N, D), T.float32)):
-        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
-            for i, d in T.Parallel(block_N, D):
-                Y[bx * block_N + i, d] = X[Idx[bx * block_N + i], d] * scale
-
-    return main
-
-
-def ref_program(x, idx, scale):
-    return x[idx.long()] * scale
-
-
-M, N, D = 256, 128, 64
-kernel = gather_rows(M, N, D)
-x = torch.randn(M, D, device="cuda")
-idx = torch.randint(0, M, (N,), dtype=torch.int32, device="cuda")
-torch.testing.assert_close(kernel(x, idx), ref_program(x, idx, 1.0 / math.sqrt(D)))
-'''
+GATHER = (EXAMPLES / "gather_rows.py").read_text()
 
 READ = "X[Idx[bx * block_N + i], d]"
 FILES = {
