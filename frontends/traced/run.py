@@ -61,6 +61,7 @@ class Leaf:
     # torch makes its gradient zero outside the blocks the run read
     read_by_autograd_slices: bool = False
     made: Span = field(default_factory=Span)   # a parameter: the user's line that made it
+    created_trainable: bool = False   # an input the user's code made with requires_grad=True
 
 
 @dataclass(frozen=True)
@@ -802,7 +803,8 @@ def _bind_leaves(recorder: Recorder, names, inputs, target, spans: SpanFinder,
         recorder.bind_leaf(tensor, name, Span(spans.fallback, spans.shown_as))
         if not tensor.is_floating_point() and tensor.dtype != torch.bool:
             _bound_integer_leaf(recorder, tensor, name, bounds_hint)
-        leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), trainable, "input"))
+        leaves.append(Leaf(name, name, tuple(tensor.shape), tuple(tensor.shape), trainable, "input",
+                           created_trainable=bool(value.requires_grad)))
         tensors.append(tensor)
     for prefix, mod in _modules_of(target):
         for pname, param in mod.named_parameters():
@@ -960,12 +962,16 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                                        f"own context ({type(error).__name__}); gradients are not checked")
                 if passes == ("forward", "backward"):
                     _finalize_megatron_grads(fn, assumptions)
-            elif _left_gradients(recorder, leaves, tensors, fn):
-                # no output to differentiate, but the code ran its own backward (a training step): the
-                # gradients it left are its result too, as the ground truth compares them
-                passes = ("forward", "backward")
-                assumptions.append("the code ran its own backward pass: the gradients it left on the entry's "
-                                   "inputs and parameters are compared")
+            else:
+                # no output to differentiate, but the code may have run its own backward (a training
+                # step): the gradients it left are its result too, as the ground truth compares them, on
+                # its parameters and on the inputs it made trainable (a step's other inputs are its data)
+                leaves[:] = [replace(leaf, requires_grad=False) if leaf.kind == "input" and not leaf.created_trainable
+                             else leaf for leaf in leaves]
+                if _left_gradients(recorder, leaves, tensors, fn):
+                    passes = ("forward", "backward")
+                    assumptions.append("the code ran its own backward pass: the gradients it left on the parameters "
+                                       "and on the inputs made trainable in example_inputs() are compared")
             for leaf in leaves:
                 if passes == ("forward",) or leaf.kind == "cotangent" or not leaf.requires_grad:
                     continue
