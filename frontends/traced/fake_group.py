@@ -22,13 +22,13 @@ def _nonempty_input(func, args: list, kwargs: dict) -> list:
     import torch
 
     names = [a.name for a in func._schema.arguments]
-    if "input" not in names or "input_split_sizes" not in names or kwargs:
+    wanted_names = ("input", "input_split_sizes", "output_split_sizes")
+    if kwargs or any(name not in names or names.index(name) >= len(args) for name in wanted_names):
         return args
-    at, sizes_at = names.index("input"), names.index("input_split_sizes")
-    if max(at, sizes_at) >= len(args) or not isinstance(args[at], torch.Tensor):
+    at, sizes_at, out_at = (names.index(name) for name in wanted_names)
+    if not isinstance(args[at], torch.Tensor):
         return args
-    source, sizes = args[at], list(args[sizes_at] or [])
-    wanted = list(args[names.index("output_split_sizes")] or []) if "output_split_sizes" in names else []
+    source, sizes, wanted = args[at], list(args[sizes_at] or []), list(args[out_at] or [])
     if source.numel() or not any(int(n) > 0 for n in wanted) or not sizes:
         return args
     args[at] = torch.zeros((1,) + tuple(source.shape[1:]), dtype=source.dtype)
