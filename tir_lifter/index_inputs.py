@@ -60,8 +60,10 @@ class IndexSample:
 
 def index_reads(kernel: Kernel) -> set[str]:
     """Integer input tensors the kernel reads as an index, a loop bound or a region start (itself or
-    an on-chip copy of it)."""
-    candidates = {b.name for b in kernel.params if b.dtype in _INTEGERS}
+    an on-chip copy of it); not one it writes (an output's values are the kernel's, never sampled)."""
+    from .checks import written_buffers
+    written = written_buffers(kernel)
+    candidates = {b.name for b in kernel.params if b.dtype in _INTEGERS and b.name not in written}
     copies: dict[str, str] = {}
     for stmt in walk_stmts(kernel.body):
         if isinstance(stmt, TileOp) and stmt.kind == "copy":

@@ -70,3 +70,16 @@ def test_a_reference_scale_of_no_size_makes_a_difference_unattributable(reports)
     report = reports[1]["gather_rows_scale_of_no_size.py"]
     assert report.verdict == "unsupported", _messages(report)
     assert any("scale=0.1 of no size it reduces" in m for m in _messages(report))
+
+
+def test_only_integer_inputs_read_as_indices_are_sampled_never_an_output_or_a_value():
+    from tir_lifter.index_inputs import index_reads
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("X", (Const(4),), "float32", "global"), Buffer("Idx", (Const(4),), "int32", "global"),
+              Buffer("Data", (Const(4),), "int32", "global"), Buffer("Out", (Const(4),), "int32", "global"))
+    body = (Loop("i", Const(4), "serial", (
+        Store("Out", (Load("Idx", (i,)),), Load("X", (Load("Out", (i,)),))),  # Out read as an index: written
+        Store("Out", (i,), Load("Data", (i,))),  # Data read as a value only
+    )),)
+    assert index_reads(Kernel("k", params, (), (), body)) == {"Idx"}
