@@ -45,7 +45,6 @@ from .conditional_sums import mentions_conditionals, merge_conditionals
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
-from .regroup_lines import laid_out_for, merged_consistent, regrouped
 from .exchange_lines import missing_exchange
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
@@ -584,16 +583,6 @@ def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, 
     return False
 
 
-def _agrees(op: Op | None, rank_value: Any, reference_value: Any, rank: int, world: int) -> bool:
-    """``_consistent``; for a value the rank regroups where one device does not (Ulysses' ``[world,
-    s/world, ...]`` where one device has ``[1, s, ...]``), once the same adjacent dims are merged in both."""
-    if regrouped(op, rank_value, reference_value):
-        merged = merged_consistent(rank_value, reference_value, lambda a, b: _consistent(a, b, rank, world))
-        if merged is not None:
-            return merged
-    return _consistent(rank_value, reference_value, rank, world)
-
-
 def _scale(got: Any, want: Any) -> Fraction | None:
     """The constant ``c`` with ``got == c * want`` in a concrete run (a small fraction: a data-parallel
     rank's gradient of its loss over 2 micro-batches is twice one device's over 4), or None."""
@@ -724,7 +713,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             return False
         reduced = _reduced(producer, name)
         try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction
-            return not _agrees(producer.get(name), env[name], reference[partner], rank, program.world) \
+            return not _consistent(env[name], reference[partner], rank, program.world) \
                 and (reduced or not (partial(partner) or (no_line is None and partial(partner, program.world))))
         except (TypeError, ValueError):
             return False
@@ -747,7 +736,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
             held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
         except (TypeError, ValueError):
             held = []
-        return laid_out_for(op, producer) or _own_draw(program, op) or _bound_before(op, held, producer) \
+        return _own_draw(program, op) or _bound_before(op, held, producer) \
             or _left_unreduced(op, held, producer, lambda name: name in pairs and partial(pairs[name])) or op
     return op
 
