@@ -148,7 +148,7 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
-        raised = _raise_on_gloo(outcome, options.world, path, options, timeout, progress) \
+        raised = _raise_on_gloo(options.world, path, options, timeout, progress) \
             if outcome.rank_raised and confirm_findings else None
         if raised is None or raised.outcome == REPRODUCED:
             check = "equivalence" if outcome.kind == "violation" else "unsupported"
@@ -175,7 +175,9 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
                           communicates=calls_collectives(source))
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout * SCALED_SHARE)
-        _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm)
+        raise_check = (lambda world: _raise_on_gloo(world, path, options, timeout, progress)) \
+            if confirm_findings else None
+        _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm, raise_check)
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
     _shown_files(report)
@@ -214,13 +216,10 @@ def _note_isolation(report: Report) -> None:
 
 
 def _confirmer(path: str, options, timeout: float, progress: Progress):
-    """The ``Confirm`` of the traced check: the user's file run for real with a counterexample (``finding``
-    None: a rank that raised in the recording, ``program`` its ``TraceFailure``, see ``_raise_on_gloo``)."""
+    """The ``Confirm`` of the traced check: the user's file run for real with a counterexample."""
     def confirm(program, finding):
         from frontends.traced.confirm import confirm_on_ranks
 
-        if finding is None:
-            return _raise_on_gloo(program, SCALED_WORLD, path, options, timeout, progress)
         if progress:
             progress(f"confirming a counterexample with torch: {path} on one device and on {program.world} gloo ranks")
         return confirm_on_ranks(program, finding, path=path, shown_as=path, entry=options.entry,
@@ -230,9 +229,9 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
     return confirm
 
 
-def _raise_on_gloo(failure, world: int, path: str, options, timeout: float, progress: Progress):
-    """A simulated rank raised where one device did not (``failure``): the ``Confirmation`` of real gloo
-    ranks run with the same inputs (the simulated process group may raise where gloo does not: an
+def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress):
+    """A simulated rank raised where one device did not: the ``Confirmation`` of real gloo ranks run with
+    the same inputs (the simulated process group may raise where gloo does not: an
     all-to-all with an empty input)."""
     from frontends.traced.confirm import confirm_raise
 
@@ -251,9 +250,11 @@ def _raise_not_reproduced(failure, confirmation) -> str:
             f"real ranks reproducing it")
 
 
-def _check_scaled(report: Report, program, budget: float, progress: Progress, confirm=None) -> None:
+def _check_scaled(report: Report, program, budget: float, progress: Progress, confirm=None,
+                  raise_check=None) -> None:
     """Fold the 4-rank check into ``report``: its violations become the report's (marked as found
-    on 4 ranks); otherwise a note says what was checked there, and that the values were tested."""
+    on 4 ranks); otherwise a note says what was checked there, and that the values were tested.
+    ``raise_check(world)``: what real gloo ranks say of a rank that raised there (None: not asked)."""
     from frontends.traced import TraceFailure
     from verifier.traced_check import check_traced
 
@@ -262,7 +263,7 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         report.add(Diagnostic("scale", NOTE, f"not checked {where}: the time limit was reached"))
         return
     if isinstance(program, TraceFailure):
-        raised = confirm(program, None) if program.rank_raised and confirm is not None else None
+        raised = raise_check(SCALED_WORLD) if program.rank_raised and raise_check is not None else None
         if program.kind == "violation" and (raised is None or raised.outcome == REPRODUCED):
             message = f"{program.message}; {raised.detail}" if raised is not None else program.message
             report.add(Diagnostic("equivalence", ERROR, f"{where}: {message}", line=program.line,

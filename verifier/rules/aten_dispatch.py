@@ -66,6 +66,7 @@ def _sort(xp, args, attrs, ctx):
     values, indices = np.empty(moved.shape, dtype=object), np.empty(moved.shape, dtype=object)
     length = moved.shape[-1]
     ones, zeros = literal(xp, np.ones(length), "int"), literal(xp, np.zeros(length), "int")
+    positions, no_value = literal(xp, np.arange(length), "int"), literal(xp, np.zeros(length), kind)
     for lead in np.ndindex(*moved.shape[:-1]):
         row = moved[lead]
         places = []
@@ -77,10 +78,8 @@ def _sort(xp, args, attrs, ctx):
         places = _vector(xp, places, "int")
         for p in range(length):
             at = xp.compare("eq", places, literal(xp, np.full(length, p), "int"))
-            values[lead + (p,)] = _number(call("sum", xp, [xp.where(at, row, literal(xp, np.zeros(length), kind))],
-                                               dim=[0]))
-            indices[lead + (p,)] = _number(call("sum", xp, [xp.where(at, literal(xp, np.arange(length), "int"),
-                                                                       zeros)], dim=[0]))
+            values[lead + (p,)] = _number(call("sum", xp, [xp.where(at, row, no_value)], dim=[0]))
+            indices[lead + (p,)] = _number(call("sum", xp, [xp.where(at, positions, zeros)], dim=[0]))
     values, indices = np.moveaxis(values, -1, dim), np.moveaxis(indices, -1, dim)
     if not xp.symbolic:
         values = values.astype(np.float64 if kind == "float" else bool if kind == "bool" else np.int64)

@@ -175,9 +175,9 @@ def _uneven_all_to_all(values, sizes_per_rank, split_dim: int, concat_dim: int):
     for target in range(world):
         received = [pieces[source][target] for source in range(world)]
         wanted = [int(n) for n in sizes_per_rank[target][1]]
-        if wanted and [np.shape(piece)[split_dim] for piece in received] != wanted:
-            raise ShapeError(f"all_to_all: rank {target} expects {wanted} rows from the ranks, which send "
-                             f"{[np.shape(piece)[split_dim] for piece in received]}")
+        sent = [np.shape(piece)[split_dim] for piece in received]
+        if wanted and sent != wanted:
+            raise ShapeError(f"all_to_all: rank {target} expects {wanted} rows from the ranks, which send {sent}")
         results.append(np.concatenate(received, axis=concat_dim))
     return results
 
