@@ -103,7 +103,7 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     report.extra["assumptions"] = list(program.assumptions)
     for assumption in program.assumptions:
         report.add(Diagnostic("assumption", NOTE, assumption))
-    if "backward" not in program.passes:
+    if "backward" not in program.passes and "backward" not in program.not_run:
         report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
     try:
         _check(program, report, clock() + timeout_s, progress, prove, confirm)
@@ -134,7 +134,7 @@ def _pass_states(program: TracedProgram, report: Report) -> dict[str, str]:
     states = {}
     for name in ("forward", "backward", "temporal"):
         if name != "temporal" and name not in program.passes:
-            states[name] = "not recorded"
+            states[name] = f"not run ({program.not_run[name]})" if name in program.not_run else "not recorded"
         elif name == "backward" and not any(c.kind == "gradient" for c in program.comparisons):
             states[name] = "nothing to compare (no trainable leaf)"
         elif any(fact.startswith(f"{name}:") for fact in report.proven):

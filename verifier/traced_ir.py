@@ -69,3 +69,6 @@ class TracedProgram:
     # numbers of its own): their layout was taken on a proposal, so it may show a difference but is
     # never the basis of ``verified``; one sentence each, naming the parameter
     unconfirmed: tuple[str, ...] = ()
+    # pass -> why it was not run although the code has one (the backward the tool added raised
+    # outside the code's own context): the verdict's passes line says so, not "not recorded"
+    not_run: dict[str, str] = field(default_factory=dict, hash=False, compare=False)

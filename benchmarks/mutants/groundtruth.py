@@ -250,12 +250,17 @@ _RUNNER_TROUBLE = ("runner gave up", "died during start-up", "did not start in t
 
 
 def _failure(outcome) -> str | None:
-    """One line naming how a run failed (``None`` if it did not)."""
+    """One line naming how a run failed (``None`` if it did not): a rank's own exception, not the
+    note of a rank stopped after a peer failed (under load every rank but the first to raise can be
+    stopped before it reports its own, the same, exception; rank 0's note made such a run differ
+    from one device raising that exception)."""
+    from groundtruth import runner as base
+
     if outcome.timed_out:
         return "hangs (timeout)"
     if not outcome.errors:
         return None
-    rank = min(outcome.errors)
+    rank = base.own_failure_rank(outcome.errors)
     lines = [ln.strip() for ln in outcome.errors[rank].strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "error"
 

@@ -89,6 +89,7 @@ class RunResult:
     mesh: dict[str, int]
     constants: dict = field(default_factory=dict)   # the file's own size constants
     layouts: dict = field(default_factory=dict)     # blocks the entry itself states (a style's layouts)
+    not_run: dict = field(default_factory=dict)     # pass -> why it was not run ("backward": torch refused it)
 
 
 @dataclass(frozen=True)
@@ -907,6 +908,7 @@ def _spec(name: str, tensor: Any):
 def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf], reference: RunResult | None,
             world: int, rank: int, mesh: dict[str, int], made: ParameterLines | None = None) -> RunResult:
     assumptions: list[str] = []
+    not_run: dict[str, str] = {}
     collectives.ACTIVE.append(recorder)
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
@@ -960,6 +962,8 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                     del recorder.recording.ops[recorded_so_far:]
                     assumptions.append(f"the backward pass added by the tool could not run outside the code's "
                                        f"own context ({type(error).__name__}); gradients are not checked")
+                    not_run["backward"] = (f"the backward the tool added raised outside the code's own context: "
+                                           f"{type(error).__name__}; gradients not checked")
                 if passes == ("forward", "backward"):
                     _finalize_megatron_grads(fn, assumptions)
             else:
@@ -985,7 +989,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                            f"(--no-grad NAME, or requires_grad=False in example_inputs(), says otherwise)")
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
-    return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh)
+    return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh, not_run=not_run)
 
 
 def _ours(error: BaseException) -> bool:

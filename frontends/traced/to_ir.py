@@ -151,7 +151,8 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
     return TracedProgram(world=world, mesh=dict(ranks[0].mesh) if ranks else {"tp": 1},
                          inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
-                         passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed))
+                         passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed),
+                         not_run=dict(reference.not_run))
 
 
 def _renamed(op: Op, names: dict[str, str]) -> Op:

@@ -879,10 +879,17 @@ def _compare_param_grad(name, shard, ref, per_rank, rtol, atol) -> OutputDetail:
 _CONSEQUENTIAL = ("Connection closed by peer", "did not finish after a peer failed", "Connection reset by peer")
 
 
+def own_failure_rank(errors: dict) -> int:
+    """The rank whose error is its own failure rather than a peer's reaction to it (the first to
+    arrive among those): a rank killed after a peer failed reports no exception of the program's."""
+    order = list(errors)  # arrival order
+    return min(order, key=lambda r: (any(m in errors[r] for m in _CONSEQUENTIAL), order.index(r)))
+
+
 def _first_error(errors: dict) -> str:
     """The most telling error: a rank's own failure rather than a peer's reaction to it."""
-    order = list(errors)  # arrival order
-    rank = min(order, key=lambda r: (any(m in errors[r] for m in _CONSEQUENTIAL), order.index(r)))
+    order = list(errors)
+    rank = own_failure_rank(errors)
     text = f"rank {rank}: {errors[rank]}"
     others = [f"rank {r}: {errors[r].strip().splitlines()[-1]}" for r in order if r != rank]
     return text + ("\n" + "\n".join(others) if others else "")

@@ -105,3 +105,32 @@ def test_real_deadlock_is_found_by_its_stall_before_the_outer_bound(monkeypatch)
         time.sleep(0.01)
     assert run.outcome.timed_out and run.outcome.stuck_ranks == [0, 1], (run.cpu, run.outcome.seconds)
     assert max(run.cpu.values()) < 4.0   # a hang uses no CPU: the stall ended it, not the CPU budget
+
+
+def _outcome(errors: dict):
+    from groundtruth import runner
+
+    out = runner._Outcome()
+    out.errors = dict(errors)  # arrival order: the rank that raised first, then those stopped after it
+    return out
+
+
+_RAISED = "Traceback ...\nRuntimeError: aten.nll_loss_backward.default got mixed torch.Tensor and DTensor"
+_STOPPED = "did not finish after a peer failed (stopped)"
+
+
+def test_ranks_stopped_after_a_peer_raised_the_one_devices_exception_are_invalid_not_differing():
+    # the 500-mutant campaign's one `verified` where the numbers "differ": dtensor_loss_parallel_ok.py
+    # returning its DTensor loss, whose backward raises outside loss_parallel() on one device and on
+    # every rank alike; under load the 4-rank run's rank 0 was stopped before it reported, and its
+    # note, not rank 3's exception, was compared with the single device's
+    from mutants import groundtruth as gt
+
+    ref = _outcome({0: _RAISED})
+    par = _outcome({3: _RAISED, 0: _STOPPED, 1: _STOPPED, 2: _STOPPED})
+    truth = gt._classify("grad", 4, ref, par, None)
+    assert truth.status == gt.INVALID, truth.reason
+    # its twin: the ranks raise an exception of their own, which one device does not: they differ
+    other = _outcome({2: "Traceback ...\nRuntimeError: shape '[4, 8]' is invalid", 0: _STOPPED})
+    truth = gt._classify("grad", 4, ref, other, None)
+    assert truth.status == gt.DIFFER and "shape" in truth.reason, truth.reason
