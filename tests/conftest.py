@@ -8,6 +8,7 @@ machine's temporary directory.
 """
 import os
 import shutil
+import sys
 import tempfile
 
 _TEMP_VARIABLES = ("TMPDIR", "TMP", "TEMP")
@@ -26,5 +27,12 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    if _run_temp is not None:
+    if _run_temp is None:
+        return
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
         shutil.rmtree(_run_temp, ignore_errors=True)
+        return
+    # multiprocessing removes its own directory in there when the interpreter exits (finalizer priority
+    # -100, after pytest is done): removing the whole directory first made that print a traceback
+    util.Finalize(None, shutil.rmtree, args=(_run_temp,), kwargs={"ignore_errors": True}, exitpriority=-101)

@@ -72,3 +72,6 @@ class TracedProgram:
     # pass -> why it was not run although the code has one (the backward the tool added raised
     # outside the code's own context): the verdict's passes line says so, not "not recorded"
     not_run: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # the inputs example_inputs() made trainable were handed over as those leaves (the code accepts only
+    # leaves); a re-run of the code with a counterexample hands them over the same way
+    inputs_as_made: bool = field(default=False, hash=False, compare=False)

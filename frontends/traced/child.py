@@ -204,7 +204,9 @@ def trace(request: dict):
     from .entries import EntryError, parse_arg
     from .harness_file import HarnessError
     from .harness_guard import HarnessRefused
-    from .run import ArgumentsFailed, ModuleLevelError, RunRequest, UserCodeError, run_once
+    from dataclasses import replace
+
+    from .run import ArgumentsFailed, ModuleLevelError, RunRequest, UserCodeError, needs_leaf_inputs, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
 
@@ -221,10 +223,13 @@ def trace(request: dict):
         try:
             reference = run_once(run_request, 1, 0, None)
         except (UserCodeError, Exception) as error:
-            refused = _runs_only_in_parallel(run_request, request, error)
-            if refused is not None:
-                return refused
-            raise
+            if not needs_leaf_inputs(error):
+                refused = _runs_only_in_parallel(run_request, request, error)
+                if refused is not None:
+                    return refused
+                raise
+            run_request = replace(run_request, inputs_as_made=True)   # the code takes its inputs as leaves
+            reference = run_once(run_request, 1, 0, None)
         smaller = _at_reduced_sizes(run_request, reference, request)
         if smaller is not None:
             return smaller

@@ -305,11 +305,13 @@ def _run(meta: dict, arrays: dict):
                                        forward_arguments(module, spec, stated), world)
     spans.fallback = traced._definition_line(call_fn, module)
     forward_only = bool(meta.get("forward_only"))   # a finding on an output: inputs not trainable, see confirm.py
-    tensors, inputs_by_name = [], {}
+    tensors, inputs_by_name, as_made = [], {}, set()
     for name, value in zip(names, inputs):
         if not isinstance(value, torch.Tensor):
             tensors.append(value)
             continue
+        if meta.get("inputs_as_made") and value.requires_grad:   # handed over as the traced runs did
+            as_made.add(len(tensors))
         # a rank given a block of this input (--expect x=Shard(d)) gets the piece the verifier cut
         key = f"{name}@local" if world > 1 and f"{name}@local" in arrays else name
         tensor = _given(arrays, key, value if key == name else torch.as_tensor(arrays[key]).to(value.dtype), given).detach().clone()
@@ -335,13 +337,13 @@ def _run(meta: dict, arrays: dict):
 
         log = log_mode()
         with guard.watch() if guard is not None else contextlib.nullcontext(), log:
-            fn(*traced._as_activations(tensors))
+            fn(*traced._as_activations(tensors, frozenset(as_made)))
         logged, values = log.as_message()
         return {"status": "ok", **logged}, values
     values: dict = {}
     ones = meta.get("cotangents") == "ones"   # confirm.confirm_raise: the backward of every output, as traced
     with draws, guard.watch() if guard is not None else contextlib.nullcontext():
-        out = fn(*traced._as_activations(tensors))
+        out = fn(*traced._as_activations(tensors, frozenset(as_made)))
         terms = []
         for index, (where, tensor) in enumerate(traced._flatten(out)):
             values[f"output {index}{where}"] = numbers(traced._local(tensor))

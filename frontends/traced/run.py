@@ -90,6 +90,7 @@ class RunResult:
     constants: dict = field(default_factory=dict)   # the file's own size constants
     layouts: dict = field(default_factory=dict)     # blocks the entry itself states (a style's layouts)
     not_run: dict = field(default_factory=dict)     # pass -> why it was not run ("backward": torch refused it)
+    inputs_as_made: bool = False                    # RunRequest.inputs_as_made
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class RunRequest:
     args: dict = field(default_factory=dict)    # --arg NAME=LITERAL, already read (entries.parse_arg)
     layouts: dict = field(default_factory=dict)  # --param-layout / --expect: an input's rank block (Shard(d))
     harness: str | None = None                  # a harness file building the entry and its inputs
+    # inputs example_inputs() made trainable handed over as those leaves, not as activations: the
+    # code accepts only leaves (``needs_leaf_inputs``)
+    inputs_as_made: bool = False
 
 
 class ModuleLevelError(Exception):
@@ -423,11 +427,26 @@ SLICING_BACKWARDS = frozenset({"SliceBackward0", "SplitBackward0", "SplitWithSiz
                                "UnbindBackward0", "NarrowBackward0"})
 
 
-def _as_activations(tensors: list[Any]) -> list[Any]:
+def _as_activations(tensors: list[Any], as_made: frozenset[int] = frozenset()) -> list[Any]:
     """What the entry is called with: each differentiable input as an activation (a recorded clone of
     its leaf), as training code hands it over; code that writes into its input in place (fairscale's
-    ``_reduce`` all-reduces it and marks it dirty) may do so on an activation, never on a leaf."""
-    return [t.clone() if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf else t for t in tensors]
+    ``_reduce`` all-reduces it and marks it dirty) may do so on an activation, never on a leaf.  The
+    inputs at positions ``as_made`` are handed over as the leaves they are (``RunRequest.inputs_as_made``)."""
+    return [t.clone() if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf and i not in as_made else t
+            for i, t in enumerate(tensors)]
+
+
+def made_trainable(tensors: list[Any], leaves: list[Leaf]) -> frozenset[int]:
+    """Positions in ``tensors`` of the inputs ``example_inputs()`` created trainable (``_bind_leaves``
+    binds one input leaf per tensor, in order)."""
+    inputs = iter([leaf for leaf in leaves if leaf.kind == "input"])
+    return frozenset(i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor) and next(inputs).created_trainable)
+
+
+def needs_leaf_inputs(error: BaseException) -> bool:
+    """The code refused an activation where it accepts only a leaf: DTensor's ``distribute_tensor`` of
+    an input ``example_inputs()`` made trainable (torchtitan-style drivers distribute their inputs)."""
+    return "should be used to distribute leaf tensors" in str(error)
 
 
 def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list[Any],
@@ -544,7 +563,8 @@ def _run_once(request: RunRequest, world: int, rank: int, reference: RunResult |
         fn, inference_said = without_inference_mode(fn)
         with guard.watch() if guard is not None else contextlib.nullcontext():
             try:
-                result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh, made)
+                result = _record(recorder, spec, fn, tensors, leaves, reference, world, rank, mesh, made,
+                                 request.inputs_as_made)
             except UserCodeError as error:   # on inputs this tool chose, a harness may get past it
                 error.tool_arguments = guard is None and not request.shapes and _tool_chose_arguments(module, spec) \
                     and not callable(getattr(module, "example_inputs", None))
@@ -906,14 +926,15 @@ def _spec(name: str, tensor: Any):
 
 
 def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf], reference: RunResult | None,
-            world: int, rank: int, mesh: dict[str, int], made: ParameterLines | None = None) -> RunResult:
+            world: int, rank: int, mesh: dict[str, int], made: ParameterLines | None = None,
+            inputs_as_made: bool = False) -> RunResult:
     assumptions: list[str] = []
     not_run: dict[str, str] = {}
     collectives.ACTIVE.append(recorder)
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
         with anomaly, recorder, FollowDataAssignment(recorder):
-            passed = _as_activations(tensors)
+            passed = _as_activations(tensors, made_trainable(tensors, leaves) if inputs_as_made else frozenset())
             lines = LineTrace(recorder.spans)
             returned = _ReturnLine(fn, recorder.spans, lines)
             try:
@@ -989,7 +1010,11 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                            f"(--no-grad NAME, or requires_grad=False in example_inputs(), says otherwise)")
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
-    return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh, not_run=not_run)
+    if inputs_as_made and made_trainable(tensors, leaves):
+        assumptions.append("the inputs example_inputs() made trainable are handed over as the leaves it made, not as "
+                           "activations: the code accepts only leaves (DTensor's distribute_tensor)")
+    return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh, not_run=not_run,
+                     inputs_as_made=inputs_as_made)
 
 
 def _ours(error: BaseException) -> bool:

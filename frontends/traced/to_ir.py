@@ -152,7 +152,7 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                          inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
                          passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed),
-                         not_run=dict(reference.not_run))
+                         not_run=dict(reference.not_run), inputs_as_made=reference.inputs_as_made)
 
 
 def _renamed(op: Op, names: dict[str, str]) -> Op:
