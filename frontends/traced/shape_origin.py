@@ -13,7 +13,9 @@ every recorded value on both runs (ops pair by line and kind, as the culprit wal
   from blocks (a gather concatenated along another dim);
 * an output: the value is followed back through operands that are no block of their counterpart
   (a rank's legitimate shard is a block of the single device's value: each dim divides it) to the op
-  that made a non-block from blocks: the all-to-all given swapped dims, not the ``return``.
+  that made a non-block from blocks: the all-to-all given swapped dims, not the ``return``; an output
+  too long because a gather read a value every rank holds whole is named where that value should have
+  become a piece (``gathered_whole``: the line binding it to a value made before it), not the gather.
 """
 from __future__ import annotations
 
@@ -288,6 +290,49 @@ def where_pieces_lost(reference: Recording, rank: Recording, name: str, world: i
         return len(mine) == len(theirs) and any(m * world < t for m, t in zip(mine, theirs))
 
     return _first_maker(rank, [name], short)
+
+
+def gathered_whole(reference: Recording, rank: Recording, name: str) -> Optional[tuple[Op, int, str]]:
+    """For a rank's output of another shape: the first gather the rank ran, of those the output comes from,
+    whose operand every rank holds whole (its single-device counterpart's shape: a column-parallel piece,
+    whole along the gathered rows, is a piece still), and the line where that value should have become one: followed back from the gather through
+    ops that keep it whole (a per-token LayerNorm) to a name bound on a line that made none of it
+    (``local_out = partial`` where a reduce-scatter was, ``local = x`` where a scatter was).  (the gather,
+    that line, the name) - None when no gather read a whole operand or no such line is found (the value
+    was made whole where it was bound, or by a collective: the gather may be the one too many)."""
+    pairs = counterparts(reference, rank)
+    producer = {result: op for op in rank.ops for result in op.results}
+    ancestors, stack = set(), [name]
+    while stack:
+        op = producer.get(stack.pop())
+        if op is not None and id(op) not in ancestors:
+            ancestors.add(id(op))
+            stack.extend(op.args)
+
+    def whole(value: str) -> bool:   # the rank holds the single device's whole value (its shape)
+        partner = pairs.get(value)
+        return (partner is not None and value in rank.shapes and partner in reference.shapes
+                and tuple(rank.shapes[value]) == tuple(reference.shapes[partner]))
+
+    gather = next((op for op in rank.ops if id(op) in ancestors and op.kind == "all_gather" and op.args
+                   and whole(op.args[0])), None)
+    if gather is None:
+        return None
+    reader, value = gather, gather.args[0]
+    for _ in range(16):
+        bound = [(variable, line) for read, variable, line in reader.span.bound if read == value]
+        made = producer.get(value)
+        if len(bound) == 1:
+            variable, line = bound[0]
+            if made is None or made.span.place() != (line, reader.span.place()[1]):
+                return gather, line, variable
+        if made is None or made.kind.startswith(("all_", "reduce_scatter", "broadcast")):
+            return None
+        following = [arg for arg in made.args if whole(arg)]
+        if len(following) != 1:
+            return None
+        reader, value = made, following[0]
+    return None
 
 
 def located(op: Optional[Op], raised_line: Optional[int]) -> Optional[tuple[int, Optional[str], str]]:

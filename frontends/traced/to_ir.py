@@ -334,18 +334,27 @@ def _infer_region(global_shape, local_shape, rank: int, world: int):
 def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, world: int) -> TraceFailure:
     """A rank returns an output of another shape: a violation, named where its shape stopped being a
     block of the single device's value (``shape_origin``) when that is another line than the return."""
-    from .shape_origin import located, where_output_shape, where_pieces_lost
+    from .shape_origin import gathered_whole, located, where_output_shape, where_pieces_lost
 
     message = (f"{value.label} has shape {tuple(theirs.shape)} on rank {run.rank} but {tuple(value.shape)} on one "
                f"device: {_shape_mismatch(value.shape, theirs.shape, world)}")
-    origin = located(where_output_shape(reference.recording, run.recording, theirs.name), value.span.line) \
-        if theirs.name is not None else None
+    made = where_output_shape(reference.recording, run.recording, theirs.name) if theirs.name is not None else None
+    origin = located(made, value.span.line)
     lost = located(where_pieces_lost(reference.recording, run.recording, theirs.name, world), value.span.line) \
         if origin is None and theirs.name is not None else None
     if lost is not None:
         line, file, where = lost
         return TraceFailure("violation", f"{message}; the ranks' pieces together stop holding the single device's "
                                          f"value at {where}, which cuts a piece again", line, file=file)
+    longer = len(theirs.shape) == len(value.shape) and any(int(m) > int(t) for m, t in zip(theirs.shape, value.shape))
+    whole = gathered_whole(reference.recording, run.recording, theirs.name) if longer and theirs.name else None
+    if whole is not None and (origin is None or whole[0] is made):
+        gather, line, variable = whole
+        at_line, at_file = gather.span.moved_to(line).place()
+        return TraceFailure("violation", f"{message}; {gather.kind} ({gather.span.where()}) gathers a value every rank "
+                                         f"holds whole, as one device does: it comes from {variable}, which line {line} "
+                                         f"bound to a value made before it, where a scatter or reduce-scatter belongs",
+                            at_line, file=at_file)
     if origin is None:
         rebound = _returned_as_bound(theirs, run)
         if rebound is not None:
