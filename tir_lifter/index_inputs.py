@@ -9,9 +9,14 @@ kernel's tensors (the rows the indices select), the check draws it once the same
 reduced sizes: ``randint(low, <that axis's reduced size>, <the reduced shape>)`` with a fixed
 seed.  The one sample is used by the proof, the reference's re-run and every concrete run, and
 every proven line says so ("TopkIndices (int32) fixed to one sample of the file's
-torch.randint(0, KV axis 1), other values not proven").  Anything else the file makes an index
-tensor with (offsets from a cumsum, a block table, a top-k of scores) stays ``unsupported`` with
-what it was made by: an index tensor's domain is never guessed.
+torch.randint(0, KV axis 1), other values not proven").  A table numbering every row of an axis
+once (a paged KV cache's block table: ``torch.randperm(n)`` or ``torch.arange(n)``, viewed as the
+table's shape, ``n`` its number of entries and the real size of that axis) is redrawn by the
+same call at that axis's reduced size, provided the reduced table still has one entry per row
+(else the relation the file built is lost and the kernel is ``unsupported``).  Anything else the
+file makes an index tensor with (offsets from a cumsum, in-place fills, a top-k of scores, a
+literal list) stays ``unsupported`` with what it was made by: an index tensor's domain is never
+guessed.
 """
 from __future__ import annotations
 
@@ -25,12 +30,15 @@ from .program import Kernel, Load, Loop, Region, Store, TileOp, While, walk_expr
 
 _INTEGERS = ("int32", "int64", "int16", "uint32", "int8", "uint8")
 _CONVERSIONS = {"to", "int", "long", "cuda", "contiguous", "clone"}  # keep the values of what they convert
+_RESHAPES = {"view", "reshape"}  # keep the values in their order, another shape (never a view as another dtype)
+_TABLES = ("randperm", "arange")  # every row of an axis numbered once: shuffled, in order
 _SEED = 23
 
 
 @dataclass(frozen=True)
 class IndexSample:
-    """Parameter ``name`` is drawn as ``randint(low, high)``, ``high`` the reduced size of each of
+    """Parameter ``name`` is drawn as ``randint(low, high)`` (or, ``maker`` ``randperm`` /
+    ``arange``, as a table numbering ``high`` rows once), ``high`` the reduced size of each of
     ``axes`` ((parameter, axis) whose real size is the file's ``high``)."""
 
     name: str
@@ -38,11 +46,13 @@ class IndexSample:
     low: int
     axes: tuple[tuple[str, int], ...]
     real_high: int
+    maker: str = "randint"
 
     def describe(self) -> str:
         axes = " = ".join(f"{param} axis {axis}" for param, axis in self.axes)
-        return (f"{self.name} ({self.dtype}) fixed to one sample of the file's torch.randint({self.low}, {axes}) at the "
-                f"reduced sizes, other values not proven")
+        call = f"randint({self.low}, {axes})" if self.maker == "randint" else f"{self.maker}({axes})"
+        return (f"{self.name} ({self.dtype}) fixed to one sample of the file's torch.{call} at the reduced sizes, "
+                "other values not proven")
 
     def values(self, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], number: int) -> np.ndarray:
         highs = {shapes[param][axis] for param, axis in self.axes if param in shapes and axis < len(shapes[param])}
@@ -50,12 +60,23 @@ class IndexSample:
             raise Unsupported(None, f"index tensor {self.name} is drawn below {self.real_high}, the real size of "
                               f"{len(self.axes)} axes the reduction gives different sizes ({sorted(highs)})")
         high = highs.pop()
+        if self.maker in _TABLES:
+            return self._table(shape, high, number)
         if high <= self.low:
             raise Unsupported(None, f"index tensor {self.name}: randint({self.low}, {high}) is empty at the reduced sizes")
         values = np.random.default_rng(_SEED + number).integers(self.low, high, size=shape)
         if values.size >= 2 and high - self.low >= 2:  # both ends of the range occur
             values.flat[0], values.flat[-1] = self.low, high - 1
         return values.astype(np.int64)
+
+    def _table(self, shape: tuple[int, ...], high: int, number: int) -> np.ndarray:
+        entries = int(np.prod(shape, dtype=np.int64))
+        if entries != high:  # the file's table has one entry per row: the reduction must keep that
+            raise Unsupported(None, f"index tensor {self.name} numbers the {self.real_high} rows of the file's "
+                              f"torch.{self.maker}({self.real_high}) once; at the reduced sizes it has {entries} "
+                              f"entries for {high} rows, so the table the file builds has no reduced counterpart")
+        values = np.arange(high) if self.maker == "arange" else np.random.default_rng(_SEED + number).permutation(high)
+        return values.reshape(shape).astype(np.int64)
 
 
 def index_reads(kernel: Kernel) -> set[str]:
@@ -98,7 +119,7 @@ def index_reads(kernel: Kernel) -> set[str]:
 def sample_plan(kernel: Kernel, tensors: dict[str, Any], derivations: dict[int, Any]) -> tuple[IndexSample, ...]:
     """The samples of the kernel's index tensors from how the file made ``tensors`` (parameter ->
     the tensor a launch passed); ``Unsupported`` when one is read as an index and not made by a
-    ``torch.randint`` this module can redraw."""
+    ``torch.randint``, ``torch.randperm`` or ``torch.arange`` this module can redraw."""
     plan: list[IndexSample] = []
     for name in sorted(index_reads(kernel)):
         tensor = tensors.get(name)
@@ -106,12 +127,16 @@ def sample_plan(kernel: Kernel, tensors: dict[str, Any], derivations: dict[int, 
             raise Unsupported(kernel.line, f"index tensor {name}: the launch that passes it was not recorded")
         made = _maker(tensor, derivations)
         what = getattr(getattr(made, "func", None), "__name__", None) or "a value the run did not record"
-        if made is None or what != "randint":
+        if made is None or what not in ("randint",) + _TABLES:
             raise Unsupported(kernel.line, f"the kernel reads {name} as an index; the file makes it with {what}, and "
-                              "only an index tensor drawn by torch.randint(low, high, shape) is sampled (its domain "
-                              "is not guessed)")
+                              "only an index tensor drawn by torch.randint(low, high, shape), or a table "
+                              "torch.randperm(n) / torch.arange(n) numbering n rows, is sampled (its domain is not "
+                              "guessed)")
+        if what in _TABLES:
+            plan.append(_table_sample(kernel, name, tensor, made, tensors))
+            continue
         low, high, shape = _randint_arguments(made)
-        if shape is None or tuple(shape) != tuple(tensor.shape):
+        if shape is None or _entries(shape) != _entries(tensor.shape):
             raise Unsupported(kernel.line, f"index tensor {name} is a part of what torch.randint drew, not sampled")
         axes = tuple((param.name, axis) for param in kernel.params if param.name != name and param.name in tensors
                      for axis, size in enumerate(getattr(tensors[param.name], "shape", ())) if size == high)
@@ -123,13 +148,48 @@ def sample_plan(kernel: Kernel, tensors: dict[str, Any], derivations: dict[int, 
     return tuple(plan)
 
 
+def _table_sample(kernel: Kernel, name: str, tensor: Any, made: Any, tensors: dict[str, Any]) -> IndexSample:
+    """``randperm(n)`` / ``arange(n)`` (from 0, step 1) with ``n`` the table's entries and the real
+    size of an axis of another of the kernel's tensors: each of its rows numbered once."""
+    what = made.func.__name__
+    args = [a for a in made.args if not isinstance(a, (tuple, list))]
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    keywords = {k: v for k, v in made.kwargs.items() if k in ("start", "end", "step", "n")}
+    n = None
+    if len(ints) == len(args) and not keywords:
+        if what == "randperm" and len(ints) == 1:
+            n = ints[0]
+        elif what == "arange" and (len(ints) == 1 or ints[:1] == [0] and ints[2:] in ([], [1]) and len(ints) <= 3):
+            n = ints[-1] if len(ints) < 3 else ints[1]
+    if n is None:
+        raise Unsupported(kernel.line, f"index tensor {name} is made by torch.{what} with arguments other than one "
+                          "count of rows, not sampled")
+    if n != _entries(tensor.shape):
+        raise Unsupported(kernel.line, f"index tensor {name} has {_entries(tensor.shape)} entries, not the {n} "
+                          f"rows torch.{what}({n}) numbers: a part of that table, not sampled")
+    axes = tuple((param.name, axis) for param in kernel.params if param.name != name and param.name in tensors
+                 for axis, size in enumerate(getattr(tensors[param.name], "shape", ())) if size == n)
+    if not axes:
+        raise Unsupported(kernel.line, f"index tensor {name} numbers {n} rows (torch.{what}({n})), the size of no "
+                          "axis of the kernel's tensors, so its reduced size is unknown")
+    return IndexSample(name, kernel.buffer(name).dtype, 0, axes, n, what)
+
+
+def _entries(shape: Any) -> int:
+    return int(np.prod(tuple(shape), dtype=np.int64))
+
+
 def _maker(tensor: Any, derivations: dict[int, Any]) -> Any:
     made = derivations.get(id(tensor))
     for _ in range(8):
-        if made is None or getattr(made.func, "__name__", "") not in _CONVERSIONS or not made.args:
+        name = getattr(getattr(made, "func", None), "__name__", "")
+        if made is None or name not in _CONVERSIONS | _RESHAPES or not made.args:
             return made
         if made.kwargs.get("dtype") is not None and "int" not in str(made.kwargs["dtype"]):
             return made
+        if name in _RESHAPES and not all(isinstance(a, int) or isinstance(a, (tuple, list)) and
+                                         all(isinstance(b, int) for b in a) for a in made.args[1:]):
+            return made  # ``view(torch.int32)`` reinterprets the bits: not the same values
         made = derivations.get(id(made.args[0]))
     return made
 

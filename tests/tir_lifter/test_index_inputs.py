@@ -6,6 +6,9 @@ the verdict says it holds for that sample.  A mutant reading the index tensor at
 is a confirmed violation at its line; an index tensor drawn below a bound that is no size, or made
 by anything else than ``torch.randint``, is unsupported with that reason (its domain is never
 guessed); a reference given a scale the file computes from a real size gets it from the reduced one.
+A paged gather's block table (``torch.randperm(num_pages)`` viewed as the table) is redrawn by the
+same call at the pool's reduced rows, one entry per row as in the file; reading the wrong page is a
+confirmed violation at its line.
 """
 from __future__ import annotations
 
@@ -13,15 +16,19 @@ import pytest
 from lifter_helpers import EXAMPLES, lift_files, line_of
 
 GATHER = (EXAMPLES / "gather_rows.py").read_text()
+PAGED = (EXAMPLES / "paged_gather.py").read_text()
+PAGE_READ = "KV[BlockTable[b, p], s, d]"
 
 READ = "X[Idx[bx * block_N + i], d]"
 FILES = {
     "gather_rows.py": GATHER,
     "gather_rows_wrong_element.py": GATHER.replace(READ, "X[Idx[i], d]"),
     "gather_rows_no_size_bound.py": GATHER.replace("torch.randint(0, M,", "torch.randint(0, 100,"),
-    "gather_rows_from_arange.py": GATHER.replace("torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\")",
-                                                 "torch.arange(N, dtype=torch.int32, device=\"cuda\")"),
+    "gather_rows_sorted.py": GATHER.replace("torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\")",
+                                            "torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\").sort()[0]"),
     "gather_rows_scale_of_no_size.py": GATHER.replace("1.0 / math.sqrt(D)", "1.0 / math.sqrt(100)"),
+    "paged_gather.py": PAGED,
+    "paged_gather_first_page.py": PAGED.replace(PAGE_READ, "KV[BlockTable[b, 0], s, d]"),
 }
 
 
@@ -60,9 +67,9 @@ def test_an_index_tensor_whose_range_is_no_size_or_not_drawn_by_randint_is_unsup
     bound = reports[1]["gather_rows_no_size_bound.py"]
     assert bound.verdict == "unsupported", _messages(bound)
     assert any("torch.randint(0, 100)" in m and "reduced range is unknown" in m for m in _messages(bound))
-    made = reports[1]["gather_rows_from_arange.py"]
+    made = reports[1]["gather_rows_sorted.py"]
     assert made.verdict == "unsupported", _messages(made)
-    assert any("the file makes it with arange" in m and "not guessed" in m for m in _messages(made))
+    assert any("the file makes it with sort" in m and "not guessed" in m for m in _messages(made))
 
 
 @pytest.mark.tilelang
@@ -83,3 +90,54 @@ def test_only_integer_inputs_read_as_indices_are_sampled_never_an_output_or_a_va
         Store("Out", (i,), Load("Data", (i,))),  # Data read as a value only
     )),)
     assert index_reads(Kernel("k", params, (), (), body)) == {"Idx"}
+
+
+@pytest.mark.tilelang
+def test_a_paged_gather_through_a_randperm_block_table_verifies_for_one_redrawn_table_said_so(reports):
+    report = reports[1]["paged_gather.py"]
+    assert report.verdict == "verified", _messages(report)
+    proven = " ".join(report.proven)
+    assert "BlockTable (int32) fixed to one sample of the file's torch.randperm(KV axis 0)" in proven
+    assert "other values not proven" in proven
+
+
+@pytest.mark.tilelang
+def test_reading_the_wrong_page_of_the_table_is_a_confirmed_violation_at_that_line(reports):
+    folder, found = reports
+    report = found["paged_gather_first_page.py"]
+    assert report.verdict == "violations", _messages(report)
+    spec = [d for d in report.diagnostics if d.check == "spec"]
+    assert spec and spec[0].counterexample and spec[0].counterexample.confirmed
+    assert spec[0].line == line_of(str(folder / "paged_gather_first_page.py"), "KV[BlockTable[b, 0], s, d]")
+
+
+def test_a_table_numbering_every_row_once_is_redrawn_at_the_reduced_rows_or_refused():
+    import numpy as np
+    import torch
+    from tir_lifter.capture import Derivation
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.index_inputs import sample_plan
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("KV", (Const(6),), "float32", "global"), Buffer("Table", (Const(2), Const(3)), "int32", "global"),
+              Buffer("Out", (Const(6),), "float32", "global"))
+    body = (Loop("i", Const(6), "serial", (
+        Store("Out", (i,), Load("KV", (Load("Table", (Const(0), i)),))),)),)
+    kernel = Kernel("k", params, (), (), body)
+    kv, flat, table = torch.empty(6, device="meta"), torch.empty(6, device="meta"), torch.empty(2, 3, device="meta")
+
+    def plan(func, *args):
+        derivations = {id(flat): Derivation(func, args, {}), id(table): Derivation(torch.Tensor.view, (flat, 2, 3), {})}
+        return sample_plan(kernel, {"KV": kv, "Table": table, "Out": kv}, derivations)
+    (perm,) = plan(torch.randperm, 6)
+    assert perm.axes == (("KV", 0), ("Out", 0)) and "torch.randperm(KV axis 0 = Out axis 0)" in perm.describe()
+    drawn = perm.values((2, 2), {"KV": (4,), "Out": (4,), "Table": (2, 2)}, 0)
+    assert sorted(drawn.ravel().tolist()) == [0, 1, 2, 3]  # every reduced row once
+    (ordered,) = plan(torch.arange, 0, 6)
+    assert np.array_equal(ordered.values((2, 2), {"KV": (4,), "Out": (4,)}, 0), [[0, 1], [2, 3]])
+    with pytest.raises(Unsupported, match="4 entries for 6 rows"):  # the reduction lost one entry per row
+        ordered.values((2, 2), {"KV": (6,), "Out": (6,)}, 0)
+    with pytest.raises(Unsupported, match="arguments other than one count of rows"):
+        plan(torch.arange, 0, 12, 2)
+    with pytest.raises(Unsupported, match="not the 8 rows"):  # a part of a larger table
+        plan(torch.randperm, 8)
