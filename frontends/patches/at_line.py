@@ -516,10 +516,11 @@ def _more_recipes() -> tuple[Recipe, ...]:
     from .partners import add_partner
     from .p2p_order import match_order
     from .global_size import global_size
+    from .detach_max import detach_max
 
     return (unwrap_twice, reduce_region, copy_region, guard_input, change_op, dim_keyword, mask_ids, mask_bounds,
             wrap_mapping, same_seed, fill_gather_buffer, mark_sequence_parallel, wait_handles, wait_before_read,
-            global_positions, add_partner, match_order, global_size)
+            global_positions, add_partner, match_order, global_size, detach_max)
 
 
 RECIPES: tuple[Recipe, ...] = (reduce_after, copy_before, reduce_in_function, remove_collective, remove_scaling,
