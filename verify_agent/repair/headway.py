@@ -93,8 +93,12 @@ def moves_on(before: Report, after: Report) -> bool:
     passes are, while findings remain.  A wrong forward hides a backward bug (the run stops at the first
     counterexample, the backward is left unproven): a Megatron MLP that lost its reduce on top of its
     copy-to-region, once the reduce is back, shows the input gradient's finding instead (forward not
-    proven, backward violated).  A rank that now raises is no such sign (nothing is checked)."""
+    proven, backward violated).  So is a rank that raised and now runs, its values checked and still wrong
+    (a split on the wrong dim put back, the file's own bug behind it).  A rank that now raises is no such
+    sign (nothing is checked)."""
     was, now = violated(before), violated(after)
+    if _raises(before) and _checked(after):   # the rank no longer raises: what it hid is now checked
+        return True
     return _checked(after) and bool(was - now) and len(now) <= len(was)
 
 
