@@ -106,12 +106,14 @@ def test_a_rank_that_raises_after_the_edit_is_no_base():
 
 
 def test_a_rank_that_raised_and_now_runs_into_a_checked_finding_is_a_base():
-    """The converse: a split on the wrong dim made a rank raise, the edit putting it back lets the run go
-    on to the file's own bug (``return y / world`` after the all-reduce).  Measured end to end on that
-    mutant of examples/models/dist_rowparallel_sum_divided_by_world.py: both edits, confirmed on 2 and 4
-    gloo ranks (before: no fix, the raise hid the second bug)."""
-    before = _report("equivalence", passes={"forward": "not proven", "backward": "not proven"},
-                     message="rank 0 of 2 raises where the single-device run does not: RuntimeError: shapes")
+    """The converse: a split on the wrong dim made a rank raise (or return a piece of another shape: a
+    sequence scattered twice), the edit putting it back lets the run go on to the file's own bug
+    (``return y / world`` after the all-reduce).  Measured end to end on that mutant of
+    examples/models/dist_rowparallel_sum_divided_by_world.py: both edits, confirmed on 2 and 4 gloo
+    ranks (before: no fix, the raise hid the second bug)."""
+    before = _report("equivalence", message="rank 0 of 2 raises where the single-device run does not: "
+                                            "RuntimeError: shapes")
+    before.extra["passes"] = {}   # a run that stopped has no pass checked
     after = _wrong_at("aten.div.Tensor", 3)
     assert _moves_on(before, after)
     nothing = _report("unsupported", passes={"forward": "not proven", "backward": "not proven"})

@@ -74,6 +74,12 @@ def _checked(report: Report) -> bool:
         and not _raises(report)
 
 
+def _stopped(report: Report) -> bool:
+    """The run itself failed on a rank (it raised, or returned a value of another shape): a finding, and no
+    pass checked."""
+    return report.verdict == "violations" and bool(finding_kinds(report)) and not report.extra.get("passes")
+
+
 def improves(before: Report, after: Report) -> bool:
     """The edit fixed part of the finding: a pass ``before`` violated is proven ``after``, or the kinds of
     finding ``after`` are a strict part of ``before``'s (two bugs at once: the waits of a ring added, its
@@ -93,11 +99,12 @@ def moves_on(before: Report, after: Report) -> bool:
     passes are, while findings remain.  A wrong forward hides a backward bug (the run stops at the first
     counterexample, the backward is left unproven): a Megatron MLP that lost its reduce on top of its
     copy-to-region, once the reduce is back, shows the input gradient's finding instead (forward not
-    proven, backward violated).  So is a rank that raised and now runs, its values checked and still wrong
-    (a split on the wrong dim put back, the file's own bug behind it).  A rank that now raises is no such
-    sign (nothing is checked)."""
+    proven, backward violated).  So is a run that stopped (a rank raised, or returned a value of another
+    shape: no pass was checked) and now goes through, its values checked and still wrong (a split on the
+    wrong dim put back, the file's own bug behind it).  A rank that now raises is no such sign (nothing
+    is checked)."""
     was, now = violated(before), violated(after)
-    if _raises(before) and _checked(after):   # the rank no longer raises: what it hid is now checked
+    if _stopped(before) and _checked(after):   # the run now goes through: what it hid is now checked
         return True
     return _checked(after) and bool(was - now) and len(now) <= len(was)
 
