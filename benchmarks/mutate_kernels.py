@@ -43,7 +43,8 @@ KERNELS = ["eager_gemm.py", "eager_splitk.py", "eager_elementwise.py", "factory_
            "conv2d_im2col.py", "inline_checked_row_shift.py", "module_sizes_rows.py",
            "block_sparse_gemm.py", "chunk_sums.py", "split_masked_row_sum.py",
            "gcd_tile_rows.py", "row_bias_view.py", "persistent_while_scale.py",
-           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py", "quantize_scale.py", "gather_rows.py"]
+           "counted_k_tiles_gemm.py", "typed_elementwise.py", "capped_k_gemm.py", "quantize_scale.py", "gather_rows.py",
+           "paged_gather.py"]
 
 
 PER_FILE_SECONDS = 60.0  # wall time for one mutant's real-size ground-truth run
