@@ -29,6 +29,8 @@ FILES = {
     "gather_rows_scale_of_no_size.py": GATHER.replace("1.0 / math.sqrt(D)", "1.0 / math.sqrt(100)"),
     "paged_gather.py": PAGED,
     "paged_gather_first_page.py": PAGED.replace(PAGE_READ, "KV[BlockTable[b, 0], s, d]"),
+    "paged_gather_profiler_func.py": PAGED.replace("assert_close(kernel(kv, block_table)",
+                                                   "assert_close(kernel.get_profiler().func(kv, block_table)"),
 }
 
 
@@ -99,6 +101,10 @@ def test_a_paged_gather_through_a_randperm_block_table_verifies_for_one_redrawn_
     proven = " ".join(report.proven)
     assert "BlockTable (int32) fixed to one sample of the file's torch.randperm(KV axis 0)" in proven
     assert "other values not proven" in proven
+    # launched through TileLang's profiler.func (the kernel's adapter): the same launch, the same table
+    through_profiler = reports[1]["paged_gather_profiler_func.py"]
+    assert through_profiler.verdict == "verified", _messages(through_profiler)
+    assert proven.count("torch.randperm") == " ".join(through_profiler.proven).count("torch.randperm") > 0
 
 
 @pytest.mark.tilelang
