@@ -349,7 +349,20 @@ def render(outcomes: list[Outcome], summary: dict, buggy: frozenset[str] = froze
     if any(_library_file(o.mutant) for o in outcomes):
         text += "\nlibrary mutants (the error must name the library file and line): " + \
             _hits_text(line_hits(outcomes, library=True)).replace(", library mutants apart", "")
+        named, found = all_hits(outcomes)
+        text += f"\nall found bugs, library mutants included (the strict figure): {named} of {found} name the mutated line"
+        if buggy:
+            named, found = all_hits(of_correct_files(outcomes, buggy))
+            text += (f"\nof mutants of right files, drivers and library source (no file with a bug of its own): {named} "
+                     f"of {found}")
     return text
+
+
+def all_hits(outcomes: list[Outcome]) -> tuple[int, int]:
+    """(named, found): found bugs naming the mutated line (the first error's line or a repair line, as
+    ``line_hits``'s "either"), driver, gallery and real-world mutants and library mutants together."""
+    plain, library = line_hits(outcomes), line_hits(outcomes, library=True)
+    return plain["either"] + library["either"], plain["found"] + library["found"]
 
 
 def _render_matrix(outcomes: list[Outcome], summary: dict, wrong_list: bool = True) -> str:
@@ -492,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({**summary, "line_hits": line_hits(outcomes),
                                                "line_hits_right_files": line_hits(of_correct_files(outcomes, buggy)),
                                                "library_line_hits": line_hits(outcomes, library=True),
+                                               "all_line_hits": all_hits(outcomes),
+                                               "all_line_hits_right_files": all_hits(of_correct_files(outcomes, buggy)),
                                                "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
 
