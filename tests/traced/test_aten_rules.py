@@ -408,6 +408,9 @@ CASES += [
     ("aten.where.ScalarOther", [(B, (2, 3)), f23], {"other": -0.5}),
     ("aten.where.ScalarOther", [(B, (2, 3)), f23], {"other": float("-inf")}),
     ("aten.where.ScalarSelf", [(B, (2, 3)), (I, (2, 3), -5, 5)], {"self": 4}),
+    ("aten.pow.Scalar", [f23], {"self": 100.0}),   # rotary frequencies: base ** (-arange(d) / d)
+    ("aten.pow.Scalar", [(I, (2, 3), -3, 3)], {"self": 2.0}),
+    ("aten.reciprocal.default", [POSITIVE], {}),
     ("aten.index.Tensor", [(F, (4, 5)), (I, (3,), 0, 4), (I, (3,), 0, 5)], {"list_lengths": [2]}),
     ("aten.index.Tensor", [(F, (4, 5)), (I, (2, 1), 0, 4), (I, (3,), 0, 5)], {"list_lengths": [2]}),
     ("aten.index.Tensor", [(F, (4, 3, 1)), (I, (5,), 0, 4), (I, (5,), 0, 3)], {"list_lengths": [2]}),   # a router's
@@ -513,7 +516,7 @@ def test_numpy_semantics_equal_torch(case):
 def _interpreted(kind: str) -> bool:
     """Ops whose Z3 encoding has no uninterpreted function: Z3 must compute the exact numbers."""
     nonlinear = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "softmax", "layer_norm",
-                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar", "cos.", "sin.", "softplus", "expm1", "erfinv", "std.")
+                 "nll_loss", "scaled_dot", "pow.Tensor_Scalar", "pow.Scalar", "cos.", "sin.", "softplus", "expm1", "erfinv", "std.")
     return not any(word in kind for word in nonlinear)
 
 

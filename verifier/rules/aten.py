@@ -324,6 +324,22 @@ def _pow(xp, args, attrs, ctx):
 aten("aten.pow.Tensor_Scalar", _pow)
 
 
+def _scalar_pow(xp, args, attrs, ctx):
+    """``base ** t`` for a number ``base > 0`` (rotary frequencies: ``10000 ** (-arange(d) / d)``):
+    ``exp(t * ln(base))``; another base (a sign that depends on the exponent's parity) is not modelled."""
+    base = _scalar(attrs.get("self"))
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 0:
+        raise AtenUnsupported(f"a power of the number {base!r}: only a positive base is modelled")
+    if isinstance(base, int) and kind_of(xp, args[0]) != "float":
+        raise AtenUnsupported(f"an integer power of the integer {base}: torch computes it in integers")
+    return [call("exp", xp, [call("mul", xp, [as_float(xp, args[0])], scalar=math.log(base))])]
+
+
+aten("aten.pow.Scalar", _scalar_pow)
+aten("aten.reciprocal.default",
+     lambda xp, args, attrs, ctx: [true_divide(xp, literal(xp, 1.0, "float"), as_float(xp, args[0]))])
+
+
 def _compare(name: str) -> Evaluate:
     def evaluate(xp, args, attrs, ctx):
         if len(args) == 2:
