@@ -111,9 +111,7 @@ def run_jobs(jobs: list[Job]) -> list[GroundTruthResult]:
     own (started once the others are done).  The reference and the shared groups start at
     once; an N-rank run waits for the reference parameter values of its driver, which the
     parent forwards as soon as the reference has them."""
-    import torch.multiprocessing as tmp
-
-    ctx = tmp.get_context("spawn")
+    ctx = base.worker_context()   # workers forked from one server that imported torch once
     specs = sorted({j.spec for j in jobs}, key=_order)
     ref = _Group(ctx, 1, specs)
     parallel: dict[tuple, _Group] = {}

@@ -17,8 +17,9 @@ A sample program follows the conventions of the sample cases:
     ``set_tensor_model_parallel_world_size/rank`` overrides).
 
 The 1-rank run is the reference (the same program on a world of size 1, which is what the
-verifier proves equivalence against).  Each run happens in processes spawned with
-``torch.multiprocessing`` that talk gloo over 127.0.0.1.  Several programs share one group
+verifier proves equivalence against).  Each run happens in processes started with
+``torch.multiprocessing`` (``worker_context``: forked from one server that imported torch once)
+that talk gloo over 127.0.0.1.  Several programs share one group
 of processes (a fresh process group per program over one TCP store); a program that
 hangs is stopped by a timeout (the processes are killed, the verdict is
 ``deadlock/timeout``) and the group restarts with the remaining programs.
@@ -53,6 +54,7 @@ Command line: ``python tests/groundtruth/runner.py FILE [--world 2] [--grad]``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import dataclasses
 import gc
@@ -153,9 +155,7 @@ def run_file(path, world: int = 2, mode: str = "forward", *, entry: str | None =
 def run_jobs(jobs: list[Job], *, use_shim: bool = True) -> list[GroundTruthResult]:
     """Run many comparisons, sharing worker processes: one group for all 1-rank reference
     runs and one group per world size, all running concurrently."""
-    import torch.multiprocessing as tmp
-
-    ctx = tmp.get_context("spawn")
+    ctx = worker_context()
     refs = sorted({j.spec for j in jobs}, key=lambda s: (s.path, s.mode, str(s.entry), s.seed, s.dtype))
     groups = {1: _Group(ctx, 1, refs, use_shim)}
     for world in sorted({j.world for j in jobs}):
@@ -188,6 +188,38 @@ def run_jobs(jobs: list[Job], *, use_shim: bool = True) -> list[GroundTruthResul
 # ----------------------------------------------------------------------------------------
 # Parent side: process groups with timeouts and restarts
 # ----------------------------------------------------------------------------------------
+
+_SERVER_PRELOAD = ["torch", "torch.distributed", "numpy"]
+_server_stop_registered = False
+
+
+def worker_context():
+    """Where the workers of both runners start: ``forkserver``, whose one server process imports
+    torch once (``_SERVER_PRELOAD``) and forks every worker from that image, instead of ``spawn``,
+    where each worker starts Python and imports torch again (about 2 CPU seconds a worker, more than
+    a small program's run).  A worker still gets the parent's ``sys.path``, working directory and
+    ``__main__`` as a spawned one does; the server runs no program, touches no tensor and starts no
+    process group, so every worker starts from the same clean image.  A worker's environment variables
+    are the parent's when the server started (with the first worker): the runners change none.  The
+    server lives as long as this process and is stopped, and waited for, at its exit (its workers'
+    CPU time is then counted among this process's children's)."""
+    import torch.multiprocessing as tmp
+
+    global _server_stop_registered
+    ctx = tmp.get_context("forkserver")
+    if not _server_stop_registered:
+        ctx.set_forkserver_preload(_SERVER_PRELOAD)
+        atexit.register(_stop_server)
+        _server_stop_registered = True
+    return ctx
+
+
+def _stop_server():
+    import multiprocessing.forkserver as forkserver
+
+    with contextlib.suppress(Exception):
+        forkserver._forkserver._stop()
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
