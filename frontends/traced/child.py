@@ -126,6 +126,13 @@ def _rank_raised(error, rank: int, world: int, reference=None, read_into_python:
         return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
                                          f"{error} (raised at line {error.line}); the shape it could not take was made "
                                          f"at {where}", line, file=file, rank_raised=True)
+    cut = _parameter_cut(error, reference) if _shape_error(error) else None
+    if cut is not None and cut[0] != error.line:
+        line, name = cut
+        return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: "
+                                         f"{error} (raised at line {error.line}); it reads {name}, whose piece on "
+                                         f"this rank is no equal block of one device's {name}: the piece was cut "
+                                         f"where it was made, at line {line}", line, rank_raised=True)
     built = _layout_built_at(error, reference) if _shape_error(error) else None
     if built is not None and built[0] != error.line:
         line, words = built
@@ -134,6 +141,16 @@ def _rank_raised(error, rank: int, world: int, reference=None, read_into_python:
                             rank_raised=True)
     return TraceFailure("violation", f"rank {rank} of {world} raises where the single-device run does not: {error}",
                         error.line, file=error.file, rank_raised=True)
+
+
+def _parameter_cut(error, reference):
+    """(line, name) of the parameter whose uneven piece the raising contraction read (``shape_origin.parameter_cut``)."""
+    from .shape_origin import parameter_cut
+
+    recording = getattr(error, "recording", None)
+    if recording is None or reference is None:
+        return None
+    return parameter_cut(reference.recording, recording, recording.failed)
 
 
 def _layout_built_at(error, reference):
@@ -167,13 +184,10 @@ def _placement_origin(error):
     return next(iter(made.values())), f"{op.kind}{raised} reads {names}, whose placements were chosen at line"
 
 
-# ops that only view or copy their one operand: a weight read through its transpose is the weight read
-_VIEWS = ("aten.t.", "aten.transpose.", "aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.",
-          "aten.expand.", "aten.permute.", "aten.detach.", "aten.clone.", "aten._to_copy.")
-
-
 def _read_from(recording, names) -> set:
     """The values ``names`` view (a weight's transpose: the weight), through the run's recorded ops."""
+    from .shape_origin import VIEWS
+
     producer = {result: op for op in recording.ops for result in op.results}
     seen, stack = set(), [name for name in names if name is not None]
     while stack:
@@ -182,7 +196,7 @@ def _read_from(recording, names) -> set:
             continue
         seen.add(name)
         op = producer.get(name)
-        if op is not None and name not in recording.made_lines and op.kind.startswith(_VIEWS):
+        if op is not None and name not in recording.made_lines and op.kind.startswith(VIEWS):
             stack.extend(op.args)
     return seen
 

@@ -258,6 +258,37 @@ def layout_built_at(reference: Recording, rank: Recording, failed: Optional[Fail
                   f"forward of the installed module built at line {line}: its flags choose that layout")
 
 
+# ops that only view or copy their one operand: a weight read through its transpose is the weight read
+VIEWS = ("aten.t.", "aten.transpose.", "aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.",
+         "aten.expand.", "aten.permute.", "aten.detach.", "aten.clone.", "aten._to_copy.")
+
+
+def parameter_cut(reference: Recording, rank: Recording, failed: Optional[FailedOp]) -> Optional[tuple[int, str]]:
+    """(line, name) of the parameter a rank's raising contraction reads (through views) whose piece on the
+    rank is no equal block of the single device's parameter (a column bound off by one where the layer
+    cut it: 21 of 40 columns), with the line that made it; None unless exactly one operand reads one."""
+    if failed is None or failed.kind not in _CONTRACTED:
+        return None
+    producer = {result: op for op in rank.ops for result in op.results}
+    found: dict[str, int] = {}
+    for index in _CONTRACTED[failed.kind]:
+        name = failed.args[index] if index < len(failed.args) else None
+        for _ in range(8):
+            if name is None or name in rank.made_lines:
+                break
+            op = producer.get(name)
+            name = op.args[0] if op is not None and op.kind.startswith(VIEWS) and op.args else None
+        if name is None or name not in rank.made_lines:
+            continue
+        whole = name.split("@local")[0]
+        if name in rank.shapes and whole in reference.shapes and not is_block(rank.shapes[name], reference.shapes[whole]):
+            found[whole] = rank.made_lines[name]
+    if len(found) != 1:
+        return None
+    whole, line = next(iter(found.items()))
+    return line, whole
+
+
 def _dim_differs(shape: tuple[int, ...], theirs: tuple[int, ...], dim: int) -> bool:
     if len(shape) != len(theirs) or not -len(shape) <= dim < len(shape):
         return False

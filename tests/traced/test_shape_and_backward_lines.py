@@ -11,7 +11,9 @@ twin cases, gloo ground truth (1 vs 2 ranks), the expected line found by the cas
   that backward;
 * s4: a strided slice read by yunchang's all-to-all, whose reshapes one device skips: named at the slice;
 * s5: a DTensor plan with a row-wise layer planned column-wise: DTensor's sharding propagation raises on
-  the ranks (the forward's line is the raise's); named at the line that made that style.
+  the ranks (the forward's line is the raise's); named at the line that made that style;
+* s6: a layer's weight cut one column too wide where it is made (no op of the run made its shape): the
+  rank's matmul raises; named at the line that made the parameter, not at the matmul.
 """
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ def assert_named_at_the_bug(name: str) -> dict:
     return first
 
 
-@pytest.mark.parametrize("name", ["s1_chunk_dim_ok.py", "s2_gather_dim_ok.py", "s5_plan_style_ok.py"])
+@pytest.mark.parametrize("name", ["s1_chunk_dim_ok.py", "s2_gather_dim_ok.py", "s5_plan_style_ok.py",
+                                  "s6_param_cut_ok.py"])
 def test_right_cuts_and_gathers_are_verified(name):
     code, body = translate(name)
     assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
@@ -76,6 +79,13 @@ def test_a_placement_dtensor_cannot_propagate_is_named_where_its_style_was_made(
     assert "(raised at line 20) reads down.weight" in first["message"], first["message"]
 
 
+def test_a_parameter_cut_unevenly_is_named_where_it_was_made():
+    first = assert_named_at_the_bug("s6_param_cut_bug.py")
+    assert "cannot be multiplied (4x8 and 9x8) (raised at line 20)" in first["message"], first["message"]
+    assert "whose piece on this rank is no equal block of one device's weight" in first["message"], first["message"]
+    assert "reproduced by torch on 2 gloo ranks: rank 0 raises at line 20" in first["message"], first["message"]
+
+
 @pytest.mark.realcode
 def test_a_library_backward_is_named_at_the_line_that_ran_its_forward():
     pytest.importorskip("fairscale")
@@ -96,7 +106,7 @@ def test_gloo_runs_back_the_twins():
     from groundtruth import realworld_runner as rw
 
     groups = [["s1_chunk_dim_ok.py", "s1_chunk_dim_bug.py", "s2_gather_dim_ok.py", "s2_gather_dim_bug.py",
-               "s5_plan_style_ok.py", "s5_plan_style_bug.py"]]
+               "s5_plan_style_ok.py", "s5_plan_style_bug.py", "s6_param_cut_ok.py", "s6_param_cut_bug.py"]]
     # fairscale keeps its process groups in module globals: each of its files in workers of its own
     optional = {"fairscale": [["r1_fairscale_mappings_ok.py"], ["s3_fairscale_copy_twice_bug.py"]],
                 "yunchang": [["s4_yunchang_strided_ok.py", "s4_yunchang_strided_bug.py"]]}
@@ -114,6 +124,11 @@ def test_gloo_runs_back_the_twins():
     for name, status in statuses.items():
         if name.endswith("_ok.py"):
             assert status == rw.STATUS_MATCH, (name, status, errors[name])
+        elif name == "s6_param_cut_bug.py":   # the ranks fail where one device runs: the runner cannot even give
+            # rank 0 its piece of the reference's weight (no block of it); run as made, its matmul raises (the
+            # tool's own gloo run in test_a_parameter_cut_unevenly_is_named_where_it_was_made)
+            assert status == rw.STATUS_ERROR and "block of the reference shape (8, 16)" in errors[name], \
+                (name, status, errors[name])
         elif name == "s1_chunk_dim_bug.py":   # the ranks raise where one device runs
             assert status == rw.STATUS_ERROR and "cannot be multiplied" in errors[name], (name, status, errors[name])
         elif name == "s5_plan_style_bug.py":
