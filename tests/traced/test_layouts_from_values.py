@@ -8,6 +8,7 @@ back it in the last tests.
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -33,9 +34,18 @@ EXPECTED = {
 
 
 def translate(name: str, *extra: str) -> tuple[int, dict]:
+    """(exit code, JSON report) of ``translate`` on the case; each command line runs once per test run
+    (l1_strided_pairs_ok.py is read by three tests, l1_strided_pairs_bug.py and l2_drawn_per_rank.py by
+    two): every caller gets its own copy of the report."""
+    code, text = _translate(name, *extra)
+    return code, json.loads(text)
+
+
+@functools.cache
+def _translate(name: str, *extra: str) -> tuple[int, str]:
     run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", *extra, str(CASES / name),
                           "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    return run.returncode, json.loads(run.stdout)
+    return run.returncode, run.stdout
 
 
 def notes(body: dict) -> list[str]:
