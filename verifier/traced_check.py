@@ -1039,15 +1039,31 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
 
 
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
-               repair_line: int | None = None) -> Diagnostic:
+               repair_line: int | None = None, built: int | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
-    file) when it ran there, else the culprit's line in the checked file, else ``line``."""
+    file) when it ran there, else the culprit's line in the checked file, else ``line``.  ``built``: the
+    culprit ran in the forward of an installed module built at that line (its repair line when no
+    reduction is missing)."""
     at, file = op.span.place() if op is not None else (None, None)
     if repair_line is not None:
         message += (f"; it reads a partial sum of the ranks made at line {repair_line}: the reduction it misses "
                     f"belongs after that line")
+    elif built is not None:
+        message += (f"; it ran in the forward of the installed module built at line {built}, from operands that are "
+                    f"right: the flags or parallel style given there choose what the module computes on a rank")
+        repair_line = built
     return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
                       repair_line=repair_line)
+
+
+def _built(program: TracedProgram, rank: int | None, op: Op | None) -> int | None:
+    """The line that built the installed module in whose forward the culprit ``op`` ran on ``rank`` (a
+    recorded op of that rank, not a finding's stand-in)."""
+    if op is None or rank is None or rank >= len(program.built) or not op.results:
+        return None
+    if not any(o is op for o in program.ranks[rank]):
+        return None
+    return program.built[rank].get(op.results[0])
 
 
 _UNREDUCED = "a partial sum no collective reduces over the ranks"
@@ -1114,7 +1130,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
     report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
                           op, comparison.span.line, counterexample,
-                          _repair_line(program, runs, comparison, culprit_rank, op)))
+                          _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
@@ -1159,7 +1175,8 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                    f"{rank if culprit_rank is None else culprit_rank}" if op is not None else ""
     report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
-                          op, shown.span.line, counterexample, repair))
+                          op, shown.span.line, counterexample, repair,
+                          _built(program, rank if culprit_rank is None else culprit_rank, op)))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})

@@ -72,6 +72,9 @@ class TracedProgram:
     # pass -> why it was not run although the code has one (the backward the tool added raised
     # outside the code's own context): the verdict's passes line says so, not "not recorded"
     not_run: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # per rank: value name -> the checked file's line that built the installed module (a layer built with
+    # layout flags, a module given a parallel style) in whose forward the rank made it
+    built: tuple[dict[str, int], ...] = field(default=(), hash=False, compare=False)
     # the inputs example_inputs() made trainable were handed over as those leaves (the code accepts only
     # leaves); a re-run of the code with a counterexample hands them over the same way
     inputs_as_made: bool = field(default=False, hash=False, compare=False)

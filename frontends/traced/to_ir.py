@@ -152,7 +152,8 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                          inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
                          passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed),
-                         not_run=dict(reference.not_run), inputs_as_made=reference.inputs_as_made)
+                         not_run=dict(reference.not_run), built=tuple(_built_lines(run) for run in ranks),
+                         inputs_as_made=reference.inputs_as_made)
 
 
 def _renamed(op: Op, names: dict[str, str]) -> Op:
@@ -371,6 +372,19 @@ def _wrong_output_shape(value, theirs, reference: RunResult, run: RunResult, wor
     line, file, where = origin
     return TraceFailure("violation", f"{message}; its shape stops being a block of the single device's value at "
                                      f"{where}", line, file=file)
+
+
+def _built_lines(run: RunResult) -> dict[str, int]:
+    """Value name -> the line that built the installed module in whose forward the rank made it."""
+    from .module_lines import innermost
+
+    ranges, built = run.recording.module_lines, {}
+    if ranges:
+        for position, op in enumerate(run.recording.ops):
+            line = innermost(ranges, position)
+            if line is not None:
+                built.update(dict.fromkeys(op.results, line))
+    return built
 
 
 def _built_by_layer(value, run: RunResult) -> int | None:

@@ -56,11 +56,30 @@ def _copy(tmp_path: Path, name: str) -> Path:
     return target
 
 
+@pytest.fixture(scope="module")
+def twin_report(tmp_path_factory):
+    """``check_file``'s report on a verified twin (a copy in a folder of its own), checked once per
+    file for the module: two bug classes share tp_mlp_fixed.py, and context_parallel_causal_mask.py
+    is the twin of the dropped all-gather and of the local positions."""
+    reports = {}
+
+    def report_of(folder: Path, name: str):
+        if (folder, name) not in reports:
+            path = tmp_path_factory.mktemp("twin") / name
+            shutil.copyfile(folder / name, path)
+            reports[(folder, name)] = check_file(path)[1].report
+        return reports[(folder, name)]
+    return report_of
+
+
+def _assert_verified(report) -> None:
+    assert report.verdict == "verified", [d.message for d in report.diagnostics if d.severity == "error"]
+
+
 @pytest.mark.parametrize("bug", sorted(TWINS))
-def test_fixed_twin_verifies(tmp_path, bug):
+def test_fixed_twin_verifies(twin_report, bug):
     _, fixed, _ = TWINS[bug]
-    _, result = check_file(_copy(tmp_path, fixed))
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+    _assert_verified(twin_report(CASES, fixed))
 
 
 def _confirmed_fix(path: Path):
@@ -118,11 +137,8 @@ def test_input_seeded_by_rank_gets_the_same_seed_on_every_rank(tmp_path):
     _matches_one_device(patched, realworld=True)
 
 
-def test_input_seeded_by_rank_twin_verifies(tmp_path):
-    path = tmp_path / "tp_example_launch.py"
-    shutil.copyfile(REALWORLD / path.name, path)
-    _, result = check_file(path)
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+def test_input_seeded_by_rank_twin_verifies(twin_report):
+    _assert_verified(twin_report(REALWORLD, "tp_example_launch.py"))
 
 
 GATHER_CALL = "    dist.all_gather(pieces, t.contiguous())\n"
@@ -142,11 +158,8 @@ def test_gather_buffer_no_collective_fills_gets_its_all_gather_back(tmp_path):
     _matches_one_device(patched, realworld=True)
 
 
-def test_gather_buffer_twin_verifies(tmp_path):
-    path = tmp_path / "context_parallel_causal_mask.py"
-    shutil.copyfile(REALWORLD / path.name, path)
-    _, result = check_file(path)
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+def test_gather_buffer_twin_verifies(twin_report):
+    _assert_verified(twin_report(REALWORLD, "context_parallel_causal_mask.py"))
 
 
 def test_norm_on_sequence_shards_gets_its_parameters_marked_sequence_parallel(tmp_path):
@@ -163,12 +176,9 @@ def test_norm_on_sequence_shards_gets_its_parameters_marked_sequence_parallel(tm
     _matches_one_device(patched, realworld=True)
 
 
-def test_norm_on_sequence_shards_twin_verifies(tmp_path):
+def test_norm_on_sequence_shards_twin_verifies(twin_report):
     pytest.importorskip("megatron.core")
-    path = tmp_path / "megatron_sequence_parallel_block.py"
-    shutil.copyfile(REALWORLD / path.name, path)
-    _, result = check_file(path)
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+    _assert_verified(twin_report(REALWORLD, "megatron_sequence_parallel_block.py"))
 
 
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
@@ -203,12 +213,9 @@ def test_wait_and_position_bugs_get_a_confirmed_fix_that_matches_one_device(tmp_
 
 
 @pytest.mark.parametrize("bug", sorted(WAIT_AND_POSITION_TWINS))
-def test_wait_and_position_twins_verify(tmp_path, bug):
+def test_wait_and_position_twins_verify(twin_report, bug):
     folder, _, twin, _ = WAIT_AND_POSITION_TWINS[bug]
-    path = tmp_path / twin
-    shutil.copyfile(folder / twin, path)
-    _, result = check_file(path)
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+    _assert_verified(twin_report(folder, twin))
 
 
 def _wait_and_position_edits(folder: Path, name: str) -> list[str]:
@@ -293,11 +300,8 @@ def test_receives_in_the_other_order_get_a_confirmed_fix_that_matches_one_device
     _matches_one_device(patched, realworld=True)
 
 
-def test_receives_in_send_order_twin_verifies(tmp_path):
-    path = tmp_path / ORDER_TWIN
-    shutil.copyfile(REALWORLD / ORDER_TWIN, path)
-    _, result = check_file(path)
-    assert result.report.verdict == "verified", [d.message for d in result.report.diagnostics if d.severity == "error"]
+def test_receives_in_send_order_twin_verifies(twin_report):
+    _assert_verified(twin_report(REALWORLD, ORDER_TWIN))
 
 
 def _order_edits(path: Path) -> list[str]:

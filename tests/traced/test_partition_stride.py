@@ -5,6 +5,10 @@ followed by its chunk of the up rows, so ``chunk(2, dim=-1)`` on a rank splits i
 own up (SwiGLU).  With ``stride=1`` the fused weight is cut in contiguous halves: rank 0 holds only gate
 rows, rank 1 only up rows, and the same code computes another function.  The layout is read from the
 parameters' recorded values (Megatron's metadata only proposes it).
+
+m2: a GeLU MLP whose column layer is built with ``stride=2`` before a contiguous row layer: the values
+go wrong in the column layer's own forward, from operands that are right; the finding names that call
+and, as its repair line, the line that built the layer (issue 25, item 4: it had no repair line).
 """
 from __future__ import annotations
 
@@ -45,12 +49,33 @@ def test_stride_one_on_a_fused_weight_is_a_violation_torch_reproduces():
     assert "reproduced by torch" in errors[0]["message"], errors
 
 
+def _line_of(name: str, text: str) -> int:
+    (line,) = [n for n, row in enumerate((CASES / name).read_text().splitlines(), 1) if text in row]
+    return line
+
+
+def test_a_stride_on_a_column_layer_is_repaired_where_the_layer_is_built():
+    code, body = translate("m2_megatron_mlp_stride1_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+    bug = "m2_megatron_mlp_stride2_bug.py"
+    code, body = translate(bug)
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert (code, body["verdict"]) == (1, "violations"), errors
+    first = errors[0]
+    assert (first["line"], first["repair_line"]) == (_line_of(bug, "self.fc1(hidden_states)"),
+                                                     _line_of(bug, "# the bug")), first
+    assert "reproduced by torch" in first["message"] and "installed module built at line" in first["message"], first
+
+
 def test_gloo_runs_back_both_verdicts():
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth import realworld_runner as rw
 
-    ok, bug = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=120.0), 2)
-                           for name in ("m1_megatron_swiglu_stride2_ok.py", "m1_megatron_swiglu_stride1_bug.py")])
+    ok, bug, ok2, bug2 = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=120.0), 2) for name in (
+        "m1_megatron_swiglu_stride2_ok.py", "m1_megatron_swiglu_stride1_bug.py",
+        "m2_megatron_mlp_stride1_ok.py", "m2_megatron_mlp_stride2_bug.py")])
     assert ok.status == rw.STATUS_MATCH, (ok.error, ok.details)
+    assert ok2.status == rw.STATUS_MATCH, (ok2.error, ok2.details)
+    assert bug2.status == rw.STATUS_MISMATCH, (bug2.error, bug2.details)
     assert bug.status == rw.STATUS_MISMATCH, (bug.error, bug.details)
     assert not [d for d in bug.details if d.name.startswith("out") and d.matches], bug.details
