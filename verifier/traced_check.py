@@ -1039,7 +1039,7 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
 
 
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
-               repair_line: int | None = None, built: int | None = None) -> Diagnostic:
+               repair_line: int | None = None, built: int | None = None, summed: int | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``.  ``built``: the
     culprit ran in the forward of an installed module built at that line (its repair line when no
@@ -1048,12 +1048,45 @@ def _violation(check: str, message: str, op: Op | None, line: int | None, counte
     if repair_line is not None:
         message += (f"; it reads a partial sum of the ranks made at line {repair_line}: the reduction it misses "
                     f"belongs after that line")
+    elif summed is not None:
+        message += (f"; every rank's result of that all-reduce is the world size times one device's value (a sum "
+                    f"of the ranks' means, or of one value every rank holds): the division by the world size belongs "
+                    f"where it is read next, line {summed}")
+        repair_line = summed
     elif built is not None:
         message += (f"; it ran in the forward of the installed module built at line {built}, from operands that are "
                     f"right: the flags or parallel style given there choose what the module computes on a rank")
         repair_line = built
     return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
                       repair_line=repair_line)
+
+
+def _summed(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int | None,
+            op: Op | None) -> int | None:
+    """For a culprit that is a summing all-reduce whose result on ``rank`` is the world size times the
+    single device's value (each rank's mean over its share of a batch, summed): the line where that result
+    is read next in the checked file (its next reader's, else the output's ``return``), where the division
+    by the world size goes.  None otherwise."""
+    if op is None or runs is None or rank is None or comparison.kind != "output" or program.world < 2:
+        return None
+    if not op.kind.startswith("all_reduce") or op.attrs.get("op", "sum") != "sum" or len(op.results) != 1:
+        return None
+    ops = program.ranks[rank]
+    position = next((i for i, o in enumerate(ops) if o is op), None)
+    if position is None:
+        return None
+    try:
+        pairs = _through_collectives(ops, _pairing(program.reference, ops))
+        result = op.results[0]
+        got, want = np.asarray(runs.ranks[rank][result], float), np.asarray(runs.reference[pairs[result]], float)
+        if got.shape != want.shape or not np.any(want) or _close(want, got) or not _close(want * program.world, got):
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    at, file = op.span.place()
+    readers = [o for o in ops[position + 1:] if result in o.args and o.span.place() != (at, file)]
+    line, reader_file = readers[0].span.place() if readers else comparison.span.place()
+    return line if reader_file is None and line is not None and line != at else None
 
 
 def _built(program: TracedProgram, rank: int | None, op: Op | None) -> int | None:
@@ -1130,7 +1163,8 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
     report.add(_violation("equivalence", f"{comparison.label} differs from the single-device run on rank {rank} ({how})"
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
                           op, comparison.span.line, counterexample,
-                          _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op)))
+                          _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op),
+                          _summed(program, runs, comparison, culprit_rank, op)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
@@ -1176,7 +1210,8 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
     report.add(_violation("equivalence", f"{shown.label} differs from the single-device run on rank {rank} ({how}; "
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
                           op, shown.span.line, counterexample, repair,
-                          _built(program, rank if culprit_rank is None else culprit_rank, op)))
+                          _built(program, rank if culprit_rank is None else culprit_rank, op),
+                          _summed(program, runs, shown, rank if culprit_rank is None else culprit_rank, op)))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})
