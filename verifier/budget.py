@@ -32,6 +32,19 @@ def rlimit(seconds: float) -> int:
     return max(1, int(seconds * RLIMIT_PER_SECOND))
 
 
+# Some Z3 checks do not count their work in steps (seen: a cut query of a data-parallel loss divided by a
+# count of tokens ran for minutes under a step limit worth 1 s).  Such a check is also stopped on the wall
+# clock, this many times its budget and at least GUARD_MIN_S: far beyond what a check that counts its steps
+# takes on a busy machine, so the answers of the checks that do count stay the same on every machine.
+GUARD_FACTOR, GUARD_MIN_S = 30.0, 30.0
+
+
+def bound(solver, seconds: float) -> None:
+    """Bound ``solver``'s next check by ``seconds`` of budget: its step limit and the wall-clock guard."""
+    solver.set("rlimit", rlimit(seconds))
+    solver.set("timeout", int(1000 * max(GUARD_MIN_S, GUARD_FACTOR * seconds)))
+
+
 def steps_used(solver) -> int:
     """The steps ``solver``'s Z3 context has taken so far.  Z3's ``rlimit count`` adds up over the
     whole context (every check of every solver in it), while a solver's ``rlimit`` bounds the steps of
@@ -62,7 +75,7 @@ class Budget:
         """Bound the next ``check()`` of ``solver`` by what is left (and by ``cap_seconds``)."""
         steps = [n for n in (self.steps, None if cap_seconds is None else rlimit(cap_seconds)) if n is not None]
         if steps:
-            solver.set("rlimit", max(1, min(steps)))
+            bound(solver, max(1, min(steps)) / RLIMIT_PER_SECOND)
         self._count_before = steps_used(solver)
 
     def charge(self, solver) -> None:

@@ -65,3 +65,21 @@ def test_a_check_is_charged_its_own_steps_not_the_contexts():
         assert solver.check() == z3.sat
         budget.charge(solver)
     assert not budget.spent() and budget.steps > rlimit(0.9)
+
+
+def test_a_check_that_does_not_count_its_steps_is_also_stopped_on_the_clock():
+    """``budget.bound`` sets the step limit and a wall-clock guard far above it: a Z3 check that does
+    not count its work in steps (a cut query of a loss divided by a count of tokens ran for minutes under
+    a step limit worth 1 s) ends, and one that counts its steps is never near the guard."""
+    import z3
+
+    from verifier.budget import GUARD_FACTOR, GUARD_MIN_S, bound
+
+    solver = z3.Solver()
+    bound(solver, 2.0)
+    settings = str(solver.param_descrs())   # the parameters exist on this Z3
+    assert "rlimit" in settings and "timeout" in settings
+    assert GUARD_FACTOR >= 10 and GUARD_MIN_S >= 10
+    x, y = z3.Reals("x y")
+    solver.add(x * x == 2, y == x + 1)
+    assert solver.check() == z3.sat
