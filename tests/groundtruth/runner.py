@@ -908,7 +908,8 @@ def _compare_param_grad(name, shard, ref, per_rank, rtol, atol) -> OutputDetail:
     return _compare_each_rank(name, ref, per_rank, rtol, atol, note)
 
 
-_CONSEQUENTIAL = ("Connection closed by peer", "did not finish after a peer failed", "Connection reset by peer")
+_CONSEQUENTIAL = ("Connection closed by peer", "did not finish after a peer failed", "Connection reset by peer",
+                  "Check the logs of the remote worker")   # gloo: a read from a peer that died
 
 
 def own_failure_rank(errors: dict) -> int:

@@ -120,15 +120,16 @@ def test_gloo_runs_back_the_twins():
     for names in groups:
         results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
         for name, result in zip(names, results):
-            statuses[name], errors[name] = result.status, (result.error or "")[-300:]
+            statuses[name], errors[name] = result.status, result.error or ""   # every rank's error
     for name, status in statuses.items():
         if name.endswith("_ok.py"):
             assert status == rw.STATUS_MATCH, (name, status, errors[name])
         elif name == "s6_param_cut_bug.py":   # the ranks fail where one device runs: the runner cannot even give
             # rank 0 its piece of the reference's weight (no block of it); run as made, its matmul raises (the
             # tool's own gloo run in test_a_parameter_cut_unevenly_is_named_where_it_was_made)
+            # (which rank's error comes last varies: a peer of the raising rank reports the broken connection)
             assert status == rw.STATUS_ERROR and "block of the reference shape (8, 16)" in errors[name], \
-                (name, status, errors[name])
+                (name, status, errors[name][-600:])
         elif name == "s1_chunk_dim_bug.py":   # the ranks raise where one device runs
             assert status == rw.STATUS_ERROR and "cannot be multiplied" in errors[name], (name, status, errors[name])
         elif name == "s5_plan_style_bug.py":
