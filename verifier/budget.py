@@ -39,10 +39,10 @@ def rlimit(seconds: float) -> int:
 GUARD_FACTOR, GUARD_MIN_S = 30.0, 30.0
 
 
-def bound(solver, seconds: float) -> None:
-    """Bound ``solver``'s next check by ``seconds`` of budget: its step limit and the wall-clock guard."""
-    solver.set("rlimit", rlimit(seconds))
-    solver.set("timeout", int(1000 * max(GUARD_MIN_S, GUARD_FACTOR * seconds)))
+def bound(solver, steps: int) -> None:
+    """Bound ``solver``'s next check by ``steps`` (``rlimit``): its step limit and the wall-clock guard."""
+    solver.set("rlimit", steps)
+    solver.set("timeout", int(1000 * max(GUARD_MIN_S, GUARD_FACTOR * steps / RLIMIT_PER_SECOND)))
 
 
 def steps_used(solver) -> int:
@@ -75,7 +75,7 @@ class Budget:
         """Bound the next ``check()`` of ``solver`` by what is left (and by ``cap_seconds``)."""
         steps = [n for n in (self.steps, None if cap_seconds is None else rlimit(cap_seconds)) if n is not None]
         if steps:
-            bound(solver, max(1, min(steps)) / RLIMIT_PER_SECOND)
+            bound(solver, max(1, min(steps)))
         self._count_before = steps_used(solver)
 
     def charge(self, solver) -> None:

@@ -36,7 +36,7 @@ import numpy as np
 import z3
 from z3 import z3core as Z3core
 
-from .budget import RLIMIT_PER_SECOND, bound, clock, steps_used
+from .budget import RLIMIT_PER_SECOND, bound, clock, rlimit, steps_used
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
                        objectwise, same_term)
 from .counterexample import plain
@@ -1890,7 +1890,7 @@ def _ask(solver: z3.Solver, claim, seconds: float, counter: dict | None):
     ``counter`` tallies the calls and the steps they took."""
     if seconds <= 0:
         return z3.unknown
-    bound(solver, seconds)  # a step count: the same answer on a busy machine (budget.bound)
+    bound(solver, rlimit(seconds))  # a step count: the same answer on a busy machine (budget.bound)
     before = steps_used(solver)
     solver.push()
     solver.add(claim)

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import traceback
+from dataclasses import replace
 
 
 def _user_line(error: BaseException, path: str) -> int | None:
@@ -36,8 +37,6 @@ def _raised_by_us(error: BaseException) -> bool:
 
 def _at_reduced_sizes(run_request, reference, request: dict):
     """The program at smaller module-level sizes when the file's are large; None to keep the file's."""
-    from dataclasses import replace
-
     from verifier.traced_ir import TracedProgram
 
     from .run import run_once
@@ -218,8 +217,6 @@ def trace(request: dict):
     from .entries import EntryError, parse_arg
     from .harness_file import HarnessError
     from .harness_guard import HarnessRefused
-    from dataclasses import replace
-
     from .run import ArgumentsFailed, ModuleLevelError, RunRequest, UserCodeError, needs_leaf_inputs, run_once
     from .to_ir import TraceFailure, to_program
     from . import collectives
@@ -327,8 +324,6 @@ def _run_rank(run_request, world: int, rank: int, reference, replays):
 def _read_collective(result, read: bool):
     """An unsupported failure whose rank read simulated collective values says so (the runner then asks
     real ranks for those values, once)."""
-    from dataclasses import replace
-
     from .to_ir import TraceFailure
 
     if read and isinstance(result, TraceFailure) and result.kind == "unsupported":

@@ -98,7 +98,7 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
              timeout: float, memory_bytes: int | None, paths: tuple[str, ...], args: tuple[str, ...],
              harness: str | None) -> Confirmation:
     common = {"forward_only": forward_only, "float64": float64, "sizes": dict(program.sizes),
-              "inputs_as_made": bool(getattr(program, "inputs_as_made", False))}
+              "inputs_as_made": program.inputs_as_made}
     ran = _run_real(common, runs, started, path=path, shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
                     memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
     if isinstance(ran, Confirmation):

@@ -930,11 +930,12 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
             inputs_as_made: bool = False) -> RunResult:
     assumptions: list[str] = []
     not_run: dict[str, str] = {}
+    as_made = made_trainable(tensors, leaves) if inputs_as_made else frozenset()
     collectives.ACTIVE.append(recorder)
     anomaly = torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
         with anomaly, recorder, FollowDataAssignment(recorder):
-            passed = _as_activations(tensors, made_trainable(tensors, leaves) if inputs_as_made else frozenset())
+            passed = _as_activations(tensors, as_made)
             lines = LineTrace(recorder.spans)
             returned = _ReturnLine(fn, recorder.spans, lines)
             try:
@@ -1010,7 +1011,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                            f"(--no-grad NAME, or requires_grad=False in example_inputs(), says otherwise)")
     if SIMULATED_DDP:
         assumptions.append(DDP_ASSUMPTION)
-    if inputs_as_made and made_trainable(tensors, leaves):
+    if as_made:
         assumptions.append("the inputs example_inputs() made trainable are handed over as the leaves it made, not as "
                            "activations: the code accepts only leaves (DTensor's distribute_tensor)")
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh, not_run=not_run,

@@ -76,7 +76,7 @@ def test_a_check_that_does_not_count_its_steps_is_also_stopped_on_the_clock():
     from verifier.budget import GUARD_FACTOR, GUARD_MIN_S, bound
 
     solver = z3.Solver()
-    bound(solver, 2.0)
+    bound(solver, 2_000_000)
     settings = str(solver.param_descrs())   # the parameters exist on this Z3
     assert "rlimit" in settings and "timeout" in settings
     assert GUARD_FACTOR >= 10 and GUARD_MIN_S >= 10
