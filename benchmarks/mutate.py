@@ -26,6 +26,9 @@ any error's repair line (``repair_line``) does: a driver mutant's line in the ch
 error's ``file`` ends with its path in the package), counted apart.  A collective statement removed (its
 site holds ``pass``) is also judged at the statement before it in its block: the repair inserts the call
 after that line (issue 25's repair line for a removed call; a patch's first changed line for an insertion).
+A mutant of a file with a bug of its own (expected.json's ``bug_lines`` / ``bug_line``, recorded by hand) holds two
+bugs: a figure of its own also counts it named when the tool names that bug's line (moved by the edit as the diff
+says), beside the strict figure.
 
 Prints the confusion matrix ground truth {agree, differ} x tool {verified, violations,
 unsupported, input-error, error}, the mutants left out (invalid: raises the same way on
@@ -67,6 +70,7 @@ class Original:
     kind: str  # gt.GALLERY or gt.REALWORLD
     grad: bool
     expected: str | None  # expected verdict recorded next to the file, if any
+    bug_lines: frozenset[int] = frozenset()  # a file with a bug of its own: the lines expected.json records for it
 
     @property
     def label(self) -> str:
@@ -93,6 +97,17 @@ def _expected(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def recorded_bug_lines(info) -> frozenset[int]:
+    """The lines of a file's own bug as its expected.json entry records them (``bug_line``, ``bug_lines``), each
+    checked by hand against the file; nothing for a file without a recorded bug."""
+    if not isinstance(info, dict) or info.get("verdict") != "violations":
+        return frozenset()
+    lines = list(info.get("bug_lines", ()))
+    if isinstance(info.get("bug_line"), int):
+        lines.append(info["bug_line"])
+    return frozenset(lines)
+
+
 def originals(files: list[str] | None) -> list[Original]:
     paths = [Path(f).resolve() for f in files] if files else \
         sorted(GALLERY.glob("*.py")) + sorted(REALWORLD.glob("*.py")) + sorted(REALCODE.glob("*.py"))
@@ -104,7 +119,7 @@ def originals(files: list[str] | None) -> list[Original]:
         kind = gt.REALWORLD if p.parent.name in ("realworld", "realcode_drivers") else gt.GALLERY
         grad = True   # every floating input is trained unless example_inputs() writes requires_grad=False (as the tool)
         verdict = info.get("verdict") if isinstance(info, dict) else None
-        found.append(Original(p, kind, grad, verdict))
+        found.append(Original(p, kind, grad, verdict, recorded_bug_lines(info)))
     return found
 
 
@@ -244,12 +259,7 @@ def _mutated_lines(mutant) -> frozenset[int]:
     """Where the mutation is in the mutant file (the file the tool reads): the operator's site (the first
     line of the mutated statement) and every line the edit wrote (an inserted statement sits one line below
     the site; a multi-line call's keyword is on a later line)."""
-    if isinstance(mutant, Recorded):
-        diff = mutant.diff
-    elif isinstance(mutant, LibraryMutant):
-        diff = _diff(mutant.original, mutant.source)
-    else:
-        diff = _diff((ROOT / mutant.origin).read_text(), mutant.source)
+    diff = _diff_of(mutant)
     return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff))
 
 
@@ -275,6 +285,38 @@ def _reinsertion_lines(mutant, diff: str) -> set[int]:
                 if isinstance(stmt, ast.stmt) and stmt.lineno == mutant.line:
                     return set(range(before.lineno, (before.end_lineno or before.lineno) + 1))
     return set()
+
+
+def _moved_line(diff: str, line: int) -> int | None:
+    """Where line ``line`` of the original is in the mutant (``_diff``'s hunks shift the lines below them);
+    None when the mutation rewrote or removed that line (its site counts then)."""
+    shift = 0
+    for match in re.finditer(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,(\d+))? @@", diff, re.M):
+        start, old = int(match.group(1)), int(match.group(2) or 1)
+        new = int(match.group(3)) if match.group(3) is not None else 1
+        if old and start <= line < start + old:
+            return None
+        if (old and start + old <= line) or (not old and start < line):
+            shift += new - old
+    return line + shift
+
+
+def _diff_of(mutant) -> str:
+    if isinstance(mutant, Recorded):
+        return mutant.diff
+    if isinstance(mutant, LibraryMutant):
+        return _diff(mutant.original, mutant.source)
+    return _diff((ROOT / mutant.origin).read_text(), mutant.source)
+
+
+def own_bug_lines(mutant, known: dict[str, frozenset[int]]) -> frozenset[int]:
+    """A mutant of a file with a bug of its own (``known``: file -> its recorded bug lines): where those lines
+    are in the mutant.  Such a mutant holds two bugs, and a finding at the file's own bug names a real one."""
+    lines = known.get(mutant.origin, frozenset()) if not is_library(mutant) else frozenset()
+    if not lines:
+        return frozenset()
+    diff = _diff_of(mutant)
+    return frozenset(moved for line in lines if (moved := _moved_line(diff, line)) is not None)
 
 
 def _original_source(mutant) -> str | None:
@@ -335,7 +377,8 @@ def of_correct_files(outcomes: list[Outcome], buggy: frozenset[str]) -> list[Out
     return [o for o in outcomes if o.mutant.origin not in buggy]
 
 
-def render(outcomes: list[Outcome], summary: dict, buggy: frozenset[str] = frozenset()) -> str:
+def render(outcomes: list[Outcome], summary: dict, buggy: frozenset[str] = frozenset(),
+           known: dict[str, frozenset[int]] | None = None) -> str:
     text = _render_matrix(outcomes, summary)
     real = [o for o in outcomes if is_realcode(o.mutant)]
     if real and len(real) < len(outcomes):
@@ -355,6 +398,10 @@ def render(outcomes: list[Outcome], summary: dict, buggy: frozenset[str] = froze
             named, found = all_hits(of_correct_files(outcomes, buggy))
             text += (f"\nof mutants of right files, drivers and library source (no file with a bug of its own): {named} "
                      f"of {found}")
+    if known:
+        named, found = own_bug_hits(outcomes, known)
+        text += (f"\nall found bugs, a mutant of a file with a bug of its own also named at that bug's recorded line "
+                 f"(expected.json): {named} of {found}")
     return text
 
 
@@ -363,6 +410,30 @@ def all_hits(outcomes: list[Outcome]) -> tuple[int, int]:
     ``line_hits``'s "either"), driver, gallery and real-world mutants and library mutants together."""
     plain, library = line_hits(outcomes), line_hits(outcomes, library=True)
     return plain["either"] + library["either"], plain["found"] + library["found"]
+
+
+def own_bug_hits(outcomes: list[Outcome], known: dict[str, frozenset[int]]) -> tuple[int, int]:
+    """(named, found) over all found bugs (``all_hits``), where a mutant of a file with a bug of its own is also
+    named when its first error's line or a repair line is that bug's recorded line (``own_bug_lines``): such a
+    mutant holds two bugs, and the tool naming the file's own one names a real bug at its line."""
+    named, found = all_hits(outcomes)
+    for o in outcomes:
+        if o.truth.status != gt.DIFFER or o.verdict.verdict != tool.VIOLATIONS or is_library(o.mutant):
+            continue
+        own = own_bug_lines(o.mutant, known)
+        if not own or _either(o):
+            continue
+        first = _located(o.verdict)[:1]
+        if any(line in own and not file for line, file in first) or any(line in own for line in o.verdict.repair_lines):
+            named += 1
+    return named, found
+
+
+def _either(o: Outcome) -> bool:
+    """``line_hits``'s "either" for one found bug of a driver, gallery or real-world mutant."""
+    first = _located(o.verdict)[:1]
+    return bool(first and _names(o.mutant, *first[0])) or \
+        any(line in _mutated_lines(o.mutant) for line in o.verdict.repair_lines)
 
 
 def _render_matrix(outcomes: list[Outcome], summary: dict, wrong_list: bool = True) -> str:
@@ -481,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     if ran < len(mutants):
         print(f"time limit: {ran} of {len(mutants)} mutants finished (both ground truth and tool)")
     buggy = frozenset(o.label for o in origs if o.expected == "violations")
-    print(render(outcomes, summary, buggy))
+    known = {o.label: o.bug_lines for o in origs if o.bug_lines}
+    print(render(outcomes, summary, buggy, known))
     print(f"({time.monotonic() - started:.0f}s)")
     if args.json:
         sources = {o.label: o.path.read_text() for o in origs}
@@ -507,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "library_line_hits": line_hits(outcomes, library=True),
                                                "all_line_hits": all_hits(outcomes),
                                                "all_line_hits_right_files": all_hits(of_correct_files(outcomes, buggy)),
+                                               "all_line_hits_own_bug_lines": own_bug_hits(outcomes, known),
                                                "mutants": records}, indent=1))
     return 1 if any(o.wrong for o in outcomes) else 0
 

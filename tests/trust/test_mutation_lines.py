@@ -59,3 +59,46 @@ def test_only_a_removed_collective_statement_gets_the_line_before():
 def test_a_removed_statement_that_opens_its_block_has_no_line_before():
     record = _gallery_drop("examples/models/dist_layernorm_allreduce_stats_ok.py", 21)
     assert mutate._mutated_lines(record) == {21}
+
+
+def test_a_line_below_an_inserted_statement_moves_down_and_a_rewritten_line_has_no_place():
+    inserted = ORIGINAL.replace("    return y\n", "    y.div_(2)\n    return y\n")
+    diff = mutate._diff(ORIGINAL, inserted)
+    assert [mutate._moved_line(diff, line) for line in (2, 3, 4)] == [2, 3, 5]
+    rewritten = mutate._diff(ORIGINAL, ORIGINAL.replace("x * 2", "x * 3"))
+    assert mutate._moved_line(rewritten, 2) is None and mutate._moved_line(rewritten, 4) == 4
+    dropped = mutate._diff(ORIGINAL, ORIGINAL.replace("    dist.all_reduce(y)\n", ""))
+    assert mutate._moved_line(dropped, 4) == 3
+
+
+def test_every_file_with_a_bug_of_its_own_records_the_bug_lines_on_code():
+    for folder in ("examples/models", "examples/realworld"):
+        for info in [o for o in mutate.originals(None) if o.expected == "violations" and folder in o.label]:
+            source = info.path.read_text().splitlines()
+            assert info.bug_lines, info.label
+            for line in info.bug_lines:
+                text = source[line - 1].strip()
+                assert text and not text.startswith(("#", '"""')), (info.label, line)
+
+
+def _found(origin: str, line: int, operator: str, mutated: str, original: str, tool_line: int) -> mutate.Outcome:
+    record = mutate.Recorded(origin, operator, line, "change", "d", False, mutate._diff(original, mutated))
+    verdict = mutate.tool.ToolVerdict(mutate.tool.VIOLATIONS, 1, 1.0, "", (tool_line,), (), (None,))
+    return mutate.Outcome(record, mutate.gt.Truth(mutate.gt.DIFFER, "outputs differ"), verdict)
+
+
+def test_a_mutant_of_a_buggy_file_named_at_the_files_own_bug_counts_apart_from_the_strict_figure():
+    origin = "examples/models/dist_rowparallel_sum_divided_by_world.py"   # its own bug: `return y / world`, 24
+    original = (REPO / origin).read_text()
+    assert original.splitlines()[23].strip() == "return y / world"
+    # a statement inserted above the bug moves it to line 25; the tool naming 25 names the file's own bug
+    mutated = original.replace("    dist.all_reduce(y, op=dist.ReduceOp.SUM)\n",
+                               "    dist.all_reduce(y, op=dist.ReduceOp.SUM)\n    y = y * 1.0\n")
+    known = {o.label: o.bug_lines for o in mutate.originals(None) if o.bug_lines}
+    own_bug, elsewhere = (_found(origin, 23, "op", mutated, original, line) for line in (25, 21))
+    assert mutate.own_bug_lines(own_bug.mutant, known) == {25}
+    assert mutate.all_hits([own_bug, elsewhere]) == (0, 2)
+    assert mutate.own_bug_hits([own_bug, elsewhere], known) == (1, 2)
+    # a file without a bug of its own gains nothing
+    ok = "examples/models/dist_rowparallel_ok.py"
+    assert mutate.own_bug_lines(_found(ok, 18, "op", original, original, 24).mutant, known) == frozenset()
