@@ -51,6 +51,10 @@ class Diagnostic:
     # the file ``line`` is in when it is not the report's file: a module of the user's own package
     # the checked file calls into (its path); ``repair_line`` is always in the report's file
     file: str | None = None
+    # a wait the checked file's own lines miss (async hygiene): (the async op's line, the first early read's
+    # line or None when the handle is never waited on); the front end that holds the source turns it into a
+    # ``repair_line``, the line after which the wait goes
+    missing_wait: tuple[int, int | None] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "severity": self.severity, "line": self.line, "column": self.column,

@@ -181,11 +181,20 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
     _shown_files(report)
+    _wait_repair_lines(report, source)
     report.add(Diagnostic("translation", NOTE, f"frontend: {FRONTEND_NOTE}; passes: {', '.join(outcome.passes)}"))
     report.seconds = time.perf_counter() - started
     scaled_program = scaled.get(SCALED_WORLD)
     return TracedResult(report, program=outcome, options=options,
                         scaled_program=None if isinstance(scaled_program, TraceFailure) else scaled_program)
+
+
+def _wait_repair_lines(report: Report, source: str) -> None:
+    """A wait the checked file misses gets the line after which it goes (``frontends/traced/wait_lines.py``)."""
+    from frontends.traced.wait_lines import wait_repair_line
+    for diagnostic in report.diagnostics:
+        if diagnostic.missing_wait is not None and diagnostic.repair_line is None:
+            diagnostic.repair_line = wait_repair_line(source, *diagnostic.missing_wait)
 
 
 def _shown_files(report: Report) -> None:

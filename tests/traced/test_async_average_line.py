@@ -1,13 +1,18 @@
 """An asynchronous all-reduce that averages where it must sum (issue 25's reduce-op mutants of megatron-core's
 backward): gloo sums, then divides when the wait is made; the division is the all-reduce's and is named at its
-line, not at the wait's.  Twins, gloo ground truth (1 vs 2 ranks), the expected line found by the case's
-"# the bug" marker (the tool never reads it)."""
+line, not at the wait's.  A dropped wait (issue 25's removed-wait mutants): the finding names the early read,
+and its ``repair_line`` is the line after which the wait goes (``frontends/traced/wait_lines.py``): right
+before the read in the issuing function, or before the issuing helper's return when the read is its caller's.
+Twins, gloo ground truth (1 vs 2 ranks), the expected line found by the case's "# the bug" marker (the tool
+never reads it)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 from case_runs import MATCH, MISMATCH, gloo_statuses, marked_line, translate
+
+from frontends.traced.wait_lines import wait_repair_line
 
 CASES = Path(__file__).parent / "cases"
 
@@ -29,9 +34,46 @@ def test_an_asynchronous_average_is_named_at_the_all_reduce_not_the_wait():
     assert "first go wrong at aten.div_" in first["message"], first["message"]
 
 
+@pytest.mark.parametrize("name", ["k27_async_wait_dropped_bug.py", "k28_ring_exchange_wait_bug.py"])
+def test_a_dropped_wait_is_repaired_right_before_the_read_or_before_the_helper_returns(name):
+    pytest.importorskip("torch")
+    code, body = translate(name)
+    assert (code, body["verdict"]) == (1, "violations"), body["diagnostics"]
+    first = [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+    assert "before wait(handle=" in first["message"] and first["line"] != marked_line(CASES / name), first
+    assert first["repair_line"] == marked_line(CASES / name), first
+
+
+def test_the_waiting_exchange_is_verified():
+    pytest.importorskip("torch")
+    code, body = translate("k28_ring_exchange_wait_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_no_line_where_the_statements_do_not_say_where_the_wait_goes():
+    helper = ("def exchange(b, out):\n"                       # 1
+              "    work = dist.irecv(out, src=0)\n"            # 2
+              "    {tail}\n"                                   # 3
+              "def caller(b, out):\n"                         # 4
+              "    got = exchange(b, out)\n"                  # 5
+              "    return got + 1\n")                         # 6
+    assert wait_repair_line(helper.format(tail="return out"), 2, 6) == 2
+    assert wait_repair_line(helper.format(tail="return out"), 2, None) == 2
+    assert wait_repair_line(helper.format(tail="return out, work"), 2, 6) is None       # the caller holds it
+    assert wait_repair_line(helper.format(tail="return caller(b, out)"), 2, 6) is None  # may run the read
+    assert wait_repair_line(helper.format(tail="keep.append(work)"), 2, None) is None   # kept elsewhere
+    branches = helper.format(tail="if b:\n        return out\n    return b").replace("got + 1", "got")
+    assert wait_repair_line(branches, 2, 8) is None                                     # two returns
+    assert wait_repair_line(helper.format(tail="return out"), 2, 1) is None              # read before the op
+
+
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
-    names = ["k17_async_average_ok.py", "k17_async_average_bug.py"]
+    names = ["k17_async_average_ok.py", "k17_async_average_bug.py", "k27_async_wait_dropped_bug.py",
+             "k28_ring_exchange_wait_ok.py", "k28_ring_exchange_wait_bug.py"]
     statuses = gloo_statuses(names)
     assert statuses["k17_async_average_ok.py"][0] == MATCH, statuses
     assert statuses["k17_async_average_bug.py"][0] == MISMATCH, statuses
+    assert statuses["k27_async_wait_dropped_bug.py"][0] == MISMATCH, statuses   # its twin: k17_async_average_ok.py
+    assert statuses["k28_ring_exchange_wait_ok.py"][0] == MATCH, statuses
+    assert statuses["k28_ring_exchange_wait_bug.py"][0] == MISMATCH, statuses

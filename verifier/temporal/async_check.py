@@ -33,6 +33,17 @@ def _found(event: Event, message: str, rank: int | None = None) -> Finding:
     return Finding(ASYNC, line, message, rank, file=file)
 
 
+def _own_lines(pending: Event, reader: Event | None) -> tuple[int, int | None] | None:
+    """Where a missing wait of ``pending`` is placed, as lines of the checked file: the async op's line and
+    the early reader's (None: never waited on).  Nothing when either ran in another file (a package of the
+    user's: a repair line is always the checked file's)."""
+    if pending.line is None or pending.within is not None:
+        return None
+    if reader is not None and (reader.line is None or reader.within is not None):
+        return None
+    return pending.line, None if reader is None else reader.line
+
+
 def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[Event]]) -> list[Finding]:
     """Races between ``event`` and the in-flight ops, found through the buffers it touches.
 
@@ -50,8 +61,9 @@ def _conflicts(event: Event, writers: dict[str, Event], readers: dict[str, list[
         pending = writers.get(root)
         if pending is not None and root not in reported:
             reported.add(root)
-            findings.append(_found(event, f"{_at(event)} reads `{event.name_of(root)}` before "
-                                          f"wait(handle={pending.handle}): {_at(pending)} is still writing it"))
+            findings.append(replace(_found(event, f"{_at(event)} reads `{event.name_of(root)}` before "
+                                                  f"wait(handle={pending.handle}): {_at(pending)} is still writing it"),
+                                    missing_wait=_own_lines(pending, event)))
     for root in event.writes:
         if root in reported:
             continue
@@ -103,7 +115,8 @@ def check_rank(rank: int, timeline: tuple[Event, ...]) -> list[Finding]:
                 if root not in event.writes:
                     readers.setdefault(root, []).append(event)
     for handle, pending in in_flight.items():
-        findings.append(_found(pending, f"handle {handle} of {_at(pending)} is never waited on", rank))
+        findings.append(replace(_found(pending, f"handle {handle} of {_at(pending)} is never waited on", rank),
+                                missing_wait=_own_lines(pending, None)))
     return findings
 
 

@@ -25,6 +25,9 @@ class Finding:
     rank: int | None = None
     hint: str | None = None
     file: str | None = None   # the user's package file of ``line`` (not the checked file)
+    # a wait missing from the checked file's own lines: (the line of the async op, the line of the first
+    # op that read its buffer too early, or None when nothing did and the handle is never waited on)
+    missing_wait: tuple[int, int | None] | None = None
 
 
 def plural(number: int, noun: str) -> str:
@@ -60,9 +63,11 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
     ranks_of: dict[tuple[str, int | None, str], list[int]] = {}
     hints: dict[tuple[str, int | None, str], str | None] = {}
     files: dict[tuple[str, int | None, str], str | None] = {}
+    waits: dict[tuple[str, int | None, str], tuple[int, int | None] | None] = {}
     for finding in findings:
         key = (finding.check, finding.line, finding.message)
         files.setdefault(key, finding.file)
+        waits.setdefault(key, finding.missing_wait)
         ranks = ranks_of.setdefault(key, [])
         hints.setdefault(key, finding.hint)
         if finding.rank is not None:
@@ -82,7 +87,7 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
         else:
             where = ""
         diagnostic = Diagnostic(check, ERROR, f"{message}{where}.", line, hint=hints[(check, line, message)],
-                                file=files[(check, line, message)])
+                                file=files[(check, line, message)], missing_wait=waits[(check, line, message)])
         per_line.append(diagnostic)
         diagnostics.append(diagnostic)
     for key, count in hidden.items():

@@ -1,0 +1,25 @@
+"""Twin of k28_ring_exchange_wait_ok.py whose exchange helper returns without waiting on its send and receive:
+the caller reads the received block while the receive may still be writing it.  The finding names the caller's
+read; the handles die when the helper returns, so the waits belong before its return, after the line marked."""
+import torch
+import torch.distributed as dist
+
+
+def exchange(block, rank, world):
+    received = torch.empty_like(block)
+    reqs = [dist.isend(block, dst=(rank + 1) % world), dist.irecv(received, src=(rank - 1) % world)]  # the bug
+    return received
+
+
+def forward(x, w):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = x.chunk(world, dim=0)[rank] @ w
+    blocks = [mine] * world
+    for step in range(world - 1):
+        mine = exchange(mine, rank, world)
+        blocks[(rank - step - 1) % world] = mine
+    return torch.cat(blocks, dim=0)
+
+
+def example_inputs():
+    return torch.randn(4, 8, requires_grad=False), torch.randn(8, 8, requires_grad=False)  # forward only
