@@ -26,7 +26,7 @@ from .budget import Budget
 from .backends import NumpyBackend, Z3Backend, as_term, fresh_array, normal_form, same_term
 from .distribute import NotDistributable, distribute, reassemble
 from .engine import Engine, EngineError
-from .ir import Program
+from .ir import Program, TensorSpec
 from .placements import Partial, Placement, Replicate, Shard
 
 MAX_SYMBOLIC_ELEMENTS = 60_000
@@ -50,12 +50,25 @@ def symbolic_inputs(program: Program) -> tuple[dict[str, np.ndarray], list, dict
             name = f"{spec.name}[{','.join(map(str, index))}]" if shape else spec.name
             kind = _kind(spec.dtype)
             var = z3.Int(name) if kind == "int" else z3.Bool(name) if kind == "bool" else z3.Real(name)
-            if spec.bounds is not None:
-                domain += [var >= int(spec.bounds[0]), var < int(spec.bounds[1])]
+            domain += integer_domain(var, spec)
             array[index] = var
             variables[name] = var
         arrays[spec.name] = array
     return arrays, domain, variables
+
+
+def integer_domain(var: Any, spec: TensorSpec) -> list:
+    """Constraints on one element of an integer input: within its bounds, or one of the values it
+    also takes outside them (``extra_values``: a label's padding value)."""
+    if spec.bounds is None:
+        return []
+    inside = [var >= int(spec.bounds[0]), var < int(spec.bounds[1])]
+    if not spec.extra_values:
+        return inside
+    return [z3.Or(z3.And(*inside), *(var == int(value) for value in spec.extra_values))]
+
+
+EXTRA_VALUE_SHARE = 0.25  # of an integer input's random elements drawn from its extra values
 
 
 def random_inputs(program: Program, seed: int) -> dict[str, np.ndarray]:
@@ -72,7 +85,12 @@ def random_values(specs, seed: int, kind_of: Callable[[Any], str] = lambda spec:
         kind = kind_of(spec)
         if kind == "int":
             low, high = (int(spec.bounds[0]), int(spec.bounds[1])) if spec.bounds else (0, 4)
-            out[spec.name] = rng.integers(low, high, size=shape)
+            values = rng.integers(low, high, size=shape)
+            extras = spec.extra_values
+            if extras:
+                chosen = rng.random(shape) < EXTRA_VALUE_SHARE
+                values = np.where(chosen, rng.choice(np.asarray(extras), size=shape), values)
+            out[spec.name] = values
         elif kind == "bool":
             out[spec.name] = rng.random(shape) < 0.5
         else:

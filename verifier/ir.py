@@ -110,6 +110,8 @@ class TensorSpec:
     placements: tuple[Placement, ...] = ()
     span: Span = field(default_factory=Span)
     bounds: tuple[Dim, Dim] | None = None  # integer inputs (token ids): values in [low, high)
+    # integer inputs: values the input also takes outside [low, high) (a label's padding value -100)
+    extra_values: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ from .budget import RLIMIT_PER_SECOND, bound, clock, rlimit, steps_used
 from .backends import (NumpyBackend, Z3Backend, all_constants, as_term, fresh_array, fresh_constants, normal_form,
                        objectwise, same_term)
 from .counterexample import plain
-from .equivalence import random_values
+from .equivalence import integer_domain, random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
+from .common_divisors import mentions_quotients, quotients_combine
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
@@ -1272,8 +1273,8 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
         sort = z3.IntSort() if kind == "int" else z3.BoolSort() if kind == "bool" else z3.RealSort()
         array = np.empty(shape, dtype=object)
         for index, label, var in zip(indices, labels, fresh_constants(labels, sort)):
-            if kind == "int" and spec.bounds is not None:
-                domain += [var >= int(spec.bounds[0]), var < int(spec.bounds[1])]
+            if kind == "int":
+                domain += integer_domain(var, spec)
             array[index] = var
             variables[label] = var
         arrays[spec.name] = array
@@ -1282,6 +1283,7 @@ def _symbolic_leaves(inputs: tuple[TensorSpec, ...]) -> tuple[dict[str, np.ndarr
 
 _EXP_MEMO: dict[int, bool] = {}  # Z3 subterm id -> holds an exp, for the terms of one proof attempt
 _ITE_MEMO: dict[int, bool] = {}  # and -> holds an If
+_QUOTIENT_MEMO: dict[int, bool] = {}  # and -> holds a division by a term
 # and -> (the subterm, kept alive so its id is not reused; whether it selects by integer data)
 _SELECTS_MEMO: dict[int, tuple[z3.ExprRef | None, bool]] = {}
 
@@ -1302,6 +1304,8 @@ def _provably_equal(a: Any, b: Any) -> bool:
         merged = merge_conditionals(difference)
         if z3.is_rational_value(merged) and merged.numerator_as_long() == 0:
             return True
+    if mentions_quotients(difference, _QUOTIENT_MEMO) and quotients_combine(difference):  # a/d + b/d = (a+b)/d
+        return True
     if mentions_exp(difference, _EXP_MEMO):  # online-softmax rescaling: exp(a) exp(b) = exp(a + b)
         difference = exp_normal_form(difference)
         if quotients_cancel(difference):
@@ -1412,6 +1416,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     xp = Z3Backend()
     _EXP_MEMO.clear()
     _ITE_MEMO.clear()
+    _QUOTIENT_MEMO.clear()
     _SELECTS_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
     memo = ProofMemo(domain, report.extra["solver"])

@@ -902,19 +902,28 @@ def _values_as_built(tensor: Any) -> Any:
         return None
 
 
+SENTINEL_VALUES = 4  # at most this many distinct negative values recorded are taken as sentinels
+
+
 def _bound_integer_leaf(recorder: Recorder, tensor: Any, name: str, vocab: int | None) -> None:
-    """Token ids and labels: values in [0, VOCAB) when the file names VOCAB, else the recorded range."""
+    """Token ids and labels: values in [0, VOCAB) when the file names VOCAB and the recorded values
+    fit, else the recorded range; a few negative values the recorded inputs hold (a label's padding
+    value -100) stay possible values of their own, not a range reaching down to them."""
     spec = recorder.recording.leaves[-1]
-    if vocab is not None:
-        bounds = (0, int(vocab))
-        recorder.recording.assumptions.append(f"integer input {name} takes values in [0, {vocab}) (VOCAB)")
+    values = sorted(int(v) for v in tensor.unique().tolist()) if tensor.numel() else [0]
+    sentinels = tuple(v for v in values if v < 0)
+    if not sentinels or len(sentinels) > SENTINEL_VALUES or len(sentinels) == len(values):
+        sentinels = ()
+    counted = [v for v in values if v not in sentinels]
+    if vocab is not None and 0 <= counted[0] and counted[-1] < int(vocab):
+        bounds, source = (0, int(vocab)), "(VOCAB)"
     else:
-        low = int(tensor.min()) if tensor.numel() else 0
-        high = int(tensor.max()) + 1 if tensor.numel() else 1
-        bounds = (low, max(high, low + 1))
-        recorder.recording.assumptions.append(f"integer input {name} takes values in [{bounds[0]}, {bounds[1]}) "
-                                              f"as in the recorded inputs")
-    recorder.recording.leaves[-1] = replace(spec, bounds=bounds)
+        bounds, source = (counted[0], counted[-1] + 1), "as in the recorded inputs"
+    also = (f" or {', '.join(map(str, sentinels))} (a value the recorded inputs hold outside that range)"
+            if sentinels else "")
+    recorder.recording.assumptions.append(f"integer input {name} takes values in [{bounds[0]}, {bounds[1]}) "
+                                          f"{source}{also}")
+    recorder.recording.leaves[-1] = replace(spec, bounds=bounds, extra_values=sentinels)
 
 
 def _spec(name: str, tensor: Any):

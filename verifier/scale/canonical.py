@@ -65,8 +65,8 @@ def canonical_text(program: Program, with_dim_values: bool = True) -> str:
     for spec in program.inputs:
         name = names.define(spec.name)
         names.table.setdefault(f"grad_{spec.name}", f"grad_{name}")
-        parts.append(f"in {name}:{spec.dtype}{list(spec.shape)}{[str(p) for p in spec.placements]}"
-                     f"{list(spec.bounds) if spec.bounds else ''}")
+        bounds = f"{list(spec.bounds)}{list(spec.extra_values) if spec.extra_values else ''}" if spec.bounds else ""
+        parts.append(f"in {name}:{spec.dtype}{list(spec.shape)}{[str(p) for p in spec.placements]}{bounds}")
     if program.functions:
         parts.extend(f"def {name}:{function!r}" for name, function in sorted(program.functions.items()))
     parts.extend(_op(op, names) for op in program.ops)

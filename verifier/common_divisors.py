@@ -1,0 +1,75 @@
+"""Quotients by one divisor added up: ``a/d + b/d = (a + b)/d``.
+
+Z3's ``simplify`` keeps a quotient whole, so a loss that each rank divides by the global count of
+real tokens and the ranks then sum (``sum_r a_r / d``) does not meet the single device's
+``(sum_r a_r) / d`` in sum-of-monomials form.  This module writes every quotient ``x / d`` whose
+divisor is not a number as ``x * r_d``, with ``r_d`` one fresh variable per divisor (two divisors
+are one when their difference is zero in normal form), and normalises again.  A difference that becomes the zero polynomial
+in those variables is zero for every value of ``r_d``, in particular ``1/d``: the identity holds
+exactly over the reals wherever the divisors are non-zero (the verifier's real-arithmetic
+reading; IEEE's ``x/0`` is not a real number).
+"""
+from __future__ import annotations
+
+import z3
+
+from .backends import normal_form
+
+
+def mentions_quotients(term: z3.ExprRef, memo: dict[int, bool]) -> bool:
+    """Does ``term`` hold a real division by something other than a number?"""
+    stack, seen = [term], set()
+    while stack:
+        node = stack.pop()
+        key = node.get_id()
+        if key in memo:
+            if memo[key]:
+                return True
+            continue
+        if key in seen or not z3.is_app(node):
+            continue
+        seen.add(key)
+        if z3.is_div(node) and not z3.is_rational_value(node.arg(1)):
+            memo[key] = True
+            return True
+        stack.extend(node.children())
+    for key in seen:
+        memo[key] = False
+    return False
+
+
+def quotients_combine(difference: z3.ExprRef) -> bool:
+    """Is ``difference`` zero once every quotient ``x / d`` reads ``x * r_d``?"""
+    reciprocals: list[tuple[z3.ExprRef, z3.ExprRef]] = []   # (divisor, its variable)
+    done: dict[int, z3.ExprRef] = {}
+
+    def reciprocal(divisor: z3.ExprRef) -> z3.ExprRef:
+        for known, variable in reciprocals:
+            if known.eq(divisor) or _is_zero(normal_form(known - divisor)):
+                return variable
+        reciprocals.append((divisor, z3.FreshReal("reciprocal")))
+        return reciprocals[-1][1]
+
+    def walk(node: z3.ExprRef) -> z3.ExprRef:
+        key = node.get_id()
+        if key in done:
+            return done[key]
+        if not z3.is_app(node) or node.num_args() == 0:
+            result = node
+        else:
+            children = [walk(child) for child in node.children()]
+            if z3.is_div(node) and not z3.is_rational_value(children[1]):
+                result = children[0] * reciprocal(children[1])
+            elif all(a.eq(b) for a, b in zip(children, node.children())):
+                result = node
+            else:
+                result = node.decl()(*children)
+        done[key] = result
+        return result
+
+    rewritten = walk(difference)
+    return bool(reciprocals) and _is_zero(normal_form(rewritten))
+
+
+def _is_zero(term: z3.ExprRef) -> bool:
+    return z3.is_rational_value(term) and term.numerator_as_long() == 0
