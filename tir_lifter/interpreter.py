@@ -133,7 +133,10 @@ class Machine:
         self._onchip_base = {view.name: base for view, base in kernel.onchip_views}
         # warp groups (T.ws) and mbarriers: the order between them is checked as the block runs
         grouped = any(isinstance(s, If) and _warp_group(s) for s in walk_stmts(kernel.body))
-        self.sync = WarpGroups(kernel.threads or 128, dict(kernel.barriers)) if grouped or kernel.barriers else None
+        wgmma = any(isinstance(s, TileOp) and s.kind == "wgmma_wait" for s in walk_stmts(kernel.body)) or \
+            any(isinstance(s, TileOp) and s.attr("wgmma") for s in walk_stmts(kernel.body))
+        self.sync = WarpGroups(kernel.threads or 128, dict(kernel.barriers)) if grouped or kernel.barriers or wgmma \
+            else None
         if self.sync is not None and kernel.onchip_views:  # the groups' ordering is tracked per buffer name
             raise Unsupported(None, "T.reshape of an on-chip buffer in a kernel with warp groups or barriers is not "
                               "modelled")
@@ -326,14 +329,14 @@ class Machine:
 
     def _synced(self, name: str, index: tuple[int, ...], write: bool, line: int | None) -> None:
         """An access under warp groups: ordered with the other groups' (``sync.WarpGroups``); a
-        fragment lives in the registers of one group's threads, so no other group may use it."""
+        fragment lives in the registers of one group's threads, so no other group may use it (its
+        order with that group's asynchronous MMAs, a WGMMA accumulating into it, is tracked too)."""
         scope, group = self.scopes[name], self.sync.group
         if scope != GLOBAL and not scope.startswith("shared") and group is not None:
             owner = self._fragment_group.setdefault(name, group)
             if owner != group:
                 raise Unsupported(line, f"{name} is in the registers of the threads {owner[0]}..{owner[1] - 1} and "
                                   f"used by the threads {group[0]}..{group[1] - 1} too, which is not modelled")
-            return
         self.sync.access(name, index, write, line)
 
     def _block_of(self, block_id: int) -> tuple[int, ...]:

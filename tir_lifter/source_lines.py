@@ -18,7 +18,8 @@ from dataclasses import replace
 from .program import GridLaunch, If, Kernel, Loop, Stmt, Store, TileOp, While, walk_stmts
 
 _TILE_KINDS = {"copy": ("copy", 1), "clear": ("fill", 0), "fill": ("fill", 0), "gemm": ("gemm", 2),
-               "atomic_add": ("atomic", 0), "im2col": ("loop", None)}
+               "wgmma_gemm": ("gemm", 2), "tcgen05_gemm": ("gemm", 2), "atomic_add": ("atomic", 0),
+               "im2col": ("loop", None)}
 
 
 def _base(node: ast.AST) -> str | None:

@@ -62,6 +62,8 @@ class WarpGroups:
         self.group: tuple[int, int] | None = None  # the thread range running now (None: every thread)
         self.async_writer: Any = None  # the copy engine, while a tma_copy stores (the tensor core: an MMA)
         self.in_order: set[Any] = set()  # engines whose operations run in issue order (tcgen05 MMAs)
+        # the issuing threads -> the WGMMAs in flight, each as the tensor core's clock at its end
+        self.wgmmas: dict[Any, list[Clock]] = {}
 
     def _clock(self, group: Any) -> Clock:
         return self.clocks.setdefault(group, {})
@@ -154,6 +156,36 @@ class WarpGroups:
         (``tcgen05.commit.mbarrier::arrive::one``)."""
         engine, self.async_writer = self.async_writer, None
         self._arrive(key, engine, 1, line)
+
+    def async_wgmma(self, line: int | None) -> None:
+        """A Hopper WGMMA issued by the running threads: like a tcgen05 MMA, the tensor core reads
+        A, B and C and writes C after the issue, in order with the earlier WGMMAs of the same
+        threads (PTX: accumulating into the same registers needs no wait), but it arrives on no
+        barrier: the threads see it only through ``wait_wgmma``."""
+        group = self._running(line)
+        engine = f"the wgmma tensor core of the threads {_shown(group)}"
+        self.in_order.add(engine)
+        self.clocks[engine] = _join(self._clock(engine), self._clock(group))
+        self._tick(engine)
+        self._tick(group)
+        self.async_writer = engine
+
+    def end_async_wgmma(self) -> None:
+        engine, self.async_writer = self.async_writer, None
+        group = self._running(None)
+        self.wgmmas.setdefault(group, []).append(dict(self._clock(engine)))
+
+    def wgmma_wait(self, pending: int, line: int | None) -> None:
+        """``T.wait_wgmma(n)`` (``wgmma.wait_group n``): the running threads go on once at most
+        the ``n`` most recent of their WGMMAs are in flight; they know what the others did."""
+        group = self._running(line)
+        issued = self.wgmmas.get(group, [])
+        if pending < 0:
+            raise Unsupported(line, f"T.wait_wgmma({pending}) is not modelled")
+        retired, self.wgmmas[group] = issued[:max(len(issued) - pending, 0)], issued[max(len(issued) - pending, 0):]
+        for clock in retired:
+            self.clocks[group] = _join(self._clock(group), clock)
+        self._tick(group)
 
     def arrive(self, key: tuple[str, tuple[int, ...]], line: int | None) -> None:
         group = self._running(line)

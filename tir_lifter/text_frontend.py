@@ -29,8 +29,8 @@ _DTYPES = {"float": "float32", "half": "float16", "float32": "float32", "float16
 _PREFIXES = ("T.", "tl.", "tilelang.language.", "tir.", "tvm.tir.", "tvm.script.tir.")
 _REFERENCE_NAMES = ("ref_program", "reference", "ref", "ref_fn", "torch_ref", "reference_program")
 _IGNORED_CALLS = {"reads", "writes", "sblock_attr", "block_attr", "func_attr", "annotate_layout", "use_swizzle",
-                  "no_set_max_nreg", "disable_warp_group_reg_alloc", "annotate_l2_hit_ratio", "print",
-                  "sync_threads", "annotate_padding", "annotate_safe_value"}
+                  "no_set_max_nreg", "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "disable_warp_group_reg_alloc",
+                  "annotate_l2_hit_ratio", "print", "sync_threads", "annotate_padding", "annotate_safe_value"}
 _UNARY = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
           "abs": "abs", "tanh": "tanh", "sigmoid": "sigmoid", "fabs": "abs"}
 

@@ -7,7 +7,8 @@ memory.  Semantics follow TileLang's own lowering:
   an out-of-bounds source element reads 0, an out-of-bounds destination element is not
   written (``CopyNode::MakePredicate`` in TileLang) — this is what makes boundary tiles
   safe, and what the reduced shapes exercise;
-* ``gemm``: ``C += op(A) @ op(B)`` (``clear_accum`` overwrites);
+* ``gemm``: ``C += op(A) @ op(B)`` (``clear_accum`` overwrites); a tcgen05 or WGMMA one
+  asynchronously, ordered with the threads through ``sync`` (a barrier arrival, ``wait_wgmma``);
 * ``reduce``: ``dst = op over dim of src``; with ``clear=False`` the result is combined
   with the old ``dst``;
 * ``fill``: every element of the region (``T.clear`` is ``fill 0``).
@@ -152,6 +153,16 @@ def _matrix(machine: Any, region: Region, env: dict, transpose: bool, line: int 
 
 @handler("gemm")
 def gemm(machine: Any, op: TileOp, env: dict) -> None:
+    if op.attr("wgmma"):  # Hopper: asynchronous, seen by its threads after a wait_wgmma retires it
+        if machine.sync is None:
+            raise Unsupported(op.line, "an asynchronous wgmma_gemm outside a kernel whose order is tracked is "
+                              "not modelled")
+        machine.sync.async_wgmma(op.line)
+        try:
+            _gemm(machine, op, env)
+        finally:
+            machine.sync.end_async_wgmma()
+        return
     barrier = op.attr("mma_barrier")
     if barrier is None:
         _gemm(machine, op, env)
@@ -166,6 +177,13 @@ def gemm(machine: Any, op: TileOp, env: dict) -> None:
         _gemm(machine, op, env)
     finally:
         machine.sync.end_async_mma(key, op.line)
+
+
+@handler("wgmma_wait")
+def wgmma_wait(machine: Any, op: TileOp, env: dict) -> None:
+    if machine.sync is None:
+        raise Unsupported(op.line, "a wait_wgmma outside a kernel whose order is tracked is not modelled")
+    machine.sync.wgmma_wait(machine.index(op.operands[0], env), op.line)
 
 
 def _gemm(machine: Any, op: TileOp, env: dict) -> None:

@@ -102,10 +102,13 @@ _TRACE_EXTERNS = {"TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_P
 # ``T.sync_threads()`` of the whole block: the lifter already runs a block's statements in program
 # order, the order such a barrier enforces (a named barrier of some threads is per-thread code)
 _BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared.dyn"}
-# calls evaluated for their effect on the hardware only (register budgets, trace events, the
-# block's barrier): no statement of the program
-_NO_OPS = {"tl.no_set_max_nreg"} | {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | _BLOCK_BARRIERS
-_TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", "tl.tileop.gemm", "tl.tileop.tcgen05_gemm", "tl.tileop.reduce",
+# calls evaluated for their effect on the hardware only (register budgets: ``T.set_max_nreg(n,
+# inc)`` moves registers between warp groups, ``setmaxnreg``, and changes no value; trace events;
+# the block's barrier): no statement of the program
+_NO_OPS = {"tl.no_set_max_nreg", "tl.set_max_nreg"} | {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | \
+    _BLOCK_BARRIERS
+_GEMMS = ("tl.tileop.gemm", "tl.tileop.tcgen05_gemm", "tl.tileop.wgmma_gemm")
+_TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl.tileop.reduce",
                "tl.tileop.atomicadd",
                "tl.atomic_add_elem_op", "tl.region", "tl.access_ptr", "tl.launch_thread_idx", "tl.infinity",
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
@@ -436,8 +439,10 @@ class _Walker:
             return (TileOp("copy", (self.region(args[0]), self.region(args[1]))),)
         if name == "tl.tileop.fill":
             return (TileOp("fill", (self.region(args[0]), self.expr(args[1]))),)
-        if name in ("tl.tileop.gemm", "tl.tileop.tcgen05_gemm"):
-            return (self.gemm(name, args, call.annotations or {}),)
+        if name in _GEMMS:
+            return self.gemm(name, args, call.annotations or {})
+        if name == "tl.wait_wgmma":  # the issuing threads wait until at most n of their WGMMAs are in flight
+            return (TileOp("wgmma_wait", (self.expr(args[0]),)),)
         if name == "tl.tileop.reduce":
             attrs = (("op", str(args[2].value)), ("dim", int(args[3])), ("clear", bool(int(args[4]))))
             return (TileOp("reduce", (self.region(args[0]), self.region(args[1])), attrs),)
@@ -464,11 +469,15 @@ class _Walker:
             return (Store(self.name_of(target.buffer), indices, self.expr(args[1]), True),)
         raise Unsupported(None, f"TileLang call {name} is not modelled")
 
-    def gemm(self, name: str, args: list, annotations: Any) -> TileOp:
-        """``T.gemm`` and Blackwell's ``T.tcgen05_gemm`` (slots A, B, C, transpose_A, transpose_B,
-        M, N, K, policy, clear_accum, mbar, ...): the same ``C (+)= op(A) @ op(B)``.  ``clear_accum``
-        may be an expression of the loop (``k == 0``).  A tcgen05 MMA runs asynchronously: its
-        completion is one arrival on ``mbar`` (``tcgen05.commit``), the only way threads see C."""
+    def gemm(self, name: str, args: list, annotations: Any) -> tuple[Stmt, ...]:
+        """``T.gemm``, Hopper's ``T.wgmma_gemm`` and Blackwell's ``T.tcgen05_gemm`` (slots A, B, C,
+        transpose_A, transpose_B, M, N, K, policy, clear_accum, mbar, ...): the same
+        ``C (+)= op(A) @ op(B)``.  ``clear_accum`` may be an expression of the loop (``k == 0``).
+        A tcgen05 MMA runs asynchronously: its completion is one arrival on ``mbar``
+        (``tcgen05.commit``), the only way threads see C.  A WGMMA runs asynchronously too, seen by
+        its issuing threads once a ``T.wait_wgmma(n)`` leaves at most n later ones in flight; a
+        ``wg_wait`` annotation (``-1``: no wait, ``n``: ``wait_wgmma(n)`` right after; what
+        ``T.wgmma_gemm`` sets, 0 is the synchronous ``T.gemm``) says which."""
         clear = args[9]
         clear_accum = bool(int(clear)) if type(clear).__name__ == "IntImm" else self.expr(clear)
         attrs = (("transpose_A", bool(int(args[3]))), ("transpose_B", bool(int(args[4]))),
@@ -481,7 +490,16 @@ class _Walker:
             if int(annotations.get("use_2cta", 0)):
                 raise Unsupported(None, "a 2-CTA tcgen05_gemm (B split across a cluster pair) is not modelled")
             attrs += (("mma_barrier", self.element(mbar)),)
-        return TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs)
+        wait = annotations.get("wg_wait", -1 if name == "tl.tileop.wgmma_gemm" else 0)
+        if type(wait).__name__ != "IntImm" and not isinstance(wait, int):
+            raise Unsupported(None, f"a gemm whose wg_wait is {wait} is not modelled")
+        wait = int(wait)
+        if wait == 0 and name != "tl.tileop.wgmma_gemm":
+            return (TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs),)
+        if name == "tl.tileop.tcgen05_gemm":
+            raise Unsupported(None, "a tcgen05_gemm with a warp-group wait (wg_wait) is not modelled")
+        gemm = TileOp("gemm", tuple(self.region(a) for a in args[:3]), attrs + (("wgmma", True),))
+        return (gemm,) if wait < 0 else (gemm, TileOp("wgmma_wait", (Const(wait),)))
 
     def im2col(self, args: list) -> tuple[Stmt, ...]:
         """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`` as the parallel
