@@ -260,7 +260,18 @@ def _mutated_lines(mutant) -> frozenset[int]:
     line of the mutated statement) and every line the edit wrote (an inserted statement sits one line below
     the site; a multi-line call's keyword is on a later line)."""
     diff = _diff_of(mutant)
-    return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff))
+    return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff) | _copy_lines(mutant, diff))
+
+
+def _copy_lines(mutant, diff: str) -> set[int]:
+    """A collective statement duplicated: the lines of both copies.  The operator writes the copy below the
+    site's statement, but the two are identical and a diff may show the insertion above it (the site's own
+    line, the original then one copy further down); removing either copy is the repair."""
+    hunks = re.findall(r"^@@ -\S+,0 \+(\d+)(?:,(\d+))? @@", diff, re.M)
+    if mutant.operator != "duplicate_collective" or len(hunks) != 1 or len(re.findall(r"^@@", diff, re.M)) != 1:
+        return set()
+    start, count = int(hunks[0][0]), int(hunks[0][1] or 1)
+    return set(range(start, start + 2 * count)) if start == mutant.line else set(range(mutant.line, start + count))
 
 
 def _reinsertion_lines(mutant, diff: str) -> set[int]:

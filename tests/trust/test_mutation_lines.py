@@ -102,3 +102,15 @@ def test_a_mutant_of_a_buggy_file_named_at_the_files_own_bug_counts_apart_from_t
     # a file without a bug of its own gains nothing
     ok = "examples/models/dist_rowparallel_ok.py"
     assert mutate.own_bug_lines(_found(ok, 18, "op", original, original, 24).mutant, known) == frozenset()
+
+
+def test_a_duplicated_collective_is_judged_at_both_of_its_identical_copies():
+    # the copy goes below the site, but a diff of two identical lines shows the insertion at the site itself
+    duplicated = ORIGINAL.replace("    dist.all_reduce(y)\n", "    dist.all_reduce(y)\n    dist.all_reduce(y)\n")
+    record = mutate.Recorded("f.py", "duplicate_collective", 3, "twice", "d", False, mutate._diff(ORIGINAL, duplicated))
+    assert mutate._mutated_lines(record) == {3, 4}
+    above = mutate.Recorded("f.py", "duplicate_collective", 3, "twice", "d", False,
+                            "@@ -2,0 +3 @@\n+    dist.all_reduce(y)\n")   # as a diff of a library file showed it
+    assert mutate._changed_lines(above.diff) == {3} and mutate._mutated_lines(above) == {3, 4}
+    other = mutate.Recorded("f.py", "move_collective", 3, "x", "d", False, above.diff)
+    assert mutate._mutated_lines(other) == {3}    # only a duplicate's insertion is a copy of the site
