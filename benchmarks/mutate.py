@@ -276,7 +276,8 @@ def _copy_lines(mutant, diff: str) -> set[int]:
 
 def _reinsertion_lines(mutant, diff: str) -> set[int]:
     """A collective statement removed (its site holds ``pass``): the lines of the statement before it in its
-    block, after which a patch restoring the call inserts it.  Where the repair goes for a removed call is
+    block, after which a patch restoring the call inserts it, and up to the statement that made its operand
+    (``_equivalent_places``).  Where the repair goes for a removed call is
     after the line that made what it should have reduced (issue 25, a finding's ``repair_line``); a patch's
     first changed line, for an insertion, is the line it inserts after.  Nothing when the removed statement
     opens its block, or the original file no longer holds the removed line there."""
@@ -292,10 +293,27 @@ def _reinsertion_lines(mutant, diff: str) -> set[int]:
             block = getattr(node, field, None)
             if not isinstance(block, list):
                 continue
-            for before, stmt in zip(block, block[1:]):
-                if isinstance(stmt, ast.stmt) and stmt.lineno == mutant.line:
-                    return set(range(before.lineno, (before.end_lineno or before.lineno) + 1))
+            for index, stmt in enumerate(block):
+                if index and isinstance(stmt, ast.stmt) and stmt.lineno == mutant.line:
+                    return _equivalent_places(block, index)
     return set()
+
+
+def _equivalent_places(block: list, index: int) -> set[int]:
+    """The lines after which the call removed from ``block[index]`` can go back to the same effect: the
+    statement before it, and further up to the last statement that mentions a name the call takes (the one
+    that made the value it reduces: after it, the call reads the same values; issue 25's repair line for a
+    missing reduction is right after the op that produced the partial sum)."""
+    call = block[index].value if isinstance(block[index], (ast.Expr, ast.Assign)) else None
+    names = {n.id for arg in ([*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else [])
+             for n in ast.walk(arg) if isinstance(n, ast.Name)}
+    lines: set[int] = set()
+    for at in range(index - 1, -1, -1):
+        stmt = block[at]
+        lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+        if not names or any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt)):
+            return lines
+    return set(range(block[index - 1].lineno, (block[index - 1].end_lineno or block[index - 1].lineno) + 1))
 
 
 def _moved_line(diff: str, line: int) -> int | None:

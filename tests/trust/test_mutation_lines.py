@@ -114,3 +114,10 @@ def test_a_duplicated_collective_is_judged_at_both_of_its_identical_copies():
     assert mutate._changed_lines(above.diff) == {3} and mutate._mutated_lines(above) == {3, 4}
     other = mutate.Recorded("f.py", "move_collective", 3, "x", "d", False, above.diff)
     assert mutate._mutated_lines(other) == {3}    # only a duplicate's insertion is a copy of the site
+
+
+def test_a_removed_collective_can_go_back_anywhere_after_the_statement_that_made_its_operand():
+    # all_reduce(sum_exp) removed at 31: inserted after 28 (where sum_exp is made), 29 or 30, the program is the same
+    record = _gallery_drop("examples/realworld/vocab_parallel_cross_entropy_label_smoothing.py", 31)
+    assert "sum_exp = " in (REPO / record.origin).read_text().splitlines()[27]
+    assert mutate._mutated_lines(record) == {28, 29, 30, 31}
