@@ -140,7 +140,7 @@ class Machine:
         if self.sync is not None and kernel.onchip_views:  # the groups' ordering is tracked per buffer name
             raise Unsupported(None, "T.reshape of an on-chip buffer in a kernel with warp groups or barriers is not "
                               "modelled")
-        self._default_group = None if grouped else (0, kernel.threads or 128)
+        self._default_group = (0, kernel.threads or 128)  # the whole block, outside its warp groups
         self._fragment_group: dict[str, tuple[int, int]] = {}
 
     # -- driving --
@@ -201,7 +201,15 @@ class Machine:
             self._loop_lines.pop()
             env.pop(stmt.var, None)
         elif isinstance(stmt, If) and _warp_group(stmt):
-            outer, self.sync.group = self.sync.group, _warp_group(stmt)
+            group = _warp_group(stmt)
+            if group == self._default_group:  # every thread: the block itself
+                self.exec_block(stmt.then, env)
+                return
+            if self.sync.group != self._default_group:
+                raise Unsupported(stmt.line, f"the warp group of the threads {group[0]}..{group[1] - 1} inside the one "
+                                  f"of the threads {self.sync.group[0]}..{self.sync.group[1] - 1} is not modelled")
+            self.sync.fork(group)
+            outer, self.sync.group = self.sync.group, group
             self.exec_block(stmt.then, env)
             self.sync.group = outer
         elif isinstance(stmt, If):
@@ -337,7 +345,7 @@ class Machine:
             if owner != group:
                 raise Unsupported(line, f"{name} is in the registers of the threads {owner[0]}..{owner[1] - 1} and "
                                   f"used by the threads {group[0]}..{group[1] - 1} too, which is not modelled")
-        self.sync.access(name, index, write, line)
+        self.sync.access(name, index, write, line, onchip=scope != GLOBAL)
 
     def _block_of(self, block_id: int) -> tuple[int, ...]:
         return self.blocks[block_id]

@@ -11,6 +11,9 @@ phase completed), (2) every wait observes one phase in every schedule (the phase
 cannot complete without an arrival that follows the wait), and (3) no two accesses to one
 element from different groups (or from the copy engine) are unordered, a write among them.
 Happens-before is tracked with vector clocks; a phase carries the join of its arrivals' clocks.
+The block's own statements outside the groups run as one more group, all its threads; between
+them and the groups' branches TileLang's ThreadSync pass puts a ``__syncthreads`` where their
+shared-memory accesses conflict, which orders on-chip memory only (``fork``, ``_rejoin``).
 Anything else is ``unsupported`` with the reason: an order the proof cannot rely on.
 """
 from __future__ import annotations
@@ -52,6 +55,7 @@ class WarpGroups:
     def __init__(self, threads: int, counts: dict[str, tuple[int, ...]]):
         self.threads = threads
         self.counts = counts
+        self.block = (0, threads)  # the whole block: its statements outside the warp groups
         self.reset()
 
     def reset(self) -> None:
@@ -64,6 +68,11 @@ class WarpGroups:
         self.in_order: set[Any] = set()  # engines whose operations run in issue order (tcgen05 MMAs)
         # the issuing threads -> the WGMMAs in flight, each as the tensor core's clock at its end
         self.wgmmas: dict[Any, list[Clock]] = {}
+        # what a group knows of on-chip memory through the __syncthreads TileLang's ThreadSync pass
+        # puts between the block's own statements and its warp groups' where their shared-memory
+        # accesses conflict (before the branches, and after them once the block's code goes on)
+        self.assumed: dict[Any, Clock] = {}
+        self.forked: list[Any] = []  # groups run since the block's last statement
 
     def _clock(self, group: Any) -> Clock:
         return self.clocks.setdefault(group, {})
@@ -79,11 +88,34 @@ class WarpGroups:
                               "kernel is not modelled")
         return self.group
 
+    # -- the block and its warp groups --
+    def fork(self, group: tuple[int, int]) -> None:
+        """The block's threads branch into ``group`` (``T.ws`` or ``if lo <= tx < hi``): a
+        __syncthreads before the branches orders the block's on-chip accesses before the group's
+        (ThreadSync puts one where they conflict; every thread reaches it, the branches being
+        the block's statements)."""
+        self.assumed[group] = _join(self.assumed.get(group, {}), _join(self._clock(self.block),
+                                                                        self.assumed.get(self.block, {})))
+        if group not in self.forked:
+            self.forked.append(group)
+
+    def _rejoin(self) -> None:
+        """The block's code goes on after its warp groups: a __syncthreads every thread reaches after
+        its branch orders the groups' on-chip accesses before the block's."""
+        for group in self.forked:
+            self.assumed[self.block] = _join(self.assumed.get(self.block, {}),
+                                             _join(self._clock(group), self.assumed.get(group, {})))
+        self.forked = []
+
     # -- memory --
-    def access(self, name: str, index: tuple[int, ...], write: bool, line: int | None) -> None:
+    def access(self, name: str, index: tuple[int, ...], write: bool, line: int | None, onchip: bool = False) -> None:
+        """One element access by the running threads (or the engine working for them); ``onchip``:
+        shared memory or registers, which ThreadSync's barriers order (global memory they do not)."""
         group = self._running(line)
+        if group == self.block and self.forked and self.async_writer is None:
+            self._rejoin()
         cell = self.cells.setdefault((name, index), _Cell())
-        knows = self._clock(group)
+        knows = _join(self._clock(group), self.assumed.get(group, {})) if onchip else self._clock(group)
         time = self._tick(group)
         verb = ("written by a tma_copy of" if self.async_writer else "written by") if write else "read by"
         if self.async_writer is not None and self.async_writer in self.in_order:

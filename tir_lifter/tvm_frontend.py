@@ -248,6 +248,8 @@ class _Walker:
         # names a T.Persistent tile index ``bx`` like the block index it is computed from
         self.lets: dict[int, Expr] = {}
         self.thread_vars: set[int] = set()
+        self.thread_x: int | None = None  # threadIdx.x (T.get_thread_binding()), when the block is 1-D
+        self.thread_dims: tuple[int, ...] = ()
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
         self.tensor_data: dict[int, Any] = {}  # data pointer of a global tensor -> its TIR buffer
         self.views: list[tuple[Buffer, str]] = []  # T.Tensor(shape, dtype, X.data): another shape of X
@@ -331,6 +333,7 @@ class _Walker:
         for key, value in (node.annotations or {}).items():
             if str(key) == "tl.launch_threads":
                 self.threads = int(value[0])
+                self.thread_dims = tuple(int(v) for v in value)
             if str(key) == "barrier_init":  # T.alloc_barrier: the arrive count of each barrier
                 for data, counts in value.items():
                     name = next((b.name for b in node.alloc_buffers if b.data.same_as(data)), None)
@@ -378,6 +381,8 @@ class _Walker:
         from tvm import tirx
         if isinstance(node.value, tirx.Call) and _op_name(node.value) == "tl.launch_thread_idx":
             self.thread_vars.add(node.var.__chandle__())
+            if node.value.args and type(node.value.args[0]).__name__ == "IntImm" and int(node.value.args[0]) == 0:
+                self.thread_x = node.var.__chandle__()
         else:
             self.lets[node.var.__chandle__()] = self.expr(node.value)
         return self.stmt(node.body) if hasattr(node, "body") and node.body is not None else ()
@@ -404,6 +409,9 @@ class _Walker:
         group = self.warp_group(node)
         if group is not None:  # T.ws(k): these threads run the body, beside the other groups
             return (If(Call(WARP_GROUP, (Const(group[0]), Const(group[1]))), self.stmt(node.then_case.body)),)
+        if self.threads is not None and self._thread_range(node.condition) is not None:
+            return tuple(If(Call(WARP_GROUP, (Const(lo), Const(hi))), self.stmt(body))
+                         for (lo, hi), body in self.thread_branches(node, [(0, self.threads)]) if lo < hi)
         orelse = self.stmt(node.else_case) if node.else_case is not None else ()
         return (If(self.expr(node.condition), self.stmt(node.then_case), orelse),)
 
@@ -424,6 +432,50 @@ class _Walker:
             else:
                 hi = int(part.b.value)
         return (lo, hi) if hi is not None else None
+
+    def thread_branches(self, node: Any, within: list[tuple[int, int]]) -> list[tuple[tuple[int, int], Any]]:
+        """``if tx < 128: ... elif 160 <= tx < 192: ... else: ...`` on the thread index of a 1-D
+        block: each branch is the warp group of the threads its condition leaves of ``within``
+        (ranges of threads), as ``T.ws`` makes them; a branch over two separate ranges is not."""
+        lo, hi = self._thread_range(node.condition)
+        then = [(max(lo, a), min(hi, b)) for a, b in within if max(lo, a) < min(hi, b)]
+        rest = [(a, b) for a0, b0 in within for a, b in ((a0, min(b0, lo)), (max(a0, hi), b0)) if a < b]
+        branches = [(_one_range(then, lo, hi), node.then_case)]
+        inner = node.else_case
+        if inner is None:
+            return branches
+        if type(inner).__name__ == "IfThenElse" and self._thread_range(inner.condition) is not None:
+            return branches + self.thread_branches(inner, rest)
+        return branches + [(_one_range(rest, lo, hi), inner)]
+
+    def _thread_range(self, cond: Any) -> tuple[int, int] | None:
+        """The threads ``[lo, hi)`` a condition on threadIdx.x alone holds for (comparisons with
+        constants joined by ``and``), when the block's threads are 1-D; None otherwise."""
+        if self.thread_x is None or any(d != 1 for d in self.thread_dims[1:]) or self.threads is None:
+            return None
+        lo, hi = 0, self.threads
+        parts = [cond]
+        while any(type(p).__name__ == "And" for p in parts):
+            parts = [q for p in parts for q in ((p.a, p.b) if type(p).__name__ == "And" else (p,))]
+        for part in parts:
+            kind = type(part).__name__
+            if kind not in ("LT", "LE", "GT", "GE"):
+                return None
+            a, b = part.a, part.b
+            if type(a).__name__ == "IntImm" and type(b).__name__ == "Var":  # c < tx is tx > c
+                a, b, kind = b, a, {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}[kind]
+            if type(a).__name__ != "Var" or a.__chandle__() != self.thread_x or type(b).__name__ != "IntImm":
+                return None
+            c = int(b.value)
+            if kind == "LT":
+                hi = min(hi, c)
+            elif kind == "LE":
+                hi = min(hi, c + 1)
+            elif kind == "GT":
+                lo = max(lo, c + 1)
+            else:
+                lo = max(lo, c)
+        return lo, hi
 
     def _s_While(self, node: Any) -> tuple[Stmt, ...]:
         return (While(self.expr(node.condition), self.stmt(node.body)),)
@@ -587,6 +639,16 @@ class _Walker:
             fn = {"fabs": "abs"}.get(name, name)
             return Call(fn, tuple(self.expr(a) for a in node.args))
         raise Unsupported(None, f"TIR expression {kind} is not modelled")
+
+
+def _one_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> tuple[int, int]:
+    """The threads of a branch as one range ``[lo, hi)`` (``(0, 0)``: none)."""
+    if not ranges:
+        return 0, 0
+    if len(ranges) > 1 and any(a != b for (_, b), (a, _) in zip(ranges, ranges[1:])):
+        raise Unsupported(None, f"a branch on the thread index over the separate thread ranges "
+                                f"{', '.join(f'{a}..{b - 1}' for a, b in ranges)} (beside {lo}..{hi - 1}) is not modelled")
+    return ranges[0][0], ranges[-1][1]
 
 
 def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
