@@ -104,9 +104,11 @@ _TRACE_EXTERNS = {"TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_P
 _BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared.dyn"}
 # calls evaluated for their effect on the hardware only (register budgets: ``T.set_max_nreg(n,
 # inc)`` moves registers between warp groups, ``setmaxnreg``, and changes no value; trace events;
-# the block's barrier): no statement of the program
-_NO_OPS = {"tl.no_set_max_nreg", "tl.set_max_nreg"} | {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | \
-    _BLOCK_BARRIERS
+# the block's barrier; ``T.fence_proxy_async()``, which orders the threads' shared-memory accesses
+# with the copy engine's and tensor core's after them, the order the interpreter's program order
+# and ``sync`` already give them, so a kernel missing it is not caught): no statement of the program
+_NO_OPS = {"tl.no_set_max_nreg", "tl.set_max_nreg", "tl.fence_proxy_async"} | \
+    {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | _BLOCK_BARRIERS
 _GEMMS = ("tl.tileop.gemm", "tl.tileop.tcgen05_gemm", "tl.tileop.wgmma_gemm")
 _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl.tileop.reduce",
                "tl.tileop.atomicadd",

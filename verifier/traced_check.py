@@ -1040,11 +1040,13 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
 
 
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
-               repair_line: int | None = None, built: int | None = None, summed: int | None = None) -> Diagnostic:
+               repair_line: int | None = None, built: int | None = None, summed: int | None = None,
+               handed: int | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``.  ``built``: the
     culprit ran in the forward of an installed module built at that line (its repair line when no
-    reduction is missing)."""
+    reduction is missing).  ``handed``: the culprit read a piece an installed module built at that line
+    handed out (``_handed``)."""
     at, file = op.span.place() if op is not None else (None, None)
     if repair_line is not None:
         message += (f"; it reads a partial sum of the ranks made at line {repair_line}: the reduction it misses "
@@ -1058,6 +1060,11 @@ def _violation(check: str, message: str, op: Op | None, line: int | None, counte
         message += (f"; it ran in the forward of the installed module built at line {built}, from operands that are "
                     f"right: the flags or parallel style given there choose what the module computes on a rank")
         repair_line = built
+    elif handed is not None:
+        message += (f"; it reads a piece of the value (this rank's block of one device's) that the installed module "
+                    f"built at line {handed} hands out, as if it were the whole: the flags or parallel style given "
+                    f"there choose which layout a rank gets")
+        repair_line = handed
     return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
                       repair_line=repair_line)
 
@@ -1098,6 +1105,54 @@ def _built(program: TracedProgram, rank: int | None, op: Op | None) -> int | Non
     if not any(o is op for o in program.ranks[rank]):
         return None
     return program.built[rank].get(op.results[0])
+
+
+# ops that hand their one operand on reshaped or as it is (a module's output hook turning a DTensor local)
+_PASSING = frozenset({"aten.view.default", "aten._unsafe_view.default", "aten.alias.default", "aten.reshape.default",
+                      "aten.detach.default", "aten.clone.default", "aten.contiguous.default", "aten.t.default",
+                      "aten.transpose.int", "aten.permute.default", "aten.expand.default", "aten.squeeze.dim",
+                      "aten.unsqueeze.default"})
+
+
+def _handed(program: TracedProgram, runs: _Runs | None, rank: int | None, op: Op | None) -> int | None:
+    """The line that built an installed module whose output the culprit ``op`` (run in none) reads as a
+    piece: an operand, made in that module's forward (through ops that only pass it on), whose value on
+    ``rank`` is a proper block of one device's counterpart.  The module's flags or parallel style chose to
+    hand out a piece (``use_local_output``, ``gather_output=False``), and the op, right for the whole value,
+    goes wrong on it: the choice made at that line is where a repair goes.  None otherwise."""
+    if op is None or runs is None or rank is None or rank >= len(program.built) or not op.results:
+        return None
+    built, ops = program.built[rank], program.ranks[rank]
+    if built.get(op.results[0]) is not None or not any(o is op for o in ops):
+        return None
+    producer = {name: o for o in ops for name in o.results}
+    try:
+        pairs = _through_collectives(ops, _pairing(program.reference, ops))
+    except (TypeError, ValueError, KeyError):
+        return None
+    lines = set()
+    for name in op.args:
+        partner = pairs.get(name)
+        if partner is None or name not in runs.ranks[rank] or partner not in runs.reference:
+            continue
+        try:
+            got, want = np.asarray(runs.ranks[rank][name]), np.asarray(runs.reference[partner])
+            if got.shape == want.shape or got.ndim != want.ndim or not _consistent(got, want, rank, program.world):
+                continue
+        except (TypeError, ValueError):
+            continue
+        source = name
+        for _ in range(8):
+            if built.get(source) is not None or source not in producer:
+                break
+            passing = producer[source]
+            tensors = [arg for arg in passing.args if arg in producer or arg in runs.ranks[rank]]
+            if passing.kind not in _PASSING or len(tensors) != 1:
+                break
+            source = tensors[0]
+        if built.get(source) is not None:
+            lines.add(built[source])
+    return lines.pop() if len(lines) == 1 else None
 
 
 _UNREDUCED = "a partial sum no collective reduces over the ranks"
@@ -1165,7 +1220,8 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                                          f"{culprit_text}{_layout(program, comparison, rank)}",
                           op, comparison.span.line, counterexample,
                           _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op),
-                          _summed(program, runs, comparison, culprit_rank, op)))
+                          _summed(program, runs, comparison, culprit_rank, op),
+                          _handed(program, runs, culprit_rank, op)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
@@ -1212,7 +1268,8 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                                          f"{confirmation.detail}){culprit_text}{_layout(program, shown, rank)}",
                           op, shown.span.line, counterexample, repair,
                           _built(program, rank if culprit_rank is None else culprit_rank, op),
-                          _summed(program, runs, shown, rank if culprit_rank is None else culprit_rank, op)))
+                          _summed(program, runs, shown, rank if culprit_rank is None else culprit_rank, op),
+                          _handed(program, runs, rank if culprit_rank is None else culprit_rank, op)))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})

@@ -1,6 +1,7 @@
 """Hopper's ``T.wgmma_gemm``: the same ``C (+)= A @ B`` as ``T.gemm``, run asynchronously by the
 tensor core and seen by its issuing threads only once ``T.wait_wgmma(n)`` leaves at most ``n``
-later ones in flight; ``T.set_max_nreg`` (a register budget) changes no value.  A kernel that
+later ones in flight; ``T.set_max_nreg`` (a register budget) and ``T.fence_proxy_async`` (an order
+the interpreter already keeps) change no value.  A kernel that
 waits before it overwrites the operands or reads the accumulator is verified; a wrong
 ``clear_accum`` is a confirmed violation; a missing or too lax wait is ``unsupported`` with the
 reason, never verified.
@@ -33,6 +34,7 @@ def wg_gemm(A, B, block_M, block_N, block_K, dtype=T.float16, accum_dtype=T.floa
         for ko in T.serial(T.ceildiv(K, block_K)):
             T.copy(A[by * block_M, ko * block_K], A_shared)
             T.copy(B[ko * block_K, bx * block_N], B_shared)
+            T.fence_proxy_async()
             T.wgmma_gemm(A_shared, B_shared, C_local, clear_accum=ko == 0)
             T.wait_wgmma(0)
         T.copy(C_local, C[by * block_M, bx * block_N])

@@ -4,6 +4,9 @@ ground truth (1 vs 2 ranks), the expected line found by the case's "# the bug" m
 * k26: a DTensor plan makes the down projection ColwiseParallel: each rank returns its piece of the output's
   last dim.  The finding stays at the return (where the values are compared); its repair line is the line
   that built the layer in whose forward the piece was made, where its style was chosen (was none).
+* k29: the up projection's ColwiseParallel hands out its local output, and the softmax over the last dim runs on
+  each rank's piece.  The finding is the softmax (where the values first go wrong); its repair line is the line
+  that chose the style of the layer that handed the piece out (``traced_check._handed``; was none).
 """
 from __future__ import annotations
 
@@ -30,8 +33,17 @@ def test_a_piece_made_in_a_styled_layer_is_repaired_where_the_style_was_made():
     assert "the rank returns its piece of dim 1" in first["message"], first["message"]
 
 
+def test_a_piece_a_styled_layer_hands_out_is_repaired_where_the_style_was_made():
+    pytest.importorskip("torch")
+    first = first_error("k29_plan_local_piece_bug.py")
+    assert "go wrong at aten._softmax" in first["message"] and first["line"] == 19, first
+    assert first["repair_line"] == marked_line(CASES / "k29_plan_local_piece_bug.py"), first
+
+
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
-    statuses = gloo_statuses(["k26_plan_output_piece_ok.py", "k26_plan_output_piece_bug.py"])
+    statuses = gloo_statuses(["k26_plan_output_piece_ok.py", "k26_plan_output_piece_bug.py",
+                              "k29_plan_local_piece_bug.py"])
     assert statuses["k26_plan_output_piece_ok.py"][0] == MATCH, statuses
     assert statuses["k26_plan_output_piece_bug.py"][0] == MISMATCH, statuses
+    assert statuses["k29_plan_local_piece_bug.py"][0] == MISMATCH, statuses
