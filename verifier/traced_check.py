@@ -1018,7 +1018,7 @@ def _own_draw(program: TracedProgram, op: Op) -> Op | None:
     """A random draw the rank made with numbers of its own, read by ``op``: there the values go wrong."""
     specs = {spec.name: spec for spec in program.inputs}
     for name in op.args:
-        if name in program.pinned and "@rank" in name and name in specs:
+        if name in program.pinned and "@rank" in name and name in specs and name not in program.fixed:
             return Op((name,), "a random draw with numbers of this rank's own", (), {}, specs[name].span)
     return None
 
@@ -1476,6 +1476,7 @@ def _attempt(program: TracedProgram, report: Report, deadline: float, progress, 
     _QUOTIENT_MEMO.clear()
     _SELECTS_MEMO.clear()
     leaves, domain, variables = _symbolic_leaves(program.inputs)
+    leaves.update((name, program.pinned[name]) for name in program.fixed)
     memo = ProofMemo(domain, report.extra["solver"])
     try:
         runs = _run_symbolic(program, leaves, xp, report, cuts=cuts, memo=memo, domain=domain, deadline=deadline,
@@ -1998,7 +1999,7 @@ def _claim(program: TracedProgram, report: Report, proven: list[Comparison]) -> 
     ranks = sorted({r for c in proven for r, n in enumerate(c.per_rank) if n is not None})
     where = f"ranks {rank_ranges(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "no rank"
     outputs = [c.label for c in proven if c.kind != "gradient"]
-    gradients = [c.label.split("gradient of ", 1)[-1] for c in proven if c.kind == "gradient"]
+    gradients = list(dict.fromkeys(c.label.split("gradient of ", 1)[-1] for c in proven if c.kind == "gradient"))
     if outputs:
         report.proven.append(f"forward: {len(outputs)} output(s) equal to the single-device run on {where} "
                              f"({', '.join(outputs)})")

@@ -62,6 +62,9 @@ class TracedProgram:
     # inputs the code drew at random with numbers of its own on some rank (a seed that depends on
     # the rank): concrete checks use the numbers each run drew; the proof still covers all values
     pinned: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # pinned inputs the proof takes with their numbers too: a selection whose result steers the path
+    # (steering.py), per run; what is proven holds for the inputs that select the same way
+    fixed: tuple[str, ...] = ()
     # module-level sizes the frontend set before running the code (sizes.py); a re-run of the code
     # with a counterexample (confirmation.py) must use them too
     sizes: dict[str, int] = field(default_factory=dict, hash=False, compare=False)

@@ -59,6 +59,9 @@ DATA_DEPENDENT = {
 }
 # data-dependent ops whose first dim's size the values decide (the rule takes the recorded one)
 SIZED_BY_VALUES = frozenset({"aten.nonzero.default", "aten.bincount.default", "aten.repeat_interleave.Tensor"})
+# ops whose integer result says which elements were selected (by value): output position of the indices
+SELECTIONS = {"aten.argmax.default": 0, "aten.argmin.default": 0, "aten.max.dim": 1, "aten.min.dim": 1,
+              "aten.topk.default": 1, "aten.sort.default": 1, "aten.sort.stable": 1}
 SHARED_COUNTER = frozenset({"aten.detach.default", "aten.alias.default"})   # aliases that are views
 ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
            "_c10d_functional._wrap_tensor_autograd.default"}
@@ -120,6 +123,9 @@ class Recording:
     module_lines: list[tuple[int, int | None, int]] = field(default_factory=list)
     read_collective: bool = False    # a simulated rank read values a simulated collective computed (replay.py)
     read_into_python: bool = False   # ... into Python (.item(), .tolist()): later sizes may come from them
+    # a selection's indices (argmax, topk, sort) -> (numbers, dtype, line, occurrence on that line) (steering.py)
+    selections: dict[str, tuple[Any, str, Span, int]] = field(default_factory=dict)
+    steering: dict[str, int] = field(default_factory=dict)   # ... whose values reach Python: -> the reading line
 
 
 def dtype_name(dtype: Any) -> str:
@@ -226,6 +232,8 @@ class Recorder(TorchDispatchMode):
         self._random_lines: dict[int | None, int] = {}
         self._constant_lines: dict[int | None, int] = {}
         self._constants: set[str] = set()   # names holding a constant made outside the recording
+        self._selected: dict[str, frozenset[str]] = {}   # value name -> the selections it was computed from
+        self._selection_lines: dict[int | None, int] = {}
         from . import collectives
 
         self._collectives = collectives
@@ -326,6 +334,10 @@ class Recorder(TorchDispatchMode):
         self.recording.ops.append(Op(tuple(results), kind, tuple(args), attrs, span))
         if self.simulated and any(a in self.tainted for a in args):
             self.tainted.update(results)
+        if self._selected:
+            sources = frozenset().union(*(self._selected.get(a, ()) for a in args))
+            if sources:
+                self._selected.update((result, sources) for result in results)
 
     @contextlib.contextmanager
     def finishing_collectives(self):
@@ -541,6 +553,8 @@ class Recorder(TorchDispatchMode):
         results = [self.names.fresh() for _, tensor in outputs if tensor is not None]
         extra = [self.names.fresh() for _ in unreturned]
         self.emit(kind, arg_names, attrs, results + extra, span)
+        if kind in SELECTIONS and len(results) == len(outputs) and not self.simulated_values(args, kwargs):
+            self._selection(results[SELECTIONS[kind]], outputs[SELECTIONS[kind]][1], span)
         if all(name in self._constants for name in arg_names) and not kind.startswith("aten.empty") \
                 and (arg_names or kind in CONSTANT_FACTORIES):
             self._constants.update(results)  # computed from constants only: a constant too
@@ -615,6 +629,17 @@ class Recorder(TorchDispatchMode):
         if written:
             self.written(tensor, name, span, pending=True)
 
+    def _selection(self, name: str, indices: Any, span: Span) -> None:
+        """Keep a selection's indices and follow what is computed from them (``steering.py``)."""
+        occurrence = self._selection_lines.get(span.line, 0)
+        self._selection_lines[span.line] = occurrence + 1
+        self.recording.selections[name] = (self._numbers(indices), spec_dtype(indices.dtype), span, occurrence)
+        self._selected[name] = frozenset({name})
+
+    def simulated_values(self, args, kwargs) -> bool:
+        """Does the op read values a simulated collective computed (not real ones)?"""
+        return self.simulated and self._reads_collective(args, kwargs)
+
     def _reads_collective(self, args, kwargs) -> bool:
         tensors = [t for _, t in flat_tensors(list(args) + list(kwargs.values()))]
         return any(self.names.current(t) in self.tainted for t in tensors if isinstance(t, torch.Tensor))
@@ -637,6 +662,11 @@ class Recorder(TorchDispatchMode):
             self.recording.assumptions.append(
                 f"line {span.line} reads tensor values ({kind.split('.')[1]}): the path taken for the recorded "
                 f"inputs is the one verified")
+        if self._selected:
+            for _, tensor in flat_tensors([*args, *kwargs.values()]):
+                name = self.names.current(tensor) if isinstance(tensor, torch.Tensor) else None
+                for source in self._selected.get(name, ()):
+                    self.recording.steering.setdefault(source, span.line)
 
 
 class _Unrecordable(Exception):

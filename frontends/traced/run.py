@@ -451,7 +451,8 @@ def needs_leaf_inputs(error: BaseException) -> bool:
 
 def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list[Any],
                            passed: list[Any] | None = None) -> list[Leaf]:
-    """Mark each input whose every consumer in the autograd graph of ``outputs`` is a slicing view.
+    """Mark each input whose every consumer in the autograd graph of ``outputs`` is a slicing view (an
+    input it has none of: a rank that reads none of it).
 
     Read from the graph torch built, not from the recorded ops: a custom Function that slices in its
     forward is one node whose backward may return anything (Megatron's scatter all-gathers).  An input
@@ -477,7 +478,7 @@ def _with_autograd_readers(leaves: list[Leaf], tensors: list[Any], outputs: list
                 readers.setdefault(by_node[id(next_node)], set()).add(type(node).__name__)
             stack.append(next_node)
     return [replace(leaf, read_by_autograd_slices=True)
-            if leaf.kind == "input" and readers.get(leaf.name) and readers[leaf.name] <= SLICING_BACKWARDS else leaf
+            if leaf.kind == "input" and readers.get(leaf.name, set()) <= SLICING_BACKWARDS else leaf
             for leaf in leaves]
 
 

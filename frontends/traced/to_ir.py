@@ -19,6 +19,7 @@ from .correspondence import Layout, LayoutError, box, layout_of
 from .failure import TraceFailure
 from .recorder import Problem
 from .run import Leaf, RunResult
+from .steering import pinned_selections
 
 
 def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[str, str],
@@ -28,17 +29,19 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             return _failure(run.recording.problems[0], run)
     world = len(ranks)
     inputs = {spec.name: spec for spec in reference.recording.leaves}
-    assumptions: list[str] = []
     rank_ops: list[tuple[Op, ...]] = []
     own_draws: list[TensorSpec] = []            # draws that gave a rank other numbers than one device
-    pinned: dict[str, Any] = {}
     layouts = _layouts(reference, ranks, user_layouts)
     if isinstance(layouts, TraceFailure):
         return layouts
     unconfirmed: list[str] = []
+    renamed_selections, selected, pinned, assumptions = pinned_selections(reference.recording)
     for run in ranks:
         prefix: list[Op] = []
-        renamed: dict[str, str] = {}
+        renamed, leaves, numbers, sentences = pinned_selections(run.recording, f"@rank{run.rank}")
+        selected += leaves
+        pinned.update(numbers)
+        assumptions += [sentence for sentence in sentences if sentence not in assumptions]
         for spec in run.recording.leaves:
             known = inputs.get(spec.name)
             if known is None or tuple(known.shape) != tuple(spec.shape):
@@ -77,17 +80,19 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 unconfirmed.append(layout.sentence)
             prefix.extend(_piece_ops(leaf, layout))
         rank_ops.append(tuple(prefix) + tuple(_renamed(op, renamed) for op in run.recording.ops))
-    reference_ops = list(reference.recording.ops)
+    reference_ops = [_renamed(op, renamed_selections) for op in reference.recording.ops]
     comparisons = []
     extra_rank_ops: list[list[Op]] = [[] for _ in ranks]
     input_names = {leaf.name for leaf in reference.leaves if leaf.kind == "input"}
     for value in reference.values:
         pieces = _input_gradient_pieces(value, ranks) if value.key in input_names else None
         if pieces is not None:
-            comparisons.append(_piecewise_comparison(value, ranks, pieces, extra_rank_ops))
-            sentence = (f"{value.label}: each rank reads only its own disjoint block of {value.key} (through "
+            comparisons += _piecewise_comparisons(value, ranks, pieces, extra_rank_ops)
+            several = "blocks" if any(len(blocks) > 1 for blocks in pieces) else "block"
+            sentence = (f"{value.label}: each rank reads only its own disjoint {several} of {value.key} (through "
                         f"slices), so torch makes its gradient zero elsewhere; the rank blocks are compared, and "
-                        f"together they are the whole gradient")
+                        f"together they are the whole gradient (where no rank reads, the single-device gradient "
+                        f"must be zero)")
             assumptions.append(sentence)
             continue
         per_rank, regions = [], []
@@ -149,9 +154,11 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if sentence not in assumptions:
                 assumptions.append(sentence)
     return TracedProgram(world=world, mesh=dict(ranks[0].mesh) if ranks else {"tp": 1},
-                         inputs=tuple(reference.recording.leaves) + tuple(own_draws), reference=tuple(reference_ops),
+                         inputs=tuple(reference.recording.leaves) + tuple(own_draws) + tuple(selected),
+                         reference=tuple(reference_ops),
                          ranks=ranks_final, comparisons=tuple(comparisons), assumptions=tuple(assumptions),
-                         passes=reference.passes, source=source, pinned=pinned, unconfirmed=tuple(unconfirmed),
+                         passes=reference.passes, source=source, pinned=pinned,
+                         fixed=tuple(spec.name for spec in selected), unconfirmed=tuple(unconfirmed),
                          not_run=dict(reference.not_run), built=tuple(_built_lines(run) for run in ranks),
                          inputs_as_made=reference.inputs_as_made)
 
@@ -163,13 +170,14 @@ def _renamed(op: Op, names: dict[str, str]) -> Op:
 
 
 def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
-    """Per rank, the one block of an input the rank reads, when every rank reads the input only
-    through slicing ops (in the recorded ops and in torch's autograd graph) and the blocks are
-    disjoint and cover it; else None (every rank's whole gradient is then compared).
+    """Per rank, the blocks of an input the rank reads, when every rank reads the input only through
+    slicing ops (in the recorded ops and in torch's autograd graph) and no two blocks overlap; else
+    None (every rank's whole gradient is then compared).  The blocks no rank reads go to rank 0.
 
-    Such a rank's gradient is zero outside its block (autograd of a slice), so the sum of the
-    rank gradients (what a sequence-sharded input's gradient is) equals the reference exactly
-    when each rank's block does."""
+    Such a rank's gradient is zero outside its blocks (autograd of a slice), so the sum of the rank
+    gradients (what a sequence-sharded input's gradient is, or the weights of the experts each rank
+    owns) equals the reference exactly when each rank's blocks do, and the reference is zero where no
+    rank reads (rank 0's gradient there)."""
     if value.kind != "gradient" or value.name is None:
         return None
     shape = tuple(int(n) for n in value.shape)
@@ -182,19 +190,40 @@ def _input_gradient_pieces(value, ranks: list[RunResult]) -> list | None:
         if leaf is None or leaf.local != leaf.name or not leaf.read_by_autograd_slices:
             return None
         read = _blocks_read(value.key, run.recording.ops, shape)
-        if read is None or len(read) != 1:
+        if read is None:
             return None
-        blocks.append(read[0])
-    volume = lambda b: _product(stop - start for start, stop in b)
+        blocks.append(read)
+    every = [block for read in blocks for block in read]
     disjoint = all(any(a[d][1] <= b[d][0] or b[d][1] <= a[d][0] for d in range(len(shape)))
-                   for i, a in enumerate(blocks) for b in blocks[i + 1:])
-    if not disjoint or sum(volume(b) for b in blocks) != _product(shape):
+                   for i, a in enumerate(every) for b in every[i + 1:])
+    rest = _unread(every, shape) if disjoint else None
+    if rest is None:
         return None
+    blocks[0] = blocks[0] + rest
     return blocks
 
 
+def _unread(blocks: list, shape: tuple[int, ...]) -> list | None:
+    """The blocks of ``shape`` outside the disjoint ``blocks``, when the blocks are cut along one dim
+    only (else None, unless they cover everything)."""
+    volume = lambda b: _product(stop - start for start, stop in b)
+    if sum(volume(b) for b in blocks) == _product(shape):
+        return []
+    cut = {d for b in blocks for d, (start, stop) in enumerate(b) if (start, stop) != (0, shape[d])}
+    if len(cut) != 1:
+        return None
+    (dim,) = cut
+    rest, start = [], 0
+    for low, high in sorted((b[dim] for b in blocks)) + [(shape[dim], shape[dim])]:
+        if start < low:
+            rest.append(tuple((start, low) if d == dim else (0, n) for d, n in enumerate(shape)))
+        start = max(start, high)
+    return rest
+
+
 def _blocks_read(name: str, ops, shape) -> list | None:
-    """The distinct blocks of ``name`` the ops read, if they read it only through slicing ops."""
+    """The distinct blocks of ``name`` the ops read, if they read it only through slicing ops (none:
+    ``[]``)."""
     used = {arg for op in ops for arg in op.args}
     # the entry was handed a clone of the leaf (run._as_activations): its reads are the leaf's
     aliases = {name} | {result for op in ops if op.kind == "aten.clone.default" and op.args == (name,)
@@ -211,7 +240,7 @@ def _blocks_read(name: str, ops, shape) -> list | None:
         for result, region in zip(op.results, regions):
             if result in used and region not in blocks:
                 blocks.append(region)
-    return blocks or None
+    return blocks
 
 
 def _slice_regions(op: Op, shape) -> list | None:
@@ -238,34 +267,48 @@ def _slice_regions(op: Op, shape) -> list | None:
         if start is None or end is None or start < 0 or end < 0:
             return None
         return [box(min(start, size), min(end, size))]
-    if op.kind in ("aten.select.int", "aten.unbind.int"):
-        return None   # a dim removed: the block is recognised only for shape-keeping slices
+    if op.kind == "aten.select.int" and isinstance(op.attrs.get("index"), int) and -size <= op.attrs["index"] < size:
+        index = op.attrs["index"] % size   # one index of the dim: the block it reads is one thick
+        return [box(index, index + 1)]
+    if op.kind == "aten.unbind.int":
+        return [box(index, index + 1) for index in range(size)]
     return None
 
 
-def _piecewise_comparison(value, ranks: list[RunResult], blocks: list, extra_rank_ops) -> Comparison:
-    """Rank r's gradient cut to its block, against the reference gradient's block."""
-    reference_name = value.name
-    per_rank = []
-    for index, (run, block) in enumerate(zip(ranks, blocks)):
-        theirs = next(v for v in run.values if v.key == value.key)
-        name = f"piece_{_safe(value.key)}"
-        if theirs.name is None:
-            extra_rank_ops[index].append(Op((name,), "aten.zeros.default", (),
-                                            {"size": [stop - start for start, stop in block]}, value.span))
-        else:
-            current = theirs.name
-            cut = [(d, start, stop) for d, (start, stop) in enumerate(block) if (start, stop) != (0, value.shape[d])]
-            for d, start, stop in cut:
-                target = f"{name}#{d}"
-                extra_rank_ops[index].append(Op((target,), "aten.slice.Tensor", (current,),
-                                                {"dim": d, "start": start, "end": stop, "step": 1,
-                                                 "comparison_cut": True}, value.span))
-                current = target
-            extra_rank_ops[index].append(Op((name,), "aten.alias.default", (current,), {"comparison_cut": True},
-                                            value.span))
-        per_rank.append(name)
-    return Comparison(value.label, value.kind, reference_name, tuple(per_rank), tuple(blocks), value.span)
+def _piecewise_comparisons(value, ranks: list[RunResult], pieces: list, extra_rank_ops) -> list[Comparison]:
+    """Rank r's gradient cut to its blocks, against the reference gradient's blocks: comparison k
+    holds each rank's k-th block (one comparison when every rank reads one block)."""
+    comparisons = []
+    for number in range(max(len(blocks) for blocks in pieces)):
+        per_rank, regions = [], []
+        for index, (run, blocks) in enumerate(zip(ranks, pieces)):
+            if number >= len(blocks):
+                per_rank.append(None)
+                regions.append(None)
+                continue
+            block = blocks[number]
+            theirs = next(v for v in run.values if v.key == value.key)
+            name = f"piece_{_safe(value.key)}" + (f"_{number}" if number else "")
+            if theirs.name is None:
+                extra_rank_ops[index].append(Op((name,), "aten.zeros.default", (),
+                                                {"size": [stop - start for start, stop in block]}, value.span))
+            else:
+                current = theirs.name
+                cut = [(d, start, stop) for d, (start, stop) in enumerate(block)
+                       if (start, stop) != (0, value.shape[d])]
+                for d, start, stop in cut:
+                    target = f"{name}#{d}"
+                    extra_rank_ops[index].append(Op((target,), "aten.slice.Tensor", (current,),
+                                                    {"dim": d, "start": start, "end": stop, "step": 1,
+                                                     "comparison_cut": True}, value.span))
+                    current = target
+                extra_rank_ops[index].append(Op((name,), "aten.alias.default", (current,),
+                                                {"comparison_cut": True}, value.span))
+            per_rank.append(name)
+            regions.append(block)
+        comparisons.append(Comparison(value.label, value.kind, value.name, tuple(per_rank), tuple(regions),
+                                      value.span))
+    return comparisons
 
 
 def _product(numbers) -> int:
