@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import re
@@ -271,6 +272,36 @@ def ground_truth(paths: list[str]) -> dict[str, str]:
     return {p: found.get(p, "unknown (ground truth not reached)") for p in paths}
 
 
+def _key(mutant_or_row, seen: collections.Counter) -> tuple:
+    """(kernel file, operator, line, rank among the same three): the same mutant in two runs of
+    the same generator over the same kernel text."""
+    if isinstance(mutant_or_row, dict):
+        base = (Path(mutant_or_row["kernel"]).name, mutant_or_row["operator"], mutant_or_row["line"])
+    else:
+        base = (Path(mutant_or_row.kernel).name, mutant_or_row.operator, mutant_or_row.line)
+    seen[base] += 1
+    return base + (seen[base],)
+
+
+def _digest(mutant: Mutant) -> str:
+    return hashlib.sha256(mutant.source.encode()).hexdigest()[:16]
+
+
+def _stored_truths(path: Path, all_mutants: list[Mutant], paths: list[str]) -> dict[str, str]:
+    """The ground truth an earlier run's rows hold for these mutants: by the mutant's text where
+    the row records its digest, else by kernel file, operator, line and rank."""
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    seen: collections.Counter = collections.Counter()
+    by_key = {_key(row, seen): row for row in rows}
+    seen = collections.Counter()
+    found = {}
+    for p, mutant in zip(paths, all_mutants):
+        row = by_key.get(_key(mutant, seen))
+        if row is not None and row.get("digest", _digest(mutant)) == _digest(mutant):
+            found[p] = row["truth"]
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0)
@@ -281,6 +312,9 @@ def main() -> None:
     parser.add_argument("--kernel", action="append", help="only this bundled kernel file (repeatable)")
     parser.add_argument("--truth-seconds", type=float, default=TRUTH_SECONDS,
                         help="wall time for the ground-truth runs (mutants not reached: unknown)")
+    parser.add_argument("--truth-from", type=Path,
+                        help="an earlier run's --json: a mutant it holds (the same kernel file, operator, line and "
+                             "rank among that line's mutants of the operator) keeps its ground truth, not re-run")
     args = parser.parse_args()
     if args.ground_truth is not None:
         ground_truth_child(args.ground_truth)
@@ -308,7 +342,13 @@ def main() -> None:
         # (real sizes, torch reference) is needed for every other verdict, verified above all
         undecided = [p for p, b in zip(paths, bodies) if p not in cut and ("internal_error" in b or
                      report_from_json(b).verdict != "violations")]
-        truth = ground_truth(undecided) if undecided else {}
+        stored = _stored_truths(args.truth_from, all_mutants, paths) if args.truth_from else {}
+        truth = {p: stored[p] for p in undecided if p in stored}
+        todo = [p for p in undecided if p not in stored]
+        truth.update(ground_truth(todo) if todo else {})
+        if args.truth_from:
+            print(f"ground truth of {len(undecided) - len(todo)} mutants from {args.truth_from.name}, "
+                  f"{len(todo)} run", flush=True)
         rejected = {p for p, b in zip(paths, bodies) if any(d.get("check") == "build" for d in b.get("diagnostics", []))}
         truth.update({p: "wrong (TileLang rejects it at the file's sizes)" if p in rejected else
                       "wrong (confirmed counterexample)" for p in paths_checked if p not in truth})
@@ -324,7 +364,9 @@ def main() -> None:
             "listed" if mutant.line in through else "no" if errors else ""
         latent = any(d.get("check") == "latent" for d in body.get("diagnostics", []))
         rows.append({"kernel": mutant.kernel, "operator": mutant.operator, "line": mutant.line, "verdict": verdict,
-                     "truth": truth.get(path, "unknown"), "line_named": named, "latent": latent})
+                     "truth": truth.get(path, "unknown"), "line_named": named, "latent": latent,
+                     "line_reported": sorted({d.get("line") for d in errors if d.get("line") is not None}),
+                     "digest": _digest(mutant)})
         print(f"{verdict:12s} truth={truth.get(path, 'unknown')[:40]:12s} {mutant.kernel}:{mutant.line} "
               f"{mutant.operator}", flush=True)
     table = collections.Counter((r["truth"].split(" ")[0], r["verdict"]) for r in rows)

@@ -29,7 +29,7 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
                              is_mask, mask_values, random_inputs, sampled_array)
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
-from .localize import faulty_line, misplacing_writer, missing_initialization, short_loop
+from .localize import faulty_line, masking_line, misplacing_writer, missing_initialization, short_loop
 from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -100,7 +100,10 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
         witness = find_concrete_mismatch(kernel, spec, sizes, cells) if cells else None
         if witness is None:
             raise
-        return CheckResult([_spec_violation(kernel, spec, witness, where)], [])
+        masked = masking_line(kernel, tuple(witness.through)) if np.isnan(witness.got) else None
+        located = (masked, "its mask makes every element of a row -inf, and -inf - -inf is NaN") if masked else \
+            (None, "")
+        return CheckResult([_spec_violation(kernel, spec, witness, where, located)], [])
 
     for fault in trace.faults:
         diagnostics.append(_fault_diagnostic(kernel, sizes, fault))
@@ -243,12 +246,19 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
 
 def _locate(kernel: Kernel, witness: Any, trace: Trace, expected: dict[str, np.ndarray],
             tensors: dict[str, np.ndarray]) -> tuple[int | None, str]:
-    name, _ = witness.cell
+    name, index = witness.cell
+    example = witness.counterexample
+    try:
+        numbers = (np.asarray(example.per_rank["kernel"][name], dtype=float),
+                   np.asarray(example.reference[name], dtype=float))
+    except (KeyError, TypeError, ValueError):
+        numbers = None
     try:
         return faulty_line(kernel, witness.cell, trace.outputs[name], expected, tensors, trace.reads,
                            tuple(witness.through), witness.line,
                            tuple(trace.edge_reads | {a.line for a in trace.auto_guarded if "reads" in a.message}),
-                           misplaced=_misplaced(trace, name))
+                           misplaced=_misplaced(trace, name), read_by=trace.read_by,
+                           writer=int(trace.writers[name][index]), numbers=numbers)
     except RecursionError:  # a term deeper than Python's stack: the write it is
         return witness.line, ""
 

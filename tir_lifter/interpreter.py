@@ -76,6 +76,8 @@ class Trace:
     # global tensor (a view counted as its tensor) -> element stores the blocks issued, those past
     # its edge included: as many as it has elements, and some unwritten, means misplaced stores
     stores: dict[str, int] = field(default_factory=dict)
+    # (input tensor, element) -> (source line, block id) of each read of it from global memory
+    read_by: dict[tuple[str, tuple[int, ...]], set[tuple[int, int]]] = field(default_factory=dict)
 
 
 class Machine:
@@ -127,6 +129,7 @@ class Machine:
         self._reads: set[int] = set()  # lines the values read since the last store came through
         self._loop_lines: list[int] = []
         self.reads: dict[tuple[str, tuple[int, ...]], set[int]] = {}
+        self.read_by: dict[tuple[str, tuple[int, ...]], set[tuple[int, int]]] = {}
         self.edge_reads: set[int] = set()
         self.stores: dict[str, int] = {}
         self._view_base = {view.name: base for view, base in kernel.views}
@@ -158,7 +161,7 @@ class Machine:
                 origins[buf.name] = array
         return Trace(self.globals, self.writers, self.conflicts, self.faults, self.written_values, self.lines,
                      self.conflict_cells, list(self.auto_guarded.values()), origins, self.reads, self.edge_reads,
-                     self.stores)
+                     self.stores, self.read_by)
 
     def launch(self, grid: tuple[GridAxis, ...], body: tuple[Stmt, ...], env: dict[str, Any],
                continues: bool = False) -> None:
@@ -303,6 +306,7 @@ class Machine:
             flat = int(np.ravel_multi_index(index, self.shapes[name]))
             name, index = base, tuple(int(i) for i in np.unravel_index(flat, self.shapes[base]))
         self.reads.setdefault((name, index), set()).add(line)
+        self.read_by.setdefault((name, index), set()).add((line, self.block_id))
 
     def store(self, name: str, index: tuple[int, ...], value: Any, line: int | None, atomic: bool, guarded: bool) -> None:
         if self.scopes[name] == GLOBAL:

@@ -16,18 +16,30 @@ element's term on both sides, so compare what each *depends on* (the input eleme
 * it reads the same elements: the values are combined wrongly; a statement the value came
   through that converts a float to an integer or a narrower float is named, else the write.
 
+Two cases come before these.  The value is the one the spec gives *another* element (the same
+input elements, none of its own element's, and on the witness's inputs the same number), of two
+tensors or where the spec reads nothing: every load is right together, the write put it in the
+wrong place.  The value only gains elements, or loses elements its own block did read: the loads
+were right and something after them let the elements in or kept them out: a conversion of a
+float to an integer the value came through, else a condition on indices it came through (a
+``T.if_then_else`` store, an ``if``), is named.  A loss of elements no block ever read is a
+loop's (it stopped short), not a condition's; a loss of elements other blocks read and this one
+never did, through no loop, is the condition's around their reads (false in this block).  A NaN
+where the spec has a number, through a mask with an infinite branch, is the mask's.
+
 Only statements the wrong value came through (its provenance) are candidates.
 """
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import z3
 
-from .program import (PARALLEL, WARP_GROUP, Call, GridLaunch, If, Kernel, Loop, Region, Stmt, Store, TileOp, Var, While,
-                      walk_expr)
+from .program import (GLOBAL, PARALLEL, WARP_GROUP, Call, Const, GridLaunch, If, Kernel, Load, Loop, Region, Select,
+                      Stmt, Store, TileOp, UnOp, Var, While, walk_expr, walk_stmts)
 from .source_lines import statement_columns
 
 
@@ -61,12 +73,24 @@ def _decided(cond: Any) -> bool | None:
     return z3.is_true(value) if z3.is_true(value) or z3.is_false(value) else None
 
 
-def _structure(kernel: Kernel) -> tuple[list[int], dict[int, list[int]], set[int]]:
-    """Statement lines in program order, the loop/condition lines around each statement's
-    line (outermost first), and the lines of statements with a narrowing conversion."""
-    order: list[int] = []
-    around: dict[int, list[int]] = {}
-    narrowing: set[int] = set()
+@dataclass
+class _Shape:
+    """Statement lines in program order, the loop/condition lines around each statement's line
+    (outermost first), the lines of statements with a narrowing conversion, of those converting a
+    float to an integer, of the conditions on indices (an ``if``, a store of a ``T.if_then_else``),
+    of the loops, and of the selects with an infinite branch."""
+    order: list[int] = field(default_factory=list)
+    around: dict[int, list[int]] = field(default_factory=dict)
+    narrowing: set[int] = field(default_factory=set)
+    to_integer: set[int] = field(default_factory=set)
+    deciding: set[int] = field(default_factory=set)
+    loops: set[int] = field(default_factory=set)
+    masking: set[int] = field(default_factory=set)
+
+
+def _shape(kernel: Kernel) -> _Shape:
+    shape = _Shape()
+    order, around = shape.order, shape.around
 
     def visit(stmts: tuple[Stmt, ...], stack: list[int]) -> None:
         for stmt in stmts:
@@ -75,7 +99,20 @@ def _structure(kernel: Kernel) -> tuple[list[int], dict[int, list[int]], set[int
             if stmt.line is not None:
                 around.setdefault(stmt.line, list(stack))
             if isinstance(stmt, Store) and _narrows(stmt.value):
-                narrowing.add(stmt.line)
+                shape.narrowing.add(stmt.line)
+            if isinstance(stmt, Store) and _narrows(stmt.value, to_integer=True):
+                shape.to_integer.add(stmt.line)
+            if isinstance(stmt, Store) and stmt.line is not None:
+                selects = [n for n in walk_expr(stmt.value) if isinstance(n, Select)]
+                if selects:
+                    shape.deciding.add(stmt.line)
+                if any(_infinite(branch) for n in selects for branch in (n.a, n.b)):
+                    shape.masking.add(stmt.line)
+            if isinstance(stmt, If) and stmt.line is not None and not (
+                    isinstance(stmt.cond, Call) and stmt.cond.fn == WARP_GROUP):
+                shape.deciding.add(stmt.line)
+            if isinstance(stmt, (Loop, While)) and stmt.line is not None:
+                shape.loops.add(stmt.line)
             if isinstance(stmt, (Loop, While, If)) and stmt.line is not None:
                 inner = stack + [stmt.line]
             else:
@@ -86,28 +123,49 @@ def _structure(kernel: Kernel) -> tuple[list[int], dict[int, list[int]], set[int
                 visit(stmt.then, inner)
                 visit(stmt.orelse, inner)
     visit(kernel.body, [])
-    return order, around, narrowing
+    return shape
 
 
-def _narrows(expr: Any) -> bool:
+def _narrows(expr: Any, to_integer: bool = False) -> bool:
     from verifier.rules.casts import kind, rounded
     for node in walk_expr(expr):
         if isinstance(node, Call) and node.fn == "cast" and node.dtype:
             source = node.source or "float32"
-            if kind(source) == "float" and (kind(node.dtype) != "float" or rounded(source, node.dtype)):
+            if kind(source) == "float" and (kind(node.dtype) != "float" or (rounded(source, node.dtype)
+                                                                              and not to_integer)):
                 return True
     return False
+
+
+def _infinite(expr: Any) -> bool:
+    """An infinity constant, or its negation."""
+    if isinstance(expr, UnOp):
+        return _infinite(expr.a)
+    return isinstance(expr, Const) and isinstance(expr.value, float) and np.isinf(expr.value)
+
+
+def masking_line(kernel: Kernel, through: tuple[int, ...]) -> int | None:
+    """The first statement the value came through that stores a select with an infinite branch
+    (a mask): a NaN where the spec has a number is -inf - -inf, every element of a row masked."""
+    shape = _shape(kernel)
+    lines = [ln for ln in shape.order if ln in shape.masking and ln in through]
+    return lines[0] if lines else None
 
 
 def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarray, want: dict[str, np.ndarray],
                 tensors: dict[str, np.ndarray], reads: dict[tuple[str, tuple[int, ...]], set[int]],
                 through: tuple[int, ...], written_at: int | None, guarded: tuple[int, ...] = (),
-                misplaced: bool = False) -> tuple[int | None, str]:
+                misplaced: bool = False, read_by: dict[tuple[str, tuple[int, ...]], set[tuple[int, int]]] | None = None,
+                writer: int | None = None, numbers: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[int | None, str]:
     """(line, why) of the statement to name for the wrong ``cell``; ``got`` is the kernel's
     output array of terms, ``want`` the spec's arrays, ``through`` the lines the value came
     through, ``written_at`` its last write, ``guarded`` the lines of global accesses past a
     tensor's edge (TileLang's guard reads 0 there), ``misplaced`` whether some output element is
-    written by no block or by two (stores in the wrong place leave both).  ``(written_at, "")`` when nothing is more precise."""
+    written by no block or by two (stores in the wrong place leave both), ``read_by`` the (line,
+    block) of each read of an input element, ``writer`` the block that wrote ``cell``, ``numbers``
+    the kernel's and the spec's output arrays on the witness's inputs.  ``(written_at, "")`` when
+    nothing is more precise."""
     name, index = cell
     element_of = {term.get_id(): (tensor, tuple(int(i) for i in idx))
                   for tensor, array in tensors.items() for idx, term in np.ndenumerate(np.asarray(array, dtype=object))
@@ -115,15 +173,21 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
                   and not z3.is_false(term)}
     memo: dict[int, frozenset] = {}
     have, should = _inputs(got[index], element_of, memo), _inputs(want[name][index], element_of, memo)
-    order, around, narrowing = _structure(kernel)
+    shape = _shape(kernel)
+    order, around, narrowing = shape.order, shape.around, shape.narrowing
     candidates = set(through) | ({written_at} if written_at else set())
     rank = {line: position for position, line in enumerate(order)}
     first = lambda lines: min(lines, key=lambda ln: rank.get(ln, len(order)))  # noqa: E731
+    read_by = read_by or {}
+    own = lambda element: {ln for ln, block in read_by.get(element, ()) if block == writer}  # noqa: E731
     extra = have - should
     if misplaced and have and have != should and any(_inputs(want[name][other], element_of, memo) == have
                                        for other in np.ndindex(want[name].shape) if other != index):
         return written_at, "the value another element should have is stored here"
     lost = should - have
+    other = _value_of_another(name, index, got, have, should, want, element_of, memo, numbers)
+    if other is not None and written_at:
+        return written_at, f"the value the spec gives {name}{list(other)} is stored here"
     if extra and lost and not {t for t, _ in extra} & {t for t, _ in lost}:
         # it gains elements of one tensor and loses elements of another, which a statement read past its
         # edge: that read is shifted, so the other tensor's elements meet the wrong partners
@@ -132,8 +196,22 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         if shifted:
             return shifted[0], f"it reads past the edge of {'/'.join(sorted({t for t, _ in lost}))} (0 there) " \
                                "instead of elements the spec uses"
+    # only gained, or lost what its own block read: the loads were right, a later statement let the
+    # elements in or kept them out
+    dropped = bool(lost) and not extra and writer is not None and all(own(element) for element in lost)
+    if (extra and not lost) or dropped:
+        tensor = "/".join(sorted({t for t, _ in (extra or lost)}))
+        converted = [ln for ln in order if ln in shape.to_integer and ln in candidates]
+        if converted:
+            return converted[0], "it converts the value to an integer"
+        deciding = [ln for ln in order if ln in shape.deciding and ln in candidates]
+        if deciding:
+            return deciding[0], (f"its condition lets {tensor} elements the spec does not use here into the value"
+                                 if extra else f"its condition keeps {tensor} elements the spec uses (which the "
+                                 "block reads) out of the value")
     if extra:
-        lines = {line for element in extra for line in reads.get(element, ()) if line in candidates}
+        lines = {line for element in extra for line in own(element) if line in candidates} or \
+            {line for element in extra for line in reads.get(element, ()) if line in candidates}
         if lines:
             tensor = sorted({t for t, _ in extra})[0]
             return first(lines), f"it reads {tensor} elements the spec does not use here"
@@ -146,6 +224,8 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         shifted = [ln for ln in order if ln in guarded and ln in candidates and ln in readers]
         loops = [ln for reader in sorted(readers, key=lambda ln: rank.get(ln, 0))
                  for ln in reversed(around.get(reader, [])) if ln in candidates]
+        if not any(element in read_by for element in missing):  # no block read them: a loop stopped short
+            loops = [ln for ln in loops if ln in shape.loops] or loops
         # a shifted read loses elements of the one tensor it reads; a loop that stops short loses
         # elements of every tensor read inside it: with several, a loop around all their readers
         common = [ln for ln in loops if all(any(ln in around.get(reader, []) for (t, _), lines in reads.items()
@@ -157,11 +237,65 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         if loops:
             return (common or loops)[0], f"the loop or condition stops before reading every " \
                                          f"{'/'.join(sorted(buffers))} element the spec uses"
+        # the value came through no loop around their reads.  Other blocks read some of them, this one
+        # none: a condition around those reads was false here; no block read any: the loop around the
+        # statements reading those tensors stopped short
+        everyone = {line for element in missing for line, _ in read_by.get(element, ())}
+        if writer is not None and everyone and not any(own(element) for element in missing):
+            skipping = [ln for reader in sorted(everyone, key=lambda ln: rank.get(ln, 0))
+                        for ln in reversed(around.get(reader, [])) if ln in shape.deciding]
+            if skipping:
+                return skipping[0], f"its condition is false in this block, which skips reading the " \
+                                    f"{'/'.join(sorted(buffers))} elements the spec uses (other blocks read them)"
+        if writer is not None and not everyone:
+            tensor_readers = [{line for (t, _), lines in reads.items() if t == buffer for line in lines}
+                              for buffer in buffers]
+            short = [ln for ln in reversed(order) if ln in shape.loops and tensor_readers and all(
+                any(ln in around.get(reader, []) for reader in lines) for lines in tensor_readers)]
+            if short:
+                return short[0], f"the loop stops before reading every {'/'.join(sorted(buffers))} element " \
+                                 "the spec uses (no block reads them)"
     if have == should:
         converted = [ln for ln in order if ln in narrowing and ln in candidates]
         if converted:
             return converted[0], "it converts the value to a narrower type"
     return written_at, ""
+
+
+def _value_of_another(name: str, index: tuple[int, ...], got: np.ndarray, have: frozenset, should: frozenset,
+                      want: dict[str, np.ndarray], element_of: dict, memo: dict,
+                      numbers: tuple[np.ndarray, np.ndarray] | None) -> tuple[int, ...] | None:
+    """The other element whose spec value the kernel's value is: the same input elements, none of
+    those of its own element, and the same number on the witness's inputs.  A load from the wrong
+    place of a one-tensor computation gives another element's value too; there the write is named
+    only when the spec depends on the position (some of its elements read no input, a mask) and
+    every element the kernel computes from inputs is some element's spec value (a permutation)."""
+    if numbers is None or not have or have & should:
+        return None
+    values, expected = numbers
+    by_inputs: dict[frozenset, list[tuple[int, ...]]] = {}
+    for other in np.ndindex(want[name].shape):
+        by_inputs.setdefault(_inputs(want[name][other], element_of, memo), []).append(other)
+
+    def match(cell: tuple[int, ...], inputs: frozenset) -> tuple[int, ...] | None:
+        value = float(values[cell])
+        for other in by_inputs.get(inputs, ()):
+            spec = float(expected[other])
+            if (np.isnan(value) and np.isnan(spec)) or abs(value - spec) <= 1e-6 * (1.0 + abs(spec)):
+                return other
+        return None
+    other = match(index, have)
+    if other is None or other == index:
+        return None
+    if not should or len({t for t, _ in have | should}) > 1:
+        return other
+    if frozenset() not in by_inputs or len(by_inputs) < 2:  # the spec does not depend on the position
+        return None
+    for cell in np.ndindex(got.shape):
+        inputs = _inputs(got[cell], element_of, memo)
+        if inputs and match(cell, inputs) is None:
+            return None
+    return other
 
 
 # --- a read of never-written memory: where the missing initialization belongs ----------------
@@ -209,6 +343,24 @@ def _path_to(stmts: tuple[Stmt, ...], line: int, names: set[str]) -> tuple[list[
     return None, False
 
 
+def _publishes(kernel: Kernel, stmts: tuple[Stmt, ...], names: set[str]) -> bool:
+    """A statement in ``stmts`` (nested ones included) writes a global tensor from one of ``names``."""
+    def is_global(buffer: str) -> bool:
+        try:
+            return kernel.buffer(buffer).scope == GLOBAL
+        except KeyError:
+            return False
+    for stmt in walk_stmts(stmts):
+        if isinstance(stmt, TileOp) and stmt.kind == "copy" and len(stmt.operands) > 1:
+            src, dst = stmt.operands[0], stmt.operands[1]
+            if isinstance(src, Region) and isinstance(dst, Region) and src.buffer in names and is_global(dst.buffer):
+                return True
+        if isinstance(stmt, Store) and is_global(stmt.buffer) and any(
+                isinstance(node, Load) and node.buffer in names for node in walk_expr(stmt.value)):
+            return True
+    return False
+
+
 def _statement_columns(kernel: Kernel) -> dict[int, int]:
     """Line -> 1-based column of each source statement (from the file when the lift has none)."""
     if kernel.columns:
@@ -236,7 +388,12 @@ def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tup
     structural = lambda s: isinstance(s, GridLaunch) or (  # noqa: E731 - launches and warp groups order nothing
         isinstance(s, If) and isinstance(s.cond, Call) and s.cond.fn == WARP_GROUP)
     candidates = [s for s in path if not structural(s)]
+    # the outermost loop around the read that does not hand the buffer on to global memory: a loop
+    # whose every iteration copies it out (a persistent kernel's loop over tiles) needs it fresh
+    # each iteration, so the initialization belongs inside it
+    names = _aliases(kernel, buffer)
     loops = [s for s in candidates if isinstance(s, (Loop, While))]
+    loops = [s for s in loops if not _publishes(kernel, s.body, names)] or loops
     anchor = loops[0] if loops else candidates[0] if candidates else None
     columns = _statement_columns(kernel)
     if anchor is None or anchor.line not in columns:
@@ -289,8 +446,13 @@ def short_loop(kernel: Kernel, name: str, cells: list[tuple[int, ...]], shape: t
     indexes that axis by loop variables and no grid variable (else the grid, or a block index,
     is the suspect and None is returned); the outermost such loop of the first writer."""
     missing = [axis for axis, extent in enumerate(shape) if 0 < len({c[axis] for c in cells}) < extent]
-    grid = {axis.var for axis in kernel.grid} | {axis.var for stmt in kernel.body if isinstance(stmt, GridLaunch)
-                                                  for axis in stmt.axes}
+    # a grid of a constant number of blocks (a persistent kernel's one block per SM) cannot be what
+    # falls short of a size: the loop its blocks run over the tiles is
+    # (told only where the sizes are symbols: with literal sizes every extent is a constant)
+    symbolic = any(isinstance(dim, Var) for buffer in kernel.params for dim in buffer.shape)
+    fixed = lambda axis: symbolic and isinstance(axis.extent, (int, Const))  # noqa: E731
+    grid = {axis.var for axis in kernel.grid if not fixed(axis)} | {
+        axis.var for stmt in kernel.body if isinstance(stmt, GridLaunch) for axis in stmt.axes if not fixed(axis)}
     writers = list(_writers(kernel.body, name))
     if not missing or not writers:
         return None
