@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from .capture import REAL_SM_COUNT, Instance, sm_count, sm_count_reads
 from .errors import Rejected, Unsupported
-from .program import BinOp, Const, Kernel
+from .program import BinOp, Const, Kernel, Var
 
 _TILE = re.compile(r"(?i)(block|tile|blk|chunk|^b[mnkhd]$|^b_?[mnkhd]$|^bs_|_bs$|^bsz|window_size$)")
 _COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
@@ -622,7 +622,7 @@ def _pair_comparisons(reduced: Kernel, real: Kernel, real_values: dict[str, int]
     operator and constant; a constant that differs between the builds comes from a tile."""
     import difflib
 
-    from .sizes import _at_most, comparison_case, constant_comparisons
+    from .sizes import _at_most, _side_value, comparison_case, constant_comparisons, stage_cycles
     ours, theirs = constant_comparisons(reduced), constant_comparisons(real)
 
     def key(node: BinOp) -> tuple:
@@ -635,6 +635,15 @@ def _pair_comparisons(reduced: Kernel, real: Kernel, real_values: dict[str, int]
             case = comparison_case(theirs[block.b + offset], real_values, ends)
             if case is not None:
                 pairs.append((ours[block.a + offset], case))
+    # a loop over barrier stages reaches at least as far as at the real sizes, up to 2 * stages
+    real_cycles = set(stage_cycles(real))
+    for var, stages in stage_cycles(reduced):
+        if (var, stages) in real_cycles and var in ends:
+            try:
+                last = _side_value(Var(var), real_values, ends)
+            except (KeyError, ZeroDivisionError, TypeError):
+                continue
+            pairs.append((BinOp(">", Var(var), Const(min(last, 2 * stages) - 1)), 1))
     return tuple(pairs)
 
 

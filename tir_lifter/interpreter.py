@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -145,6 +145,7 @@ class Machine:
                               "modelled")
         self._default_group = (0, kernel.threads or 128)  # the whole block, outside its warp groups
         self._fragment_group: dict[str, tuple[int, int]] = {}
+        self._groups: Any = None  # the warp groups running side by side now (schedule.Groups)
 
     # -- driving --
     def run(self) -> Trace:
@@ -188,11 +189,61 @@ class Machine:
         self.launch_start = outer
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
-        for stmt in stmts:
+        position = 0
+        while position < len(stmts):
+            if self._groups is not None:
+                self._groups.check()
+            stmt = stmts[position]
+            side_by_side = self._side_by_side(stmts, position)
+            if len(side_by_side) > 1:
+                self._run_side_by_side(side_by_side, env)
+                position += len(side_by_side)
+                continue
             try:
                 self.exec_stmt(stmt, env)
             except InfinityArithmetic:
                 raise InfiniteValue(getattr(stmt, "line", None), "arithmetic on an infinity is not modelled") from None
+            position += 1
+
+    def _side_by_side(self, stmts: tuple[Stmt, ...], position: int) -> list[If]:
+        """The consecutive warp-group branches of the block from ``position`` on, over disjoint
+        thread ranges: they run at the same time."""
+        if self.sync is None or self.sync.group != self._default_group:
+            return []
+        chain: list[If] = []
+        for stmt in stmts[position:]:
+            group = _warp_group(stmt) if isinstance(stmt, If) else None
+            if group is None or group == self._default_group or \
+                    any(group[0] < other[1] and other[0] < group[1] for other in map(_warp_group, chain)):
+                break
+            chain.append(stmt)
+        return chain
+
+    def _run_side_by_side(self, chain: list[If], env: dict[str, Any]) -> None:
+        """Run the groups of ``chain`` as one schedule the barriers allow (``schedule.Groups``)."""
+        from .schedule import Groups
+        outer_lines = list(self._loop_lines)
+
+        def save() -> tuple:
+            return self.sync.group, list(self._loop_lines), set(self._reads)
+
+        def restore(state: tuple) -> None:
+            self.sync.group, self._loop_lines, self._reads = state[0], list(state[1]), set(state[2])
+
+        def body(stmt: If) -> Callable[[], None]:
+            def run() -> None:
+                group = _warp_group(stmt)
+                self.sync.group, self._loop_lines, self._reads = self._default_group, list(outer_lines), set()
+                self.sync.fork(group)
+                self.sync.group = group
+                self.exec_block(stmt.then, dict(env))
+            return run
+        groups = Groups([body(stmt) for stmt in chain], save, restore)
+        self._groups, self.sync.scheduler = groups, groups
+        try:
+            groups.run()
+        finally:
+            self._groups, self.sync.scheduler = None, None
 
     def exec_stmt(self, stmt: Stmt, env: dict[str, Any]) -> None:
         if isinstance(stmt, Loop):

@@ -113,6 +113,24 @@ def constant_comparisons(kernel: Kernel) -> list[BinOp]:
     return found + [node for node in _constant_trip_counts(kernel) if node not in found]
 
 
+def stage_cycles(kernel: Kernel) -> list[tuple[str, int]]:
+    """In a kernel with mbarriers, each loop (over a sized count) whose variable picks a stage
+    (``k % stages``) or a phase parity (``(k // stages) & 1``), with that ``stages``: the loop
+    reuses each stage's barriers, and only a loop reaching ``2 * stages`` takes every stage
+    through both parities and back (where a missing arrival or a wrong parity shows)."""
+    if not kernel.barriers:
+        return []
+    loops = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop) and not isinstance(stmt.extent, Const)}
+    found: list[tuple[str, int]] = []
+    for expr in kernel_exprs(kernel):
+        for node in walk_expr(expr):
+            if isinstance(node, BinOp) and node.op in ("%", "//") and isinstance(node.b, Const) \
+                    and isinstance(node.b.value, int) and node.b.value >= 1:
+                found += [(var, node.b.value) for var in sorted(symbols_of(node.a) & loops)
+                          if (var, node.b.value) not in found]
+    return found
+
+
 def _constant_trip_counts(kernel: Kernel) -> list[BinOp]:
     """A loop run a constant number of times (``T.Pipelined(8)``) over tiles of a sized axis
     (``A[.., ko * block_K]``) compares that count with the axis' tile count: the comparison

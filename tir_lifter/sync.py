@@ -5,8 +5,9 @@ time; ``tma_copy(..., barrier=b)`` copies asynchronously and counts towards the 
 of ``b``, ``ptx_arrive_barrier(b)`` arrives with every thread of the group, and
 ``mbarrier_wait_parity(b, p)`` returns once the phase of parity ``p`` has completed.
 
-The interpreter runs the groups in program order, which is one schedule.  Its values are the
-values of every schedule when (1) that order is one the barriers allow (every wait finds its
+The interpreter runs the groups one at a time, in program order, switching to the next group
+that can go on when one waits for a phase not yet completed (``schedule.py``): one schedule.
+Its values are the values of every schedule when (1) that order is one the barriers allow (every wait finds its
 phase completed), (2) every wait observes one phase in every schedule (the phase after it
 cannot complete without an arrival that follows the wait), and (3) no two accesses to one
 element from different groups (or from the copy engine) are unordered, a write among them.
@@ -56,6 +57,7 @@ class WarpGroups:
         self.threads = threads
         self.counts = counts
         self.block = (0, threads)  # the whole block: its statements outside the warp groups
+        self.scheduler: Any = None  # the groups running side by side (schedule.Groups), when they do
         self.reset()
 
     def reset(self) -> None:
@@ -73,6 +75,7 @@ class WarpGroups:
         # accesses conflict (before the branches, and after them once the block's code goes on)
         self.assumed: dict[Any, Clock] = {}
         self.forked: list[Any] = []  # groups run since the block's last statement
+        self.blocked: dict[tuple[str, tuple[int, ...]], list[int]] = {}  # barrier -> parities waited for
 
     def _clock(self, group: Any) -> Clock:
         return self.clocks.setdefault(group, {})
@@ -234,6 +237,11 @@ class WarpGroups:
         if barrier.arrivals < barrier.count:
             return
         phase = len(barrier.phases)
+        for parity in self.blocked.get(key, ()):  # a waiting group that could go on has not yet
+            if phase % 2 != parity % 2:
+                raise Unsupported(line, f"barrier {key[0]}{list(key[1])}: phase {phase} completes while threads waiting "
+                                  f"for parity {parity} have not gone on after phase {phase - 1}, so which phase that "
+                                  "wait sees depends on the schedule")
         for observed, waiter, time in barrier.waits:
             # a wait that observed the phase before this one must be known to this phase's arrivals,
             # else in another schedule it could observe this phase instead
@@ -248,6 +256,16 @@ class WarpGroups:
         group = self._running(line)
         barrier = self._barrier(key, line)
         completed = len(barrier.phases)
+        if completed % 2 == parity % 2 and self.scheduler is not None:  # another group may complete it
+            self.blocked.setdefault(key, []).append(parity)
+            try:
+                if not self.scheduler.block(lambda: len(barrier.phases) % 2 != parity % 2):
+                    raise Unsupported(line, f"the threads {_shown(group)} wait for phase parity {parity} of barrier "
+                                      f"{key[0]}{list(key[1])} and no warp group can go on to complete it: every one "
+                                      "waits (the kernel can hang)")
+                completed = len(barrier.phases)
+            finally:
+                self.blocked[key].remove(parity)
         if completed % 2 == parity % 2:  # the phase of that parity is the running one: this wait blocks
             raise Unsupported(line, f"the threads {_shown(group)} wait for phase parity {parity} of barrier "
                               f"{key[0]}{list(key[1])} before that phase completes in program order; the order the "
