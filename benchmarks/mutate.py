@@ -24,8 +24,10 @@ report counts whether the tool's first error names the mutated line (primary lin
 any error's repair line (``repair_line``) does: a driver mutant's line in the checked file itself
 (the error names no other ``file``), a library mutant's line in the mutated library file (the
 error's ``file`` ends with its path in the package), counted apart.  A collective statement removed (its
-site holds ``pass``) is also judged at the statement before it in its block: the repair inserts the call
-after that line (issue 25's repair line for a removed call; a patch's first changed line for an insertion).
+site holds ``pass``) is also judged at the statement before it in its block, and up to the statement that made
+its operand: the repair inserts the call after any of those lines, to the same effect (issue 25's repair line for
+a removed call; a patch's first changed line for an insertion).  A duplicated collective statement is judged at
+both of its identical copies.
 A mutant of a file with a bug of its own (expected.json's ``bug_lines`` / ``bug_line``, recorded by hand) holds two
 bugs: a figure of its own also counts it named when the tool names that bug's line (moved by the edit as the diff
 says), beside the strict figure.
