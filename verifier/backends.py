@@ -297,6 +297,29 @@ def fresh_array(prefix: str, shape: tuple[int, ...], sort: z3.SortRef) -> np.nda
     return array
 
 
+def rebuilt(term: z3.ExprRef, rebuild: Callable[[z3.ExprRef, list], z3.ExprRef | None]) -> z3.ExprRef:
+    """``term`` rebuilt from its leaves up, each shared subterm once: ``rebuild(node, children)``
+    gives a node's replacement from its rebuilt children (None: the node over those children)."""
+    done: dict[int, z3.ExprRef] = {}
+
+    def walk(node: z3.ExprRef) -> z3.ExprRef:
+        key = node.get_id()
+        if key in done:
+            return done[key]
+        if not z3.is_app(node) or node.num_args() == 0:
+            result = node
+        else:
+            children = [walk(child) for child in node.children()]
+            result = rebuild(node, children)
+            if result is None:
+                same = all(a.eq(b) for a, b in zip(children, node.children()))
+                result = node if same else node.decl()(*children)
+        done[key] = result
+        return result
+
+    return walk(term)
+
+
 def same_term(a: Any, b: Any) -> bool:
     """Z3 hash-conses terms: structurally equal terms are the same node."""
     return a.as_ast().value == b.as_ast().value

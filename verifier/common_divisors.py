@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import z3
 
-from .backends import normal_form
+from .backends import normal_form, rebuilt
 
 
 def mentions_quotients(term: z3.ExprRef, memo: dict[int, bool]) -> bool:
@@ -41,7 +41,6 @@ def mentions_quotients(term: z3.ExprRef, memo: dict[int, bool]) -> bool:
 def quotients_combine(difference: z3.ExprRef) -> bool:
     """Is ``difference`` zero once every quotient ``x / d`` reads ``x * r_d``?"""
     reciprocals: list[tuple[z3.ExprRef, z3.ExprRef]] = []   # (divisor, its variable)
-    done: dict[int, z3.ExprRef] = {}
 
     def reciprocal(divisor: z3.ExprRef) -> z3.ExprRef:
         for known, variable in reciprocals:
@@ -50,24 +49,12 @@ def quotients_combine(difference: z3.ExprRef) -> bool:
         reciprocals.append((divisor, z3.FreshReal("reciprocal")))
         return reciprocals[-1][1]
 
-    def walk(node: z3.ExprRef) -> z3.ExprRef:
-        key = node.get_id()
-        if key in done:
-            return done[key]
-        if not z3.is_app(node) or node.num_args() == 0:
-            result = node
-        else:
-            children = [walk(child) for child in node.children()]
-            if z3.is_div(node) and not z3.is_rational_value(children[1]):
-                result = children[0] * reciprocal(children[1])
-            elif all(a.eq(b) for a, b in zip(children, node.children())):
-                result = node
-            else:
-                result = node.decl()(*children)
-        done[key] = result
-        return result
+    def by_reciprocal(node: z3.ExprRef, children: list) -> z3.ExprRef | None:
+        if z3.is_div(node) and not z3.is_rational_value(children[1]):
+            return children[0] * reciprocal(children[1])
+        return None
 
-    rewritten = walk(difference)
+    rewritten = rebuilt(difference, by_reciprocal)
     return bool(reciprocals) and _is_zero(normal_form(rewritten))
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import z3
 
-from .backends import normal_form
+from .backends import normal_form, rebuilt
 
 EXP_NAME = "exp_1_0"  # Z3Backend's symbol for the unary exp (name, arity 1, output 0)
 
@@ -137,23 +137,13 @@ def factor_logarithms(term: z3.ExprRef) -> z3.ExprRef:
     ``L + log(sum_i k_i exp(a_i - L))`` — a log-sum-exp shifted by any amount then gets the same
     inner sum as the unshifted one.  Only when every ``k_i`` is a positive rational (the inner
     sum is then positive, so ``log(e^L * T) = L + log T`` holds); anything else is kept."""
-    done: dict[int, z3.ExprRef] = {}
+    def factored(node: z3.ExprRef, children: list) -> z3.ExprRef | None:
+        if node.num_args() == 1 and node.decl().name() == LOG_NAME:
+            same = children[0].eq(node.arg(0))
+            return _factored(node if same else node.decl()(*children))
+        return None
 
-    def walk(node: z3.ExprRef) -> z3.ExprRef:
-        key = node.get_id()
-        if key in done:
-            return done[key]
-        if not z3.is_app(node) or node.num_args() == 0:
-            result = node
-        else:
-            children = [walk(child) for child in node.children()]
-            result = node if all(a.eq(b) for a, b in zip(children, node.children())) else node.decl()(*children)
-            if node.num_args() == 1 and node.decl().name() == LOG_NAME:
-                result = _factored(result)
-        done[key] = result
-        return result
-
-    return walk(term)
+    return rebuilt(term, factored)
 
 
 def _factored(log_term: z3.ExprRef) -> z3.ExprRef:
