@@ -269,7 +269,7 @@ def _value_of_another(name: str, index: tuple[int, ...], got: np.ndarray, have: 
     those of its own element, and the same number on the witness's inputs.  A load from the wrong
     place of a one-tensor computation gives another element's value too; there the write is named
     only when the spec depends on the position (some of its elements read no input, a mask) and
-    every element the kernel computes from inputs is some element's spec value (a permutation)."""
+    the elements the kernel computes from inputs are the spec's values permuted."""
     if numbers is None or not have or have & should:
         return None
     values, expected = numbers
@@ -291,11 +291,15 @@ def _value_of_another(name: str, index: tuple[int, ...], got: np.ndarray, have: 
         return other
     if frozenset() not in by_inputs or len(by_inputs) < 2:  # the spec does not depend on the position
         return None
+    # a permutation: each spec value that reads inputs computed once (a shifted load computes some
+    # twice or not at all, reading past the edge)
+    matched = []
     for cell in np.ndindex(got.shape):
         inputs = _inputs(got[cell], element_of, memo)
-        if inputs and match(cell, inputs) is None:
-            return None
-    return other
+        if inputs:
+            matched.append(match(cell, inputs))
+    wanted = {cell for inputs, cells in by_inputs.items() if inputs for cell in cells}
+    return other if None not in matched and len(matched) == len(set(matched)) and set(matched) == wanted else None
 
 
 # --- a read of never-written memory: where the missing initialization belongs ----------------

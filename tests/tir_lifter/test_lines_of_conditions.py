@@ -4,7 +4,8 @@
   indices it came through (a ``T.if_then_else`` mask) let them in or kept them out, so the
   condition is named, not the load that read them.
 * A value that is the spec's value of another element (its input elements, none of its own
-  element's, the same number): the write put it in the wrong place.
+  element's, the same number), every such value stored once: the write put it in the wrong
+  place; a load one row off gives other elements' values too, but not a permutation of them.
 * Output tiles no block writes in a kernel of a constant number of blocks (one per SM): the loop
   its blocks run over the tiles stopped short, not the grid.
 * A read of an accumulator nothing initialized, in a loop over tiles whose every iteration copies
@@ -24,6 +25,7 @@ TRIL = (EXAMPLES / "causal_tril.py").read_text()
 PERSISTENT = (EXAMPLES / "persistent_gemm.py").read_text()
 MASK = "T.if_then_else(bx * block_N + j <= by * block_M + i, scores[i, j], 0)"
 STORE = "T.copy(scores, B[by * block_M, bx * block_N])"
+LOAD = "T.copy(A[by * block_M, bx * block_N], scores)"
 CLEAR = "T.clear(C_local)"
 
 
@@ -37,6 +39,7 @@ FILES = {
     "tril_mask_drops.py": _mutate(TRIL, MASK, MASK.replace("<=", "<")),
     "tril_mask_admits.py": _mutate(TRIL, MASK, MASK.replace("by * block_M + i", "by * block_M + i + 1")),
     "tril_store_swapped.py": _mutate(TRIL, STORE, "T.copy(scores, B[bx * block_M, by * block_N])"),
+    "tril_load_row_off.py": _mutate(TRIL, LOAD, LOAD.replace("by * block_M", "by * block_M + 1")),
     "persistent_no_clear.py": _mutate(PERSISTENT, CLEAR, "pass"),
     "persistent_short_waves.py": _mutate(PERSISTENT, "T.serial(waves)", "T.serial(waves - 1)"),
 }
@@ -79,6 +82,12 @@ def test_another_elements_value_names_the_write(lifted):
     spec = [d for d in errors if d.check == "spec"]
     assert spec and spec[0].line == line_of(path, "T.copy(scores, B["), [(d.line, d.message) for d in errors]
     assert "the value the spec gives B[" in spec[0].message
+
+
+def test_a_shifted_load_of_a_masked_kernel_names_the_load(lifted):
+    path, errors = _errors(lifted, "tril_load_row_off.py")
+    spec = [d for d in errors if d.check == "spec"]
+    assert spec and spec[0].line == line_of(path, "T.copy(A["), [(d.line, d.message) for d in errors]
 
 
 def test_clear_of_a_persistent_kernel_belongs_inside_its_tile_loop(lifted):
