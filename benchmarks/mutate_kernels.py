@@ -190,7 +190,7 @@ def ground_truth_child(paths: list[str]) -> None:
     from tir_lifter.backends import FloatBackend
     from tir_lifter.capture import run_file
     from tir_lifter.checks import written_buffers
-    from tir_lifter.counterexample import random_inputs, rounding_decides
+    from tir_lifter.counterexample import fractions_decide, random_inputs
     from tir_lifter.elaborate import _associate, _references, _with_index_samples
     from tir_lifter.interpreter import Machine
     from tir_lifter.program import Var
@@ -232,8 +232,8 @@ def ground_truth_child(paths: list[str]) -> None:
                                 if isinstance(dim, Var):
                                     sizes.setdefault(dim.name, int(real))
                 variants = [sizes] + ([{k: v + 1 for k, v in sizes.items()}] if sizes else [])
-                # fractions too where a rounding can move a value by a whole unit (small integers are exact)
-                runs = [(v, False) for v in variants] + [(v, True) for v in variants if rounding_decides(kernel)]
+                # fractions too where a conversion shows only on them (small integers are exact through it)
+                runs = [(v, False) for v in variants] + [(v, True) for v in variants if fractions_decide(kernel)]
                 for variant, fractions in runs:
                     inputs = random_inputs(kernel, variant, seed=7, fractions=fractions)
                     trace = Machine(kernel, variant, FloatBackend(), {k: v.astype(object) for k, v in inputs.items()}

@@ -223,7 +223,7 @@ def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],
         witness = confirm_mismatch(kernel, spec, sizes, random_inputs(kernel, sizes, seed), cells)
         if witness is not None:
             return witness
-    if rounding_decides(kernel):  # small integers are exact in every float format: a rounding shows on fractions
+    if fractions_decide(kernel):  # small integers are exact in every float format: a conversion shows on fractions
         for seed in range(tries):
             witness = confirm_mismatch(kernel, spec, sizes, random_inputs(kernel, sizes, seed, fractions=True), cells)
             if witness is not None:
@@ -231,10 +231,10 @@ def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],
     return None
 
 
-def rounding_decides(kernel: Kernel) -> bool:
-    """The kernel converts a value to float16, bfloat16 or float8 and converts some float to an
-    integer: a rounding can then move a value by a whole unit."""
-    return _converts(kernel, narrow=True) and _converts(kernel, narrow=False)
+def fractions_decide(kernel: Kernel) -> bool:
+    """The kernel converts a value to float16, bfloat16 or float8 (a rounding) or a float to an
+    integer (a truncation toward zero): small integers are exact through both, fractions are not."""
+    return _converts(kernel, narrow=True) or _converts(kernel, narrow=False)
 
 
 def _converts(kernel: Kernel, narrow: bool) -> bool:
