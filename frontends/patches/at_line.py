@@ -551,8 +551,12 @@ def communicating_lines(source: str, path: str, scaling: bool = False) -> list[S
     Also a line applying a communicating call to its own result (``Copy.apply(Copy.apply(x))``: the
     run goes wrong inside the Function's backward, not at the line that called it twice).
     With ``scaling`` (the run went wrong at a scaling op) also the lines that scale by the world size:
-    a value divided twice goes wrong where the second division is read, not where it is made."""
-    editor = SourceEditor(source, path)
+    a value divided twice goes wrong where the second division is read, not where it is made.
+    No lines when libcst cannot read the file (no edit could be written there either)."""
+    try:
+        editor = SourceEditor(source, path)
+    except CannotPatch:
+        return []
     sites: dict[int, Site] = {}
     for call in m.findall(editor.module, m.Call()):
         name = call_name(call)

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fuzz_cases as fc
@@ -25,6 +25,7 @@ def _check(outcome: fc.Outcome) -> None:
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), kind=st.sampled_from(sorted(fc.GENERATORS)))
+@example(seed=176073, kind="python")   # fix on a file libcst cannot read: an internal error once
 def test_random_bad_input_ends_cleanly(seed, kind):
     case = fc.GENERATORS[kind](random.Random(seed))
     with tempfile.TemporaryDirectory() as folder:
