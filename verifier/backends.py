@@ -297,6 +297,11 @@ def fresh_array(prefix: str, shape: tuple[int, ...], sort: z3.SortRef) -> np.nda
     return array
 
 
+def is_zero(term: Any) -> bool:
+    """Is ``term`` the number zero?"""
+    return z3.is_rational_value(term) and term.numerator_as_long() == 0
+
+
 def rebuilt(term: z3.ExprRef, rebuild: Callable[[z3.ExprRef, list], z3.ExprRef | None]) -> z3.ExprRef:
     """``term`` rebuilt from its leaves up, each shared subterm once: ``rebuild(node, children)``
     gives a node's replacement from its rebuilt children (None: the node over those children)."""

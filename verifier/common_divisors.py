@@ -4,16 +4,16 @@ Z3's ``simplify`` keeps a quotient whole, so a loss that each rank divides by th
 real tokens and the ranks then sum (``sum_r a_r / d``) does not meet the single device's
 ``(sum_r a_r) / d`` in sum-of-monomials form.  This module writes every quotient ``x / d`` whose
 divisor is not a number as ``x * r_d``, with ``r_d`` one fresh variable per divisor (two divisors
-are one when their difference is zero in normal form), and normalises again.  A difference that becomes the zero polynomial
-in those variables is zero for every value of ``r_d``, in particular ``1/d``: the identity holds
-exactly over the reals wherever the divisors are non-zero (the verifier's real-arithmetic
-reading; IEEE's ``x/0`` is not a real number).
+are one when their difference is zero in normal form), and normalises again.  A difference that
+becomes the zero polynomial in those variables is zero for every value of ``r_d``, in particular
+``1/d``: the identity holds exactly over the reals wherever the divisors are non-zero (the
+verifier's real-arithmetic reading; IEEE's ``x/0`` is not a real number).
 """
 from __future__ import annotations
 
 import z3
 
-from .backends import normal_form, rebuilt
+from .backends import is_zero, normal_form, rebuilt
 
 
 def mentions_quotients(term: z3.ExprRef, memo: dict[int, bool]) -> bool:
@@ -44,7 +44,7 @@ def quotients_combine(difference: z3.ExprRef) -> bool:
 
     def reciprocal(divisor: z3.ExprRef) -> z3.ExprRef:
         for known, variable in reciprocals:
-            if known.eq(divisor) or _is_zero(normal_form(known - divisor)):
+            if known.eq(divisor) or is_zero(normal_form(known - divisor)):
                 return variable
         reciprocals.append((divisor, z3.FreshReal("reciprocal")))
         return reciprocals[-1][1]
@@ -55,8 +55,4 @@ def quotients_combine(difference: z3.ExprRef) -> bool:
         return None
 
     rewritten = rebuilt(difference, by_reciprocal)
-    return bool(reciprocals) and _is_zero(normal_form(rewritten))
-
-
-def _is_zero(term: z3.ExprRef) -> bool:
-    return z3.is_rational_value(term) and term.numerator_as_long() == 0
+    return bool(reciprocals) and is_zero(normal_form(rewritten))

@@ -19,7 +19,7 @@ from typing import Callable
 
 import z3
 
-from .backends import normal_form, rebuilt
+from .backends import is_zero, normal_form, rebuilt
 
 EXP_NAME = "exp_1_0"  # Z3Backend's symbol for the unary exp (name, arity 1, output 0)
 
@@ -117,12 +117,8 @@ def quotients_cancel(difference: z3.ExprRef) -> bool:
         if z3.is_div(left) and z3.is_mul(right) and right.num_args() == 2:
             scale, quotient = right.children()
             if z3.is_rational_value(scale) and scale.as_fraction() == -1 and z3.is_div(quotient):
-                return all(_is_zero(exp_normal_form(x - y)) for x, y in zip(left.children(), quotient.children()))
+                return all(is_zero(exp_normal_form(x - y)) for x, y in zip(left.children(), quotient.children()))
     return False
-
-
-def _is_zero(term: z3.ExprRef) -> bool:
-    return z3.is_rational_value(term) and term.numerator_as_long() == 0
 
 
 LOG_NAME = "log_1_0"  # Z3Backend's symbol for the unary natural log

@@ -553,7 +553,8 @@ class Recorder(TorchDispatchMode):
         results = [self.names.fresh() for _, tensor in outputs if tensor is not None]
         extra = [self.names.fresh() for _ in unreturned]
         self.emit(kind, arg_names, attrs, results + extra, span)
-        if kind in SELECTIONS and len(results) == len(outputs) and not self.simulated_values(args, kwargs):
+        if kind in SELECTIONS and len(results) == len(outputs) \
+                and not (self.simulated and self._reads_collective(args, kwargs)):   # no real values
             self._selection(results[SELECTIONS[kind]], outputs[SELECTIONS[kind]][1], span)
         if all(name in self._constants for name in arg_names) and not kind.startswith("aten.empty") \
                 and (arg_names or kind in CONSTANT_FACTORIES):
@@ -635,10 +636,6 @@ class Recorder(TorchDispatchMode):
         self._selection_lines[span.line] = occurrence + 1
         self.recording.selections[name] = (self._numbers(indices), spec_dtype(indices.dtype), span, occurrence)
         self._selected[name] = frozenset({name})
-
-    def simulated_values(self, args, kwargs) -> bool:
-        """Does the op read values a simulated collective computed (not real ones)?"""
-        return self.simulated and self._reads_collective(args, kwargs)
 
     def _reads_collective(self, args, kwargs) -> bool:
         tensors = [t for _, t in flat_tensors(list(args) + list(kwargs.values()))]

@@ -5,15 +5,18 @@ unsupported ("the counterexample may take another path").  A selection whose res
 now taken as the recorded run made it, per run (``frontends/traced/steering.py``: what is proven holds
 for the inputs that select the same way, and the verdict says so); the experts' gradient, which each
 rank computes only for the experts it reads (``experts[e]``), is compared block by block, and where no
-rank reads the single-device gradient must be zero.  Twin cases, gloo ground truth (1 vs 2 ranks)."""
+rank reads the single-device gradient must be zero.  Twins: examples/heldout's h11 (right) and h12 (the
+received tokens' experts counted from 0 on every rank), gloo ground truth (1 vs 2 ranks)."""
 from __future__ import annotations
 
 import pytest
-from case_runs import MATCH, MISMATCH, first_error, gloo_statuses, translate
+from case_runs import MATCH, MISMATCH, REPO, first_error, gloo_statuses, translate
 
 pytestmark = pytest.mark.torch
 
-OK, BUG = "z3_expert_dispatch_ok.py", "z3_expert_dispatch_bug.py"
+HELDOUT = REPO / "examples" / "heldout"
+OK = str(HELDOUT / "h11_moe_all_to_all_single_ok.py")     # absolute: CASES / name keeps it as it is
+BUG = str(HELDOUT / "h12_moe_all_to_all_expert_offset.py")
 
 
 def test_the_right_dispatch_is_verified_for_its_routing():
