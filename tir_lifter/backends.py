@@ -21,6 +21,8 @@ from typing import Any
 
 import z3
 
+from verifier.term_walk import uninterpreted_declarations
+
 
 class NegInf:
     """-inf as a reduction identity (``T.fill(m, -T.infinity(dtype))``), kept out of Z3."""
@@ -55,26 +57,19 @@ _FORMATS = ("float16", "bfloat16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
 
 
 def _roundings(term: Any, kept: bool) -> list:
+    return rounding_functions(declarations(term), kept)
+
+
+def rounding_functions(found: list, kept: bool) -> list:
+    """Of the declarations ``found``, the roundings to narrow floats (``kept``: those no proof takes as the identity)."""
     from verifier.backends import rounding_function
-    found = {str(d) for d in declarations(term)}
-    return [rounding_function(fmt, kept) for fmt in _FORMATS if str(rounding_function(fmt, kept)) in found]
+    names = {str(d) for d in found}
+    return [rounding_function(fmt, kept) for fmt in _FORMATS if str(rounding_function(fmt, kept)) in names]
 
 
-def declarations(term: Any, seen: set[int] | None = None) -> set:
+def declarations(term: Any, seen: set[int] | None = None) -> list:
     """The uninterpreted functions ``term`` applies (sub-terms in ``seen`` are skipped and added)."""
-    seen = set() if seen is None else seen
-    out: set = set()
-    stack = [term]
-    while stack:
-        node = stack.pop()
-        if not z3.is_app(node) or node.get_id() in seen:
-            continue
-        seen.add(node.get_id())
-        if node.num_args():
-            if node.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.add(node.decl())
-            stack.extend(node.children())
-    return out
+    return uninterpreted_declarations([term], seen)
 
 
 def keep_roundings(term: Any) -> Any:
@@ -102,15 +97,20 @@ def keep_roundings(term: Any) -> Any:
     return z3.substitute_funs(term, *pairs)
 
 
-def identity_roundings(term: Any) -> tuple[Any, bool]:
+def identity_roundings(term: Any, functions: list | None = None) -> tuple[Any, bool]:
     """``term`` with each rounding to a narrow float (other than those kept) as the identity, and
     whether there was one: a value rounded on its way to an output differs from the exact one by
     the format's precision, which the file's tolerance accepts; a rounding that decides a
-    discrete value (a conversion to an integer) is kept."""
+    discrete value (a conversion to an integer) is kept.  ``functions``: those roundings, when the
+    caller found them once for many terms."""
     if not z3.is_expr(term):
         return term, False
-    pairs = [(f, z3.Var(0, z3.RealSort())) for f in _roundings(term, kept=False)]
-    return (z3.substitute_funs(term, *pairs), True) if pairs else (term, False)
+    functions = _roundings(term, kept=False) if functions is None else functions
+    pairs = [(f, z3.Var(0, z3.RealSort())) for f in functions]
+    if not pairs:
+        return term, False
+    out = z3.substitute_funs(term, *pairs)
+    return out, not out.eq(term)
 
 
 class Rounded(float):

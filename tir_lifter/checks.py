@@ -23,8 +23,9 @@ import z3
 from verifier import exp_algebra
 from verifier.backends import apply_decl
 from verifier.report import ERROR, NOTE, WARNING, Counterexample, Diagnostic
+from verifier.term_walk import mentions, uninterpreted_declarations
 
-from .backends import FloatBackend, Z3Backend, declarations, identity_roundings
+from .backends import FloatBackend, Z3Backend, identity_roundings, rounding_functions
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
                              is_mask, mask_values, random_inputs, sampled_array)
 from .errors import InfiniteValue
@@ -192,7 +193,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
             return [Diagnostic("unsupported", ERROR, f"reference {spec.origin}: {exc}", kernel.line)], []
         return [Diagnostic("unsupported", ERROR, f"spec '{spec.text}' uses {exc}, which is not modelled", kernel.line)], []
     diffs, cells, compared = [], [], 0
-    canonical: dict[int, tuple[Any, Any]] = {}
+    forms = TermForms()
     outputs, rounded = _without_roundings({n: trace.outputs[n] for n in spec.outputs if n in trace.outputs})
     expected, rounded_spec = _without_roundings(expected)
     if rounded or rounded_spec:
@@ -210,7 +211,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
             if index in excluded.get(name, set()):
                 continue
             compared += 1
-            if not _same_term(got[index], want[index], canonical):
+            if not _same_term(got[index], want[index], forms):
                 diffs.append(got[index] != want[index])
                 cells.append((name, index))
     scope = " on every element written by exactly one block" if any(excluded.values()) else ""
@@ -270,17 +271,16 @@ ROUNDING_NOTE = ("conversions to float16/bfloat16/float8 taken as exact where th
 
 def _without_roundings(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], bool]:
     """Each array with its roundings to narrow floats as the identity (``identity_roundings``)."""
-    seen: set[int] = set()
-    if not any(str(d).startswith("round_") for array in arrays.values()
-               for term in np.asarray(array, dtype=object).reshape(-1) if z3.is_expr(term)
-               for d in declarations(term, seen)):
+    terms = [t for array in arrays.values() for t in np.asarray(array, dtype=object).reshape(-1) if z3.is_expr(t)]
+    functions = rounding_functions(uninterpreted_declarations(terms), kept=False)
+    if not functions:
         return arrays, False
     out, any_rounded = {}, False
     for name, array in arrays.items():
         flat = np.asarray(array, dtype=object)
         copy = np.empty(flat.shape, dtype=object)
         for index in np.ndindex(flat.shape):
-            copy[index], changed = identity_roundings(flat[index])
+            copy[index], changed = identity_roundings(flat[index], functions)
             any_rounded |= changed
         out[name] = copy
     return out, any_rounded
@@ -305,14 +305,31 @@ def _check_small_first(solver: z3.Solver, tensors: dict[str, np.ndarray]) -> Any
     return solver.check()
 
 
-def _same_term(a: Any, b: Any, memo: dict[int, tuple[Any, Any]]) -> bool:
+class TermForms:
+    """What ``_same_term`` remembers over one comparison: each term's canonical form, whether a
+    subterm holds an ``If`` (only those can change form), and the simplified terms those ids
+    belong to (kept alive, so no id is reused for another term)."""
+
+    def __init__(self) -> None:
+        self.canonical: dict[int, tuple[Any, Any]] = {}
+        self.conditional: dict[int, bool] = {}
+        self.alive: list[Any] = []
+
+
+def _same_term(a: Any, b: Any, forms: TermForms) -> bool:
     """Equal by construction: the same term once simplified and with every two-operand
     maximum / minimum written one way (``If(x >= 0, x, 0)`` from the kernel's ``T.max`` and
     ``If(0 >= x, 0, x)`` from the reference's ``relu`` are one term)."""
     if not (z3.is_expr(a) and z3.is_expr(b)):
         return False
+    a, b = z3.simplify(a), z3.simplify(b)
+    if a.eq(b):
+        return True
+    forms.alive += [a, b]
+    if not mentions([a, b], lambda name: name == "if", forms.conditional):
+        return False
     try:
-        return _canonical_extrema(z3.simplify(a), memo).eq(_canonical_extrema(z3.simplify(b), memo))
+        return _canonical_extrema(a, forms.canonical).eq(_canonical_extrema(b, forms.canonical))
     except RecursionError:  # a term deeper than Python's stack: left to the solver
         return False
 

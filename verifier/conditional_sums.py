@@ -12,7 +12,7 @@ from __future__ import annotations
 import z3
 
 from .backends import normal_form
-from .exp_identity import mentions
+from .term_walk import mentions
 
 
 def mentions_conditionals(term: z3.ExprRef, memo: dict[int, bool] | None = None) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 import z3
 
 from .budget import clock
-from .exp_identity import mentions
+from .term_walk import mentions
 
 ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, e^(k log y) = y^k for y > 0, softmax expanded); "
                "exponent constants equal to 1e-5 relative taken as equal (1.44269504 as log2 e)")

@@ -15,41 +15,16 @@ is as good as the max in real arithmetic).
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import z3
 
 from .backends import is_zero, normal_form, rebuilt
+from .term_walk import mentions
 
 EXP_NAME = "exp_1_0"  # Z3Backend's symbol for the unary exp (name, arity 1, output 0)
 
 
 def _is_exp(term: z3.ExprRef) -> bool:
     return z3.is_app(term) and term.num_args() == 1 and term.decl().name() == EXP_NAME
-
-
-def mentions(terms: list[z3.ExprRef], wanted: Callable[[str], bool], memo: dict[int, bool] | None = None) -> bool:
-    """Whether an application whose name ``wanted`` accepts occurs in ``terms`` (shared subterms
-    visited once).  ``memo`` (term id -> answer), kept by the caller across calls on terms that
-    share subterms, spares walking them again."""
-    memo = {} if memo is None else memo
-    stack = [(t, False) for t in terms if z3.is_expr(t)]
-    while stack:
-        term, expanded = stack.pop()
-        key = term.get_id()
-        if key in memo:
-            continue
-        if not z3.is_app(term):
-            memo[key] = False
-        elif wanted(term.decl().name()):
-            memo[key] = True
-            return True
-        elif expanded:
-            memo[key] = any(memo[c.get_id()] for c in term.children())
-        else:
-            stack.append((term, True))
-            stack.extend((c, False) for c in term.children())
-    return any(memo[t.get_id()] for t in terms if z3.is_expr(t))
 
 
 def mentions_exp(term: z3.ExprRef, memo: dict[int, bool] | None = None) -> bool:

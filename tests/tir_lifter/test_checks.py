@@ -115,10 +115,10 @@ def test_guarded_access_with_unbound_sizes_is_verified_with_a_partial_tile(write
 def test_two_operand_extrema_written_either_way_are_one_term_and_other_terms_are_not():
     import z3
 
-    from tir_lifter.checks import _same_term
+    from tir_lifter.checks import TermForms, _same_term
     a, b, c, d = z3.Reals("a b c d")
     s = a * b + c * d
-    memo: dict = {}
+    memo = TermForms()
     # the kernel's T.max(acc, 0) and the reference's relu (operands in the other order, 0 as an int)
     assert _same_term(z3.If(s >= 0, s, 0), z3.If(z3.ToReal(z3.IntVal(0)) >= s, 0, s), memo)
     assert _same_term(z3.If(s > a, s, a), z3.If(a < s, s, a), memo)

@@ -1,0 +1,89 @@
+"""Walks over Z3 terms through Z3's C API, each shared subterm once.
+
+The Python API wraps every child it hands out in an ``ExprRef`` whose reference counting costs a
+few C calls more than the step itself: a walk over a kernel's output terms (220,000 shared nodes for
+TileLang's convolution example) took 14.7 CPU s that way and 1.5 s here.  Children are read as raw
+pointers, kept alive by the terms passed in for as long as the walk runs.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import z3
+
+_ID = z3.Z3_get_ast_id
+_KIND = z3.Z3_get_ast_kind
+_DECL = z3.Z3_get_app_decl
+_ARITY = z3.Z3_get_app_num_args
+_ARG = z3.Z3_get_app_arg
+_DECL_ID = z3.Z3_get_func_decl_id
+_APP = z3.Z3_APP_AST
+
+
+def _exprs(terms: Iterable[Any]) -> list[z3.ExprRef]:
+    return [t for t in terms if z3.is_expr(t)]
+
+
+def mentions(terms: Iterable[Any], wanted: Callable[[str], bool], memo: dict[int, bool] | None = None) -> bool:
+    """Whether an application (a constant included) whose declaration's name ``wanted`` accepts occurs
+    in ``terms``.  ``memo`` (term id -> answer), kept by the caller across calls on terms that share
+    subterms, spares walking them again."""
+    exprs = _exprs(terms)
+    if not exprs:
+        return False
+    memo = {} if memo is None else memo
+    ctx, names = exprs[0].ctx, {}
+    ref = ctx.ref()
+    stack = [(t.as_ast(), False) for t in exprs]
+    while stack:
+        node, expanded = stack.pop()
+        key = _ID(ref, node)
+        if key in memo:
+            continue
+        if _KIND(ref, node) != _APP:
+            memo[key] = False
+            continue
+        decl = _DECL(ref, node)
+        hit = names.get(_DECL_ID(ref, decl))
+        if hit is None:
+            hit = names[_DECL_ID(ref, decl)] = wanted(z3.FuncDeclRef(decl, ctx).name())
+        if hit:
+            memo[key] = True
+            return True
+        arity = _ARITY(ref, node)
+        if expanded:
+            memo[key] = any(memo[_ID(ref, _ARG(ref, node, k))] for k in range(arity))
+        else:
+            stack.append((node, True))
+            stack.extend((_ARG(ref, node, k), False) for k in range(arity))
+    return any(memo[t.get_id()] for t in exprs)
+
+
+def uninterpreted_declarations(terms: Iterable[Any], seen: set[int] | None = None) -> list[z3.FuncDeclRef]:
+    """The uninterpreted functions (arity at least one) the terms apply; sub-terms whose id is in
+    ``seen`` are skipped, and every visited one is added to it."""
+    exprs = _exprs(terms)
+    if not exprs:
+        return []
+    seen = set() if seen is None else seen
+    ctx, decls, found = exprs[0].ctx, set(), []
+    ref = ctx.ref()
+    stack = [t.as_ast() for t in exprs]
+    while stack:
+        node = stack.pop()
+        key = _ID(ref, node)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _KIND(ref, node) != _APP:
+            continue
+        arity = _ARITY(ref, node)
+        if not arity:
+            continue
+        decl = _DECL(ref, node)
+        if _DECL_ID(ref, decl) not in decls:
+            decls.add(_DECL_ID(ref, decl))
+            if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                found.append(z3.FuncDeclRef(decl, ctx))
+        stack.extend(_ARG(ref, node, k) for k in range(arity))
+    return found
