@@ -44,6 +44,7 @@ from .equivalence import integer_domain, random_values
 from .conditional_sums import mentions_conditionals, merge_conditionals
 from .common_divisors import mentions_quotients, quotients_combine
 from .confirmation import AGREES, REPRODUCED, Confirm, Confirmation, Finding
+from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
@@ -570,10 +571,8 @@ def _consistent(rank_value: Any, reference_value: Any, rank: int | None = None, 
     got, want = np.asarray(rank_value), np.asarray(reference_value)
     if got.shape == want.shape:
         return _close(got, want)
-    if got.ndim != want.ndim or any(g > w or (w % g if g else True) for g, w in zip(got.shape, want.shape)):
-        return False
-    counts = [w // g for g, w in zip(got.shape, want.shape)]
-    if np.prod(counts) > 64:
+    counts = block_counts(got.shape, want.shape)
+    if counts is None:
         return False
     own = _own_block(counts, rank, world)
     blocks = [own] if own is not None else list(np.ndindex(*counts))
@@ -703,12 +702,18 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
 
     def differs(name: str) -> bool:
         partner = pairs.get(name)
-        if partner is None and name in producer and name not in unpaired:
+        unjudged = partner is None or (name in env and partner in reference
+                                       and not comparable(env[name], reference[partner]))
+        if unjudged and name in producer and name not in unpaired:
             # a value the single device has no counterpart of (an all-to-all's clone and exchange that
-            # one device skips) is as wrong as a value it is made from
+            # one device skips), or one of a shape no block of its counterpart's (an all-to-all's send
+            # buffer [world, s/world, ...] against one device's [1, s, ...]), is as wrong as a value it
+            # is made from; a concatenation of blocks of one value, as right as their order
             unpaired[name] = False   # a cycle judges nothing
-            unpaired[name] = any(differs(arg) for arg in producer[name].args if arg in producer)
-        if partner is None:
+            assembled = _assembled(producer[name], producer, pairs, env, reference)
+            unpaired[name] = assembled if assembled is not None \
+                else any(differs(arg) for arg in producer[name].args if arg in producer)
+        if unjudged:
             return unpaired.get(name, False)
         if name not in env or partner not in reference:
             return False
@@ -740,6 +745,30 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         return _own_draw(program, op) or _bound_before(op, held, producer) \
             or _left_unreduced(op, held, producer, lambda name: name in pairs and partial(pairs[name])) or op
     return op
+
+
+def _assembled(op: Op, producer: dict[str, Op], pairs: dict[str, str], env: dict[str, Any],
+               reference: dict[str, Any]) -> bool | None:
+    """For a concatenation of pieces that come (through ops of one operand: a gather's slices) from
+    one value paired with a single-device value: whether the pieces, each a block of that value,
+    lie in the wrong order along the concatenated dim (verifier/pieces.py); None when that cannot be said."""
+    if not op.kind.startswith("aten.cat.") or not op.args or any(arg not in env for arg in op.args):
+        return None
+    wholes = set()
+    for arg in op.args:
+        name = arg
+        for _ in range(8):
+            if name in pairs or name not in producer or len(producer[name].args) != 1:
+                break
+            name = producer[name].args[0]
+        wholes.add(pairs.get(name))
+    if len(wholes) != 1 or None in wholes or next(iter(wholes)) not in reference:
+        return None
+    try:
+        return misassembled([env[arg] for arg in op.args], reference[next(iter(wholes))], int(op.attr("dim", 0)),
+                            _close)
+    except (TypeError, ValueError):
+        return None
 
 
 def _earliest_origin(start: Op | None, producer: dict[str, Op], differs: Callable[[str], bool],
