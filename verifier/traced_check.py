@@ -48,6 +48,7 @@ from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
+from .handed_back import unchanged_backward
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
@@ -1070,14 +1071,17 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
 
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
                repair_line: int | None = None, built: int | None = None, summed: int | None = None,
-               handed: int | None = None) -> Diagnostic:
+               handed: int | None = None, returned: int | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``.  ``built``: the
     culprit ran in the forward of an installed module built at that line (its repair line when no
     reduction is missing).  ``handed``: the culprit read a piece an installed module built at that line
-    handed out (``_handed``)."""
+    handed out (``_handed``).  ``returned``: the line of the checked file where a custom backward hands back
+    the gradient that goes wrong, unchanged (``handed_back.py``; the culprit names it)."""
     at, file = op.span.place() if op is not None else (None, None)
-    if repair_line is not None:
+    if returned is not None:
+        repair_line = returned
+    elif repair_line is not None:
         message += (f"; it reads a partial sum of the ranks made at line {repair_line}: the reduction it misses "
                     f"belongs after that line")
     elif summed is not None:
@@ -1213,6 +1217,30 @@ def _repair_line(program: TracedProgram, runs: _Runs | None, comparison: Compari
         return None
 
 
+def _handed_back(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int | None,
+                 op: Op | None) -> Op | None:
+    """The ``return`` of a custom backward that handed the wrong gradient back unchanged (``handed_back.py``):
+    the culprit, at that line, when the recording shows one."""
+    if runs is None or rank is None or comparison.kind != "gradient" or rank >= len(program.handed_back) \
+            or not program.handed_back[rank]:
+        return None
+    name = comparison.per_rank[rank]
+    try:
+        got = np.asarray(runs.ranks[rank][name], float)
+        want = np.asarray(_region(runs.reference[comparison.reference], comparison.regions[rank]), float)
+        scaled = got.shape == want.shape and bool(np.any(want)) and not _close(want, got) \
+            and _close(want * program.world, got)
+    except (KeyError, TypeError, ValueError):
+        scaled = False
+    return unchanged_backward(program.handed_back[rank], program.ranks[rank], comparison.label, name, op,
+                              _ranks_hold_terms(program, runs, comparison), scaled)
+
+
+def _returned_line(handed: Op | None) -> int | None:
+    """The checked file's line of a handed-back culprit's ``return`` (None in the user's package)."""
+    return handed.span.line if handed is not None and handed.span.within is None else None
+
+
 def _report_violation(program: TracedProgram, report: Report, found, leaves, how: str,
                       confirm: Confirm | None = None) -> None:
     mismatch, runs = found
@@ -1234,6 +1262,8 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
         _report_reproduced(program, report, leaves, how, confirmation, comparison, rank, op, runs, culprit_rank,
                            _repair_line(program, runs, comparison, culprit_rank, op))
         return
+    handed = _handed_back(program, runs, comparison, culprit_rank, op)
+    op = handed or op
     shape_note = "" if np.shape(mismatch.expected) == np.shape(mismatch.got) else \
         f" (shape {list(np.shape(mismatch.got))} where the single-device run has {list(np.shape(mismatch.expected))})"
     counterexample = Counterexample(
@@ -1250,7 +1280,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                           op, comparison.span.line, counterexample,
                           _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op),
                           _summed(program, runs, comparison, culprit_rank, op),
-                          _handed(program, runs, culprit_rank, op)))
+                          _handed(program, runs, culprit_rank, op), _returned_line(handed)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
@@ -1277,6 +1307,9 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                 if found is not None:
                     walked = rank if culprit_rank is None else culprit_rank
                     op, repair = found, _repair_line(program, runs, shown, walked, found)
+    handed = _handed_back(program, runs, shown, rank if culprit_rank is None else culprit_rank, op)
+    if handed is not None:
+        op, repair = handed, None
     index = confirmation.index
     where = f"{shown.label}[{','.join(map(str, index))}]" if index else shown.label
     if confirmation.label is None:   # torch shows no value: a rank raised
@@ -1298,7 +1331,8 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                           op, shown.span.line, counterexample, repair,
                           _built(program, rank if culprit_rank is None else culprit_rank, op),
                           _summed(program, runs, shown, rank if culprit_rank is None else culprit_rank, op),
-                          _handed(program, runs, rank if culprit_rank is None else culprit_rank, op)))
+                          _handed(program, runs, rank if culprit_rank is None else culprit_rank, op),
+                          _returned_line(handed)))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})

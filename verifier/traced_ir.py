@@ -78,6 +78,9 @@ class TracedProgram:
     # per rank: value name -> the checked file's line that built the installed module (a layer built with
     # layout flags, a module given a parallel style) in whose forward the rank made it
     built: tuple[dict[str, int], ...] = field(default=(), hash=False, compare=False)
+    # per rank: a gradient a custom autograd Function's backward returned as it was handed it (the same
+    # tensor: no reduction, no scaling) -> the span of that ``return`` (the checked file's or the user's package's)
+    handed_back: tuple[dict[str, Span], ...] = field(default=(), hash=False, compare=False)
     # the inputs example_inputs() made trainable were handed over as those leaves (the code accepts only
     # leaves); a re-run of the code with a counterexample hands them over the same way
     inputs_as_made: bool = field(default=False, hash=False, compare=False)

@@ -21,7 +21,7 @@ import ast
 import linecache
 import re
 import sys
-from typing import Any
+from typing import Any, Callable
 
 _NODE_IN_MESSAGE = re.compile(r"^Function (\w+) returned an")
 _GOT_SHAPE = re.compile(r"got \[([\d, ]*)\] but expected")
@@ -46,19 +46,33 @@ def raising_backward(error: BaseException) -> tuple[str, int] | None:
 
 class BackwardReturns:
     """While the backward runs: the file and line each custom Function's ``backward`` returned from,
-    by the name of its node (``XBackward``)."""
+    by the name of its node (``XBackward``).  ``unchanged(tensor, frame)``, when given, is called, while
+    that ``return`` runs, for each returned gradient that is the very tensor the backward was handed (a
+    backward that passes its gradient on as it came: no reduction, no scaling)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unchanged: Callable[[Any, Any], None] | None = None) -> None:
         self.returned: dict[str, tuple[str, int]] = {}
         self.shapes: dict[str, list[tuple[int, ...] | None]] = {}   # per node: each returned element's shape
         self._before: Any = None
+        self._unchanged = unchanged
+        self._handed: dict[int, list[Any]] = {}   # id(frame) -> the gradients that backward was called with
 
     def _hook(self, frame, event, arg) -> None:
-        if event == "return" and frame.f_code.co_name == "backward" and _is_function_backward(frame):
-            node = type(frame.f_locals["ctx"]).__name__
-            self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
-            items = arg if isinstance(arg, tuple) else (arg,)
-            self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
+        if event not in ("call", "return") or frame.f_code.co_name != "backward" or not _is_function_backward(frame):
+            return
+        if event == "call":
+            if self._unchanged is not None:
+                code = frame.f_code
+                self._handed[id(frame)] = [frame.f_locals.get(name) for name in code.co_varnames[1:code.co_argcount]]
+            return
+        node = type(frame.f_locals["ctx"]).__name__
+        self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
+        items = arg if isinstance(arg, tuple) else (arg,)
+        self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
+        handed = self._handed.pop(id(frame), [])
+        for item in items:
+            if hasattr(item, "shape") and any(item is given for given in handed):
+                self._unchanged(item, frame)
 
     def __enter__(self) -> "BackwardReturns":
         self._before = sys.getprofile()

@@ -126,6 +126,9 @@ class Recording:
     # a selection's indices (argmax, topk, sort) -> (numbers, dtype, line, occurrence on that line) (steering.py)
     selections: dict[str, tuple[Any, str, Span, int]] = field(default_factory=dict)
     steering: dict[str, int] = field(default_factory=dict)   # ... whose values reach Python: -> the reading line
+    # a gradient a custom Function's backward handed back as it was handed it (the same tensor) -> the span of
+    # that backward's ``return``, when it is code of the checked file or of the user's own package
+    handed_back: dict[str, Span] = field(default_factory=dict)
 
 
 def dtype_name(dtype: Any) -> str:

@@ -974,7 +974,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                 for term in loss_terms[1:]:
                     loss = loss + term
                 recorded_so_far = len(recorder.recording.ops)
-                returns = BackwardReturns()
+                returns = BackwardReturns(_handed_back_to(recorder))
                 try:
                     with returns:
                         loss.backward()
@@ -1026,6 +1026,16 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                            "activations: the code accepts only leaves (DTensor's distribute_tensor)")
     return RunResult(world, rank, recorder.recording, leaves, values, passes, assumptions, mesh, not_run=not_run,
                      inputs_as_made=inputs_as_made)
+
+
+def _handed_back_to(recorder: Recorder):
+    """Records, on ``recorder``, a gradient a custom Function's backward returns as it was handed it, with
+    the line of that ``return`` (of the checked file or the user's own package)."""
+    def unchanged(tensor, frame) -> None:
+        name, span = recorder.value_name(tensor), recorder.spans.of_frame(frame)
+        if name is not None and span is not None:
+            recorder.recording.handed_back.setdefault(name, span)
+    return unchanged
 
 
 def _ours(error: BaseException) -> bool:

@@ -105,6 +105,20 @@ class SpanFinder:
                 return Span(line, self.shown_as, within or made_within)
         return Span(self.fallback, self.shown_as, within)
 
+    def of_frame(self, frame) -> Span | None:
+        """The line ``frame`` is at, when it runs code of the checked file or of the user's own package
+        (a custom Function's backward at its ``return``); None in installed code.  A line of the package
+        is called from the line whose forward call made the current backward node."""
+        filename = frame.f_code.co_filename
+        if self._is_user(filename):
+            return Span(frame.f_lineno, self.shown_as)
+        own = self._own_file(filename)
+        if own is None:
+            return None
+        node = _current_autograd_node()
+        line = self._line_from_node(node)[0] if node is not None else None
+        return Span(self.fallback if line is None else line, self.shown_as, (own, frame.f_lineno))
+
     def _line_from_node(self, node) -> tuple[int | None, tuple[str, int] | None]:
         try:
             stack = node.metadata.get("traceback_")

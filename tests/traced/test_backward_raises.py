@@ -5,6 +5,14 @@ gradient of one rank's rows (autograd rejects its shape), and one that uses a li
 Both are the program's backward failing on the ranks (a violation named at the Function's line in the
 package file), not the backward this tool adds being refused (which left gradients unchecked);
 real gloo runs back all three.
+
+A custom backward that returns its gradient as it was handed it where the gradient needed a reduction
+or a scaling (issue 25: the finding names the line where the fix goes): the package's copy into the
+parallel region that does not all-reduce (k4_package_copy_bug.py, twin k4_package_copy_ok.py: the
+first error at that ``return`` in rows_bugs.py; it named the checked file's matmul) and
+examples/heldout's h31, an average over the ranks whose backward does not divide (twin h30: the first
+error and its repair line at that ``return``, line 40; it named line 56, no repair line).  Gloo ground
+truth for both pairs (1 vs 2 ranks, gradients).
 """
 from __future__ import annotations
 
@@ -54,12 +62,55 @@ def test_a_broken_package_backward_is_named_at_its_line(name, marked, words):
     assert first["file"] and (REPO / first["file"]).resolve() == BUGGY.resolve(), first
 
 
-def test_gloo_runs_back_the_three():
-    """Inputs trainable, as the tool takes them (mode "grad"): the ranks' backward raises on both bugs."""
+def test_the_package_copy_whose_backward_reduces_is_verified():
+    code, body = translate("k4_package_copy_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_a_package_copy_whose_backward_passes_the_partial_gradient_on_is_named_at_that_return():
+    code, body = translate("k4_package_copy_bug.py")
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert (code, body["verdict"]) == (1, "violations"), errors
+    first = errors[0]
+    assert first["line"] == _lines_marked(BUGGY)[2], first
+    assert first["file"] and (REPO / first["file"]).resolve() == BUGGY.resolve(), first
+    assert "partial sum of one device's, passed on there unreduced" in first["message"], first
+
+
+HELDOUT = REPO / "examples" / "heldout"
+AVERAGE_OK, AVERAGE_BUG = (HELDOUT / "h30_fsdp_linear_ok.py", HELDOUT / "h31_fsdp_linear_average_backward_unscaled.py")
+
+
+def test_an_average_whose_backward_does_not_divide_is_repaired_at_that_return():
+    code, body = translate(str(AVERAGE_BUG))   # absolute: CASES / name keeps it as it is
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert (code, body["verdict"]) == (1, "violations"), errors
+    (line,) = [n for n, text in enumerate(AVERAGE_BUG.read_text().splitlines(), 1) if text.strip() == "return g"]
+    assert (errors[0]["line"], errors[0]["file"], errors[0]["repair_line"]) == (line, None, line), errors[0]
+    assert "the world size times one device's" in errors[0]["message"], errors[0]
+
+
+def test_the_average_whose_backward_divides_is_verified():
+    code, body = translate(str(AVERAGE_OK))
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
+
+
+def test_gloo_runs_back_the_average_twins():
+    from case_runs import MATCH, MISMATCH, gloo_statuses
+
+    statuses = gloo_statuses([str(AVERAGE_OK), str(AVERAGE_BUG)])
+    assert statuses[str(AVERAGE_OK)][0] == MATCH, statuses
+    assert statuses[str(AVERAGE_BUG)][0] == MISMATCH, statuses
+
+
+def test_gloo_runs_back_the_package_cases():
+    """Inputs trainable, as the tool takes them (mode "grad"): the ranks' backward raises on both broken backwards;
+    the copy that does not reduce gives another gradient of x."""
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth import runner as gt
 
-    names = ("k4_package_backward_ok.py", "k4_package_backward_shape_bug.py", "k4_package_backward_raises_bug.py")
+    names = ("k4_package_backward_ok.py", "k4_package_backward_shape_bug.py", "k4_package_backward_raises_bug.py",
+             "k4_package_copy_ok.py", "k4_package_copy_bug.py")
     sys.path.insert(0, str(CASES))   # the files import their package from beside them (spawned ranks too)
     try:
         results = gt.run_jobs([gt.Job(gt.JobSpec(str(CASES / name), mode="grad"), 2) for name in names])
@@ -68,6 +119,7 @@ def test_gloo_runs_back_the_three():
     statuses = {name: result.status for name, result in zip(names, results)}
     assert statuses == {"k4_package_backward_ok.py": gt.STATUS_MATCH,
                         "k4_package_backward_shape_bug.py": gt.STATUS_ERROR,
-                        "k4_package_backward_raises_bug.py": gt.STATUS_ERROR}, \
+                        "k4_package_backward_raises_bug.py": gt.STATUS_ERROR,
+                        "k4_package_copy_ok.py": gt.STATUS_MATCH, "k4_package_copy_bug.py": gt.STATUS_MISMATCH}, \
         {name: (r.status, (r.error or "")[-300:]) for name, r in zip(names, results)}
     assert any(d.name.startswith("grad") for d in results[0].details), results[0].details

@@ -25,3 +25,31 @@ class GatherRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad.chunk(dist.get_world_size(), dim=0)[dist.get_rank()].contiguous()
+
+
+class CopyToRanks(torch.autograd.Function):
+    """Tensor-parallel region entry: the input as it is; its gradient, a partial sum on each rank, summed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+class ReduceFromRanks(torch.autograd.Function):
+    """Tensor-parallel region exit: the ranks' partial sums summed; the gradient passed on as it is."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad

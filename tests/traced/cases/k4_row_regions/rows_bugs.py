@@ -27,3 +27,13 @@ class ScatterRowsUnbound(torch.autograd.Function):
             pieces = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
             return torch.cat(pieces, dim=0)
         return grad
+
+
+class CopyToRanksNoReduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad   # the bug: each rank's partial sum of the gradient is passed on, not summed
