@@ -18,6 +18,32 @@ def test_recv_before_send_on_both_ranks_deadlocks_naming_the_cycle_and_lines():
     assert "cycle rank 0 -> rank 1 -> rank 0" in diagnostic.message
     assert "rank 0 is blocked in recv from rank 1 at line 3" in diagnostic.message
     assert "rank 1 is blocked in recv from rank 0 at line 3" in diagnostic.message
+    assert diagnostic.repair_line == 3   # no rank sends first: the fix goes at the first receive
+
+
+def _tag_order(recv_tags: tuple[int, int]):
+    return check_vir(f"""
+        mesh tp=2
+        input x: f32[4]
+        send(x, peer=1, mesh_dim=tp, tag=0, when="tp == 0") at 3
+        send(x, peer=1, mesh_dim=tp, tag=1, when="tp == 0") at 4
+        y = recv(peer=0, mesh_dim=tp, shape=[4], dtype=f32, tag={recv_tags[0]}, when="tp == 1") at 5
+        z = recv(peer=0, mesh_dim=tp, shape=[4], dtype=f32, tag={recv_tags[1]}, when="tp == 1") at 6
+        output y
+    """)
+
+
+def test_receives_posted_in_another_tag_order_than_the_sends_deadlock_repaired_at_the_receive():
+    """Rank 0 blocks sending tag 0 while rank 1 blocks receiving tag 1 first (a pipeline's micro-batches
+    received in reverse): the finding is at the blocked send, the repair at the receive out of order."""
+    diagnostic = only(_tag_order((1, 0)), "deadlock")
+    assert (diagnostic.line, diagnostic.repair_line) == (3, 5), diagnostic
+    assert "rank 1 is blocked in recv from rank 0 with tag 1 at line 5" in diagnostic.message
+
+
+def test_receives_in_the_sends_tag_order_are_deadlock_free():
+    report = _tag_order((0, 1))
+    assert report.verdict == VERIFIED, report.diagnostics
 
 
 def test_send_first_on_one_side_and_recv_first_on_the_other_is_deadlock_free():

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .events import WAIT, Event
+from .events import RECV, SEND, WAIT, Event
 from .findings import DEADLOCK, Finding
 from .matching import NO_RENDEZVOUS, Matching
 
@@ -118,8 +118,41 @@ def _where(event: Event) -> str:
     return f"{event.what} at line {event.line}" if event.line is not None else event.what
 
 
+def _blocked_op(timeline: tuple[Event, ...], position: int) -> Event:
+    """The event a rank is stuck on: for a ``wait``, the asynchronous op it waits for (a blocking send or
+    receive is recorded as one and its wait)."""
+    event = timeline[position]
+    if event.kind == WAIT:
+        for earlier in reversed(timeline[:position]):
+            if earlier.is_async and earlier.handle == event.handle:
+                return earlier
+    return event
+
+
+def _repair_line(timelines: tuple[tuple[Event, ...], ...], outcome: Outcome, cycle: list[int]) -> int | None:
+    """The checked file's line where a deadlock's fix goes, when the blocked ops determine it: a receive posted
+    in another tag order than its partner's sends (the partner is blocked sending a tag this rank receives
+    later), that receive; every rank of the cycle blocked receiving (none sends first), the first receive.
+    None otherwise (or when the op ran in the user's package, not in the checked file)."""
+    blocked = {rank: _blocked_op(timelines[rank], outcome.positions[rank]) for rank in cycle}
+    for index, rank in enumerate(cycle):
+        receive, partner = blocked[rank], cycle[(index + 1) % len(cycle)]
+        send = blocked[partner]
+        if receive.kind != RECV or send.kind != SEND or receive.peer != partner or send.peer != rank \
+                or receive.tag == send.tag:
+            continue
+        later = timelines[rank][outcome.positions[rank] + 1:]
+        if any(e.kind == RECV and e.peer == partner and e.tag == send.tag for e in later):
+            return receive.line if receive.within is None else None
+    first = blocked[cycle[0]]
+    if all(op.kind == RECV for op in blocked.values()) and first.within is None:
+        return first.line
+    return None
+
+
 def check_deadlock(timelines: tuple[tuple[Event, ...], ...], matching: Matching) -> tuple[Outcome, list[Finding]]:
-    """Simulate; one finding per wait-for cycle, on the line the cycle's lowest rank is stuck on."""
+    """Simulate; one finding per wait-for cycle, on the line the cycle's lowest rank is stuck on (with the
+    line where the fix goes when the blocked ops determine it: ``_repair_line``)."""
     outcome = simulate(timelines, matching)
     findings: list[Finding] = []
     cycles = deadlock_cycles(timelines, matching, outcome)
@@ -130,5 +163,5 @@ def check_deadlock(timelines: tuple[tuple[Event, ...], ...], matching: Matching)
         steps = "; ".join(f"rank {rank} is blocked in {_where(event)}" for rank, event in zip(cycle, stuck_at))
         behind = f" ({others} more rank(s) blocked behind it)" if others and not findings else ""
         findings.append(Finding(DEADLOCK, stuck_at[0].line, f"deadlock, cycle {chain}: {steps}{behind}",
-                                hint=RENDEZVOUS_HINT))
+                                hint=RENDEZVOUS_HINT, repair_line=_repair_line(timelines, outcome, cycle)))
     return outcome, findings

@@ -28,6 +28,9 @@ class Finding:
     # a wait missing from the checked file's own lines: (the line of the async op, the line of the first
     # op that read its buffer too early, or None when nothing did and the handle is never waited on)
     missing_wait: tuple[int, int | None] | None = None
+    # the checked file's line where the fix goes, when the check determines one (a deadlock's receive
+    # posted out of its partner's send order)
+    repair_line: int | None = None
 
 
 def plural(number: int, noun: str) -> str:
@@ -64,10 +67,12 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
     hints: dict[tuple[str, int | None, str], str | None] = {}
     files: dict[tuple[str, int | None, str], str | None] = {}
     waits: dict[tuple[str, int | None, str], tuple[int, int | None] | None] = {}
+    repairs: dict[tuple[str, int | None, str], int | None] = {}
     for finding in findings:
         key = (finding.check, finding.line, finding.message)
         files.setdefault(key, finding.file)
         waits.setdefault(key, finding.missing_wait)
+        repairs.setdefault(key, finding.repair_line)
         ranks = ranks_of.setdefault(key, [])
         hints.setdefault(key, finding.hint)
         if finding.rank is not None:
@@ -87,7 +92,8 @@ def to_diagnostics(findings: list[Finding], world: int) -> list[Diagnostic]:
         else:
             where = ""
         diagnostic = Diagnostic(check, ERROR, f"{message}{where}.", line, hint=hints[(check, line, message)],
-                                file=files[(check, line, message)], missing_wait=waits[(check, line, message)])
+                                file=files[(check, line, message)], missing_wait=waits[(check, line, message)],
+                                repair_line=repairs[(check, line, message)])
         per_line.append(diagnostic)
         diagnostics.append(diagnostic)
     for key, count in hidden.items():
