@@ -55,9 +55,9 @@ def misassembled(pieces: list[Any], whole: Any, dim: int, close: Callable[[Any, 
     """Concatenating ``pieces`` along ``dim``: False when they are blocks of ``whole`` next to each other
     along ``dim`` in order (each the next block there, the same block along every other dim), True when
     every piece is a block of ``whole`` but no such order exists, None when some piece is no block of
-    ``whole`` (nothing to say)."""
+    ``whole`` or each is all of it (copies of a replicated value: nothing to say)."""
     if not pieces or np.ndim(whole) == 0 or any(np.shape(p) != np.shape(pieces[0]) for p in pieces) \
-            or np.ndim(pieces[0]) != np.ndim(whole):
+            or np.ndim(pieces[0]) != np.ndim(whole) or np.shape(pieces[0]) == np.shape(whole):
         return None
     dim = dim % np.ndim(whole)
     candidates = [set(block_positions(p, whole, close)) for p in pieces]
