@@ -10,6 +10,7 @@ uninterpreted functions are put in a normal form first so equal arguments give e
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any, Callable
@@ -132,6 +133,9 @@ class NumpyBackend:
 
     def maximum(self, a, b):
         return np.maximum(a, b)
+
+    def maximum_of(self, parts: list):
+        return functools.reduce(np.maximum, parts)
 
     def minimum(self, a, b):
         return np.minimum(a, b)
@@ -463,12 +467,23 @@ class Z3Backend:
         return objectwise(self._real, array)
 
     def maximum(self, a, b):
-        return objectwise(lambda p, q: self._extremum("max", p, q), a, b)
+        return objectwise(lambda p, q: self._extremum("max", (p, q)), a, b)
+
+    def maximum_of(self, parts: list):
+        """The elementwise maximum of all ``parts`` at once: one If-chain per element, where folding
+        ``maximum`` over a row built a chain per step (quadratic in the row's length)."""
+        if len(parts) == 1:
+            return parts[0]
+        stacked = np.stack(np.broadcast_arrays(*[np.asarray(p, dtype=object) for p in parts]))
+        out = np.empty(stacked.shape[1:], dtype=object)
+        for index in np.ndindex(out.shape):
+            out[index] = self._extremum("max", stacked[(slice(None),) + index])
+        return out
 
     def minimum(self, a, b):
-        return objectwise(lambda p, q: self._extremum("min", p, q), a, b)
+        return objectwise(lambda p, q: self._extremum("min", (p, q)), a, b)
 
-    def _extremum(self, kind: str, p, q):
+    def _extremum(self, kind: str, operands):
         """max/min as one canonical term per *set* of operands.
 
         A max over a row and the max of per-rank maxes are the same number; built naively
@@ -476,9 +491,9 @@ class Z3Backend:
         softmax) then needs case splits to see they agree.  Flattening nested extrema into a
         leaf set and building one running If-chain over the sorted leaves makes them the
         same hash-consed term."""
-        p, q = as_term(p), as_term(q)
-        leaves = self._leaves.get((kind, p.get_id()), {p.get_id(): p}) | \
-            self._leaves.get((kind, q.get_id()), {q.get_id(): q})
+        leaves: dict = {}
+        for operand in map(as_term, operands):
+            leaves |= self._leaves.get((kind, operand.get_id()), {operand.get_id(): operand})
         ordered = [leaves[key] for key in sorted(leaves)]
         term = ordered[0]
         for leaf in ordered[1:]:

@@ -59,9 +59,7 @@ def _reduction(name: str):
             result = x
             for d in sorted(dims, reverse=True):
                 parts = [np.take(result, i, axis=d) for i in range(np.shape(result)[d])]
-                acc = parts[0]
-                for part in parts[1:]:
-                    acc = xp.maximum(acc, part)
+                acc = xp.maximum_of(parts)
                 result = np.expand_dims(acc, d) if keep else acc
             return [np.asarray(result, dtype=object) if xp.symbolic else np.asarray(result)]
         total = np.sum(x, axis=dims, keepdims=keep)
