@@ -47,15 +47,18 @@ def raising_backward(error: BaseException) -> tuple[str, int] | None:
 class BackwardReturns:
     """While the backward runs: the file and line each custom Function's ``backward`` returned from,
     by the name of its node (``XBackward``).  ``unchanged(tensor, frame)``, when given, is called, while
-    that ``return`` runs, for each returned gradient that is the very tensor the backward was handed (a
-    backward that passes its gradient on as it came: no reduction, no scaling)."""
+    that ``return`` runs, for each returned gradient that is the very tensor the backward was handed, holding
+    the value it was handed (``value_of`` the same as at the call: not reduced in place): a backward that
+    passes its gradient on as it came, no reduction, no scaling."""
 
-    def __init__(self, unchanged: Callable[[Any, Any], None] | None = None) -> None:
+    def __init__(self, unchanged: Callable[[Any, Any], None] | None = None,
+                 value_of: Callable[[Any], Any] = id) -> None:
         self.returned: dict[str, tuple[str, int]] = {}
         self.shapes: dict[str, list[tuple[int, ...] | None]] = {}   # per node: each returned element's shape
         self._before: Any = None
-        self._unchanged = unchanged
-        self._handed: dict[int, list[Any]] = {}   # id(frame) -> the gradients that backward was called with
+        self._unchanged, self._value_of = unchanged, value_of
+        # id(frame) -> the gradients that backward was called with, each with its value then
+        self._handed: dict[int, list[tuple[Any, Any]]] = {}
 
     def _hook(self, frame, event, arg) -> None:
         if event not in ("call", "return") or frame.f_code.co_name != "backward" or not _is_function_backward(frame):
@@ -63,7 +66,8 @@ class BackwardReturns:
         if event == "call":
             if self._unchanged is not None:
                 code = frame.f_code
-                self._handed[id(frame)] = [frame.f_locals.get(name) for name in code.co_varnames[1:code.co_argcount]]
+                given = [frame.f_locals.get(name) for name in code.co_varnames[1:code.co_argcount]]
+                self._handed[id(frame)] = [(g, self._value_of(g)) for g in given if hasattr(g, "shape")]
             return
         node = type(frame.f_locals["ctx"]).__name__
         self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
@@ -71,7 +75,7 @@ class BackwardReturns:
         self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
         handed = self._handed.pop(id(frame), [])
         for item in items:
-            if hasattr(item, "shape") and any(item is given for given in handed):
+            if hasattr(item, "shape") and any(item is g and self._value_of(item) == value for g, value in handed):
                 self._unchanged(item, frame)
 
     def __enter__(self) -> "BackwardReturns":

@@ -974,7 +974,7 @@ def _record(recorder: Recorder, spec: EntrySpec, fn, tensors, leaves: list[Leaf]
                 for term in loss_terms[1:]:
                     loss = loss + term
                 recorded_so_far = len(recorder.recording.ops)
-                returns = BackwardReturns(_handed_back_to(recorder))
+                returns = BackwardReturns(_handed_back_to(recorder), recorder.value_name)
                 try:
                     with returns:
                         loss.backward()

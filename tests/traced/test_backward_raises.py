@@ -77,6 +77,48 @@ def test_a_package_copy_whose_backward_passes_the_partial_gradient_on_is_named_a
     assert "partial sum of one device's, passed on there unreduced" in first["message"], first
 
 
+class _PassOn:
+    """Autograd Functions for the test below, built when torch is there."""
+
+    @staticmethod
+    def functions():
+        import torch
+
+        class PassOn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                return g   # passes its gradient on
+
+        class DoubleInPlace(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                g.mul_(2)
+                return g   # the same tensor, another value
+
+        return PassOn, DoubleInPlace
+
+
+def test_only_a_backward_returning_its_gradient_as_it_was_handed_is_recorded_as_passing_it_on():
+    import torch
+    from frontends.traced.backward_raises import BackwardReturns
+
+    pass_on, double = _PassOn.functions()
+    seen = []
+    x, w = torch.ones(3, requires_grad=True), torch.arange(3.0)
+    with BackwardReturns(lambda tensor, frame: seen.append(frame.f_code.co_qualname), lambda t: t._version):
+        (double.apply(pass_on.apply(x)) * w).sum().backward()
+    assert len(seen) == 1 and seen[0].endswith(".PassOn.backward"), seen   # not DoubleInPlace's
+    assert x.grad.tolist() == [0.0, 2.0, 4.0]
+
+
 HELDOUT = REPO / "examples" / "heldout"
 AVERAGE_OK, AVERAGE_BUG = (HELDOUT / "h30_fsdp_linear_ok.py", HELDOUT / "h31_fsdp_linear_average_backward_unscaled.py")
 
