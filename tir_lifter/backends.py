@@ -57,7 +57,7 @@ _FORMATS = ("float16", "bfloat16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
 
 
 def _roundings(term: Any, kept: bool) -> list:
-    return rounding_functions(declarations(term), kept)
+    return rounding_functions(uninterpreted_declarations([term]), kept)
 
 
 def rounding_functions(found: list, kept: bool) -> list:
@@ -65,11 +65,6 @@ def rounding_functions(found: list, kept: bool) -> list:
     from verifier.backends import rounding_function
     names = {str(d) for d in found}
     return [rounding_function(fmt, kept) for fmt in _FORMATS if str(rounding_function(fmt, kept)) in names]
-
-
-def declarations(term: Any, seen: set[int] | None = None) -> list:
-    """The uninterpreted functions ``term`` applies (sub-terms in ``seen`` are skipped and added)."""
-    return uninterpreted_declarations([term], seen)
 
 
 def keep_roundings(term: Any) -> Any:

@@ -17,7 +17,7 @@ _DECL = z3.Z3_get_app_decl
 _ARITY = z3.Z3_get_app_num_args
 _ARG = z3.Z3_get_app_arg
 _DECL_ID = z3.Z3_get_func_decl_id
-_APP = z3.Z3_APP_AST
+_APPS = (z3.Z3_APP_AST, z3.Z3_NUMERAL_AST)  # z3py's is_app: a numeral is an application too
 
 
 def _exprs(terms: Iterable[Any]) -> list[z3.ExprRef]:
@@ -40,7 +40,7 @@ def mentions(terms: Iterable[Any], wanted: Callable[[str], bool], memo: dict[int
         key = _ID(ref, node)
         if key in memo:
             continue
-        if _KIND(ref, node) != _APP:
+        if _KIND(ref, node) not in _APPS:
             memo[key] = False
             continue
         decl = _DECL(ref, node)
@@ -75,7 +75,7 @@ def uninterpreted_declarations(terms: Iterable[Any], seen: set[int] | None = Non
         if key in seen:
             continue
         seen.add(key)
-        if _KIND(ref, node) != _APP:
+        if _KIND(ref, node) not in _APPS:
             continue
         arity = _ARITY(ref, node)
         if not arity:
