@@ -13,7 +13,15 @@ backward returned as the very tensor it was given (no reduction, no scaling), an
   gradient on where the division by the world size belongs (an average over the ranks whose backward
   does not divide).
 
-A backward in installed code is never recorded (its line is not the user's to change).
+The forward's counterpart (``TracedProgram.forward_handed_back``): a custom Function's forward, or a
+function it calls, that returned the very tensor it was given with the value it was given.  When every
+rank's compared output is a partial sum of one device's and is, up to ops that only pass it on, such a
+returned value, or the first op that goes wrong reads such returned values holding partial sums (a bias
+added after the reduce), the finding is named where the reduction over the ranks belongs: after the
+statement before the innermost such ``return`` (a reduce from the parallel region whose ``_reduce`` does
+not all-reduce; the line after which a restored ``dist.all_reduce`` goes).
+
+A backward or forward in installed code is never recorded (its line is not the user's to change).
 """
 from __future__ import annotations
 
@@ -69,3 +77,35 @@ def unchanged_backward(handed_back: dict[str, Span], ops: tuple[Op, ...], label:
                     f"device's; the division by the world size belongs in that backward")
             return Op(culprit.results, kind, (), {}, spans.pop())
     return None
+
+
+def unreduced_forward(handed_back: dict[str, tuple[Span, int]], ops: tuple[Op, ...], label: str,
+                      compared: str | None, terms: bool, culprit: Op | None = None,
+                      read: list[str] | tuple[str, ...] = ()) -> Op | None:
+    """The finding's culprit where the reduction a custom Function's forward (or a function it calls) left
+    out belongs: after the statement before the ``return`` that handed its input back as it was given it
+    (module docstring; ``handed_back``: value -> (that line's span, the return's line)), or None.  When every
+    rank's compared ``label`` (its value ``compared``) is a partial sum of one device's (``terms``) and passes
+    that returned value on; or when the first op that goes wrong (``culprit``) reads partial sums of one
+    device's values (``read``) and they all pass on values one such ``return`` handed back."""
+    if not handed_back:
+        return None
+    producer = {name: op for op in ops for name in op.results}
+    found, results, reader = None, (compared,), ""
+    if terms:
+        found = _handed(compared, handed_back, producer)
+    if found is None and culprit is not None and read:
+        held = {_handed(name, handed_back, producer) for name in read}
+        if len(held) == 1 and None not in held:
+            found, results = held.pop(), culprit.results or tuple(read)
+            if any(o is culprit for o in ops):   # an op of the recording (not a finding made of one)
+                reader = f", read by {culprit.kind} ({culprit.span.where()})"
+    if found is None:
+        return None
+    span, returned = found
+    at = span.within[1] if span.within is not None else span.line
+    where = f"after line {at}, before that return" if at != returned else "before that return"
+    kind = (f"the return at line {returned} of a custom Function's forward (or a function it calls) that hands its "
+            f"input back as it was given it{reader}: every rank's value there is a partial sum of one device's, "
+            f"passed on unreduced toward the {label}; the reduction over the ranks belongs {where}")
+    return Op(results, kind, (), {}, span)

@@ -48,7 +48,7 @@ from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
-from .handed_back import unchanged_backward
+from .handed_back import unchanged_backward, unreduced_forward
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
 from .report import ERROR, NOTE, Counterexample, Diagnostic, Report
@@ -1209,22 +1209,42 @@ def _repair_line(program: TracedProgram, runs: _Runs | None, comparison: Compari
         if not any(o is op for o in ops) or is_collective(op):
             return None
         producer = {result: o for o in ops for result in o.results}
-        pairs = _through_collectives(ops, _pairing(program.reference, ops))
-        partial = _Partials(program, runs)
-        held = [name for name in op.args if name in producer and name in pairs and partial(pairs[name])]
-        return repair_after(op.span, held, producer)
+        return repair_after(op.span, _partials_read(program, runs, rank, op.args), producer)
     except (TypeError, ValueError, KeyError):
         return None
 
 
+def _partials_read(program: TracedProgram, runs: _Runs, rank: int, names: tuple[str, ...]) -> list[str]:
+    """Those of ``names`` (values of ``rank``) that hold, on the ranks, partial sums of one device's value."""
+    ops = program.ranks[rank]
+    producer = {result: o for o in ops for result in o.results}
+    pairs = _through_collectives(ops, _pairing(program.reference, ops))
+    partial = _Partials(program, runs)
+    return [name for name in names if name in producer and name in pairs and partial(pairs[name])]
+
+
 def _handed_back(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int | None,
                  op: Op | None) -> Op | None:
-    """The ``return`` of a custom backward that handed the wrong gradient back unchanged (``handed_back.py``):
-    the culprit, at that line, when the recording shows one."""
-    if runs is None or rank is None or comparison.kind != "gradient" or rank >= len(program.handed_back) \
-            or not program.handed_back[rank]:
+    """The ``return`` of a custom backward that handed the wrong gradient back unchanged, or of a custom
+    forward that handed a partial sum back unreduced (``handed_back.py``): the culprit, at that line, when the
+    recording shows one."""
+    if runs is None or rank is None:
         return None
     name = comparison.per_rank[rank]
+    if comparison.kind == "output" and rank < len(program.forward_handed_back) and program.forward_handed_back[rank]:
+        ops = program.ranks[rank]
+        read = []
+        if op is not None and not is_collective(op):
+            # an op's operands; a finding made of an op (``_bound_before``) holds the partial sums it read as its values
+            names = op.args if any(o is op for o in ops) else op.results
+            try:
+                read = _partials_read(program, runs, rank, names)
+            except (TypeError, ValueError, KeyError):
+                read = []
+        return unreduced_forward(program.forward_handed_back[rank], ops, comparison.label, name,
+                                 _ranks_hold_terms(program, runs, comparison), op, read)
+    if comparison.kind != "gradient" or rank >= len(program.handed_back) or not program.handed_back[rank]:
+        return None
     try:
         got = np.asarray(runs.ranks[rank][name], float)
         want = np.asarray(_region(runs.reference[comparison.reference], comparison.regions[rank]), float)

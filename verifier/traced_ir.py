@@ -81,6 +81,10 @@ class TracedProgram:
     # per rank: a gradient a custom autograd Function's backward returned as it was handed it (the same
     # tensor: no reduction, no scaling) -> the span of that ``return`` (the checked file's or the user's package's)
     handed_back: tuple[dict[str, Span], ...] = field(default=(), hash=False, compare=False)
+    # per rank: a tensor a custom Function's forward (or a function it calls) returned as it was given it (the
+    # same tensor, the same value) -> (the span of the line after which the reduction goes, the statement
+    # before the innermost such ``return``; that ``return``'s line in the same file)
+    forward_handed_back: tuple[dict[str, tuple[Span, int]], ...] = field(default=(), hash=False, compare=False)
     # the inputs example_inputs() made trainable were handed over as those leaves (the code accepts only
     # leaves); a re-run of the code with a counterexample hands them over the same way
     inputs_as_made: bool = field(default=False, hash=False, compare=False)

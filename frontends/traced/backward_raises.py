@@ -48,8 +48,9 @@ class BackwardReturns:
     """While the backward runs: the file and line each custom Function's ``backward`` returned from,
     by the name of its node (``XBackward``).  ``unchanged(tensor, frame)``, when given, is called, while
     that ``return`` runs, for each returned gradient that is the very tensor the backward was handed, holding
-    the value it was handed (``value_of`` the same as at the call: not reduced in place): a backward that
-    passes its gradient on as it came, no reduction, no scaling."""
+    the value it was handed (``value_of`` and its version counter the same as at the call: not reduced in
+    place, as ``dist.all_reduce(grad); return grad`` does): a backward that passes its gradient on as it came,
+    no reduction, no scaling."""
 
     def __init__(self, unchanged: Callable[[Any, Any], None] | None = None,
                  value_of: Callable[[Any], Any] = id) -> None:
@@ -67,7 +68,7 @@ class BackwardReturns:
             if self._unchanged is not None:
                 code = frame.f_code
                 given = [frame.f_locals.get(name) for name in code.co_varnames[1:code.co_argcount]]
-                self._handed[id(frame)] = [(g, self._value_of(g)) for g in given if hasattr(g, "shape")]
+                self._handed[id(frame)] = [(g, (self._value_of(g), g._version)) for g in given if hasattr(g, "shape")]
             return
         node = type(frame.f_locals["ctx"]).__name__
         self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
@@ -75,7 +76,8 @@ class BackwardReturns:
         self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
         handed = self._handed.pop(id(frame), [])
         for item in items:
-            if hasattr(item, "shape") and any(item is g and self._value_of(item) == value for g, value in handed):
+            if hasattr(item, "shape") and any(item is g and (self._value_of(item), item._version) == value
+                                              for g, value in handed):
                 self._unchanged(item, frame)
 
     def __enter__(self) -> "BackwardReturns":

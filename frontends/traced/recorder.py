@@ -129,6 +129,10 @@ class Recording:
     # a gradient a custom Function's backward handed back as it was handed it (the same tensor) -> the span of
     # that backward's ``return``, when it is code of the checked file or of the user's own package
     handed_back: dict[str, Span] = field(default_factory=dict)
+    # a tensor a custom Function's forward (or a function it calls) returned as it was given it (the same
+    # tensor, the same value) -> (the span of the line after which the reduction goes, before the innermost
+    # such ``return``; that ``return``'s line in the same file) (forward_returns.py)
+    forward_handed_back: dict[str, tuple[Span, int]] = field(default_factory=dict)
 
 
 def dtype_name(dtype: Any) -> str:
@@ -245,10 +249,14 @@ class Recorder(TorchDispatchMode):
 
     def __enter__(self):
         from .dirty import following_dirty_inputs
+        from .forward_returns import ForwardReturns, noting_forward_returns
         from .python_reads import reported_to
 
         self._dirty = following_dirty_inputs(self)
         self._dirty.__enter__()
+        self._returns = noting_forward_returns(ForwardReturns(self.spans.checked, self.value_name,
+                                                              self._handed_back_forward))
+        self._returns.__enter__()
         self._reads = reported_to(self)
         self._reads.__enter__()
         return super().__enter__()
@@ -258,6 +266,7 @@ class Recorder(TorchDispatchMode):
             return super().__exit__(*exc)
         finally:
             self._reads.__exit__(*exc)
+            self._returns.__exit__(*exc)
             self._dirty.__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -312,6 +321,17 @@ class Recorder(TorchDispatchMode):
         if left:
             span = replace(span, left=tuple(left))
         return replace(span, bound=tuple(bound)) if bound else span
+
+    def _handed_back_forward(self, tensor, frame) -> None:
+        from .forward_returns import insertion_line
+
+        name, span = self.value_name(tensor), self.spans.of_frame(frame)
+        if name is None or span is None or name in self.recording.forward_handed_back:
+            return
+        returned = frame.f_lineno
+        after = insertion_line(frame.f_code.co_filename, returned)
+        span = replace(span, within=(span.within[0], after)) if span.within is not None else replace(span, line=after)
+        self.recording.forward_handed_back[name] = (span, returned)
 
     def value_name(self, tensor) -> str | None:
         """The recorded name of ``tensor``'s current value (None: none recorded)."""

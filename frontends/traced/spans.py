@@ -107,8 +107,9 @@ class SpanFinder:
 
     def of_frame(self, frame) -> Span | None:
         """The line ``frame`` is at, when it runs code of the checked file or of the user's own package
-        (a custom Function's backward at its ``return``); None in installed code.  A line of the package
-        is called from the line whose forward call made the current backward node."""
+        (a custom Function's backward or forward at its ``return``); None in installed code.  A line of the
+        package is called from the line whose forward call made the current backward node (in the forward:
+        the checked file's line that called into the package)."""
         filename = frame.f_code.co_filename
         if self._is_user(filename):
             return Span(frame.f_lineno, self.shown_as)
@@ -116,8 +117,15 @@ class SpanFinder:
         if own is None:
             return None
         node = _current_autograd_node()
-        line = self._line_from_node(node)[0] if node is not None else None
+        line = self._line_from_node(node)[0] if node is not None else self._calling_line(frame)
         return Span(self.fallback if line is None else line, self.shown_as, (own, frame.f_lineno))
+
+    def _calling_line(self, frame) -> int | None:
+        """The checked file's line that called, in the forward, into the package code ``frame`` runs."""
+        frame = frame.f_back
+        while frame is not None and not self._is_user(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame.f_lineno if frame is not None else None
 
     def _line_from_node(self, node) -> tuple[int | None, tuple[str, int] | None]:
         try:

@@ -161,6 +161,7 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                          fixed=tuple(spec.name for spec in selected), unconfirmed=tuple(unconfirmed),
                          not_run=dict(reference.not_run), built=tuple(_built_lines(run) for run in ranks),
                          handed_back=tuple(dict(run.recording.handed_back) for run in ranks),
+                         forward_handed_back=tuple(dict(run.recording.forward_handed_back) for run in ranks),
                          inputs_as_made=reference.inputs_as_made)
 
 

@@ -13,6 +13,12 @@ first error at that ``return`` in rows_bugs.py; it named the checked file's matm
 examples/heldout's h31, an average over the ranks whose backward does not divide (twin h30: the first
 error and its repair line at that ``return``, line 40; it named line 56, no repair line).  Gloo ground
 truth for both pairs (1 vs 2 ranks, gradients).
+
+The forward's counterpart: a custom Function's forward whose ``_reduce`` hands the rank's partial sum back
+without the all-reduce (k4_reduce_forward_bug.py: named, line and repair line, after the statement before
+that ``return``, where the all-reduce goes; it named the entry's return), twin k4_reduce_forward_ok.py
+(all-reduces in place and returns the same tensor: verified, not taken for a tensor handed back as it
+was given).  Gloo ground truth with the package cases.
 """
 from __future__ import annotations
 
@@ -117,6 +123,69 @@ def test_only_a_backward_returning_its_gradient_as_it_was_handed_is_recorded_as_
         (double.apply(pass_on.apply(x)) * w).sum().backward()
     assert len(seen) == 1 and seen[0].endswith(".PassOn.backward"), seen   # not DoubleInPlace's
     assert x.grad.tolist() == [0.0, 2.0, 4.0]
+    seen.clear()   # a value the recorder did not name anew (an in-place write it missed): the version counter tells
+    with BackwardReturns(lambda tensor, frame: seen.append(frame.f_code.co_qualname), lambda t: "the same"):
+        (double.apply(pass_on.apply(x)) * w).sum().backward()
+    assert len(seen) == 1 and seen[0].endswith(".PassOn.backward"), seen
+
+
+class _ReduceForward:
+    """Autograd Functions for the test below: a forward that calls ``_reduce``, which hands its input back
+    as it was given it (the all-reduce missing) or after changing it in place (as ``dist.all_reduce`` does)."""
+
+    @staticmethod
+    def functions():
+        import torch
+
+        def handed_back(x):
+            return x
+
+        def changed_in_place(x):
+            x.mul_(2)
+            return x
+
+        def function(reduce):
+            class Reduce(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return reduce(x)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g
+            return Reduce
+
+        return function(handed_back), function(changed_in_place)
+
+
+def test_only_a_forward_returning_its_input_as_it_was_given_is_noted_innermost_first():
+    import torch
+    from frontends.traced.forward_returns import ForwardReturns, noting_forward_returns
+
+    handed, changed = _ReduceForward.functions()
+    seen = []
+    returns = ForwardReturns(lambda filename: filename == __file__, lambda t: "value",
+                             lambda tensor, frame: seen.append(frame.f_code.co_name))
+    x = torch.ones(3, requires_grad=True)
+    with noting_forward_returns(returns):
+        changed.apply(handed.apply(x * 1))
+    assert seen == ["handed_back", "forward"], seen   # the innermost return first; not changed_in_place's
+
+
+def test_a_forward_that_hands_its_partial_sum_back_unreduced_is_named_where_the_reduction_belongs():
+    """The file's own reduce from the parallel region: its ``_reduce`` returns the partial sum without the
+    all-reduce (k4_reduce_forward_bug.py), named where the all-reduce belongs, the statement before that
+    return (it named the entry's return); the twin that all-reduces in place and returns the same tensor is
+    verified."""
+    code, body = translate("k4_reduce_forward_bug.py")
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert (code, body["verdict"]) == (1, "violations"), errors
+    (line,) = _lines_marked(CASES / "k4_reduce_forward_bug.py")
+    assert (errors[0]["line"], errors[0]["file"], errors[0]["repair_line"]) == (line, None, line), errors[0]
+    assert "partial sum of one device's, passed on unreduced toward the output" in errors[0]["message"], errors[0]
+    assert f"belongs after line {line}, before that return" in errors[0]["message"], errors[0]
+    code, body = translate("k4_reduce_forward_ok.py")
+    assert (code, body["verdict"]) == (0, "verified"), body["diagnostics"]
 
 
 HELDOUT = REPO / "examples" / "heldout"
@@ -152,7 +221,7 @@ def test_gloo_runs_back_the_package_cases():
     from groundtruth import runner as gt
 
     names = ("k4_package_backward_ok.py", "k4_package_backward_shape_bug.py", "k4_package_backward_raises_bug.py",
-             "k4_package_copy_ok.py", "k4_package_copy_bug.py")
+             "k4_package_copy_ok.py", "k4_package_copy_bug.py", "k4_reduce_forward_ok.py", "k4_reduce_forward_bug.py")
     sys.path.insert(0, str(CASES))   # the files import their package from beside them (spawned ranks too)
     try:
         results = gt.run_jobs([gt.Job(gt.JobSpec(str(CASES / name), mode="grad"), 2) for name in names])
@@ -162,6 +231,7 @@ def test_gloo_runs_back_the_package_cases():
     assert statuses == {"k4_package_backward_ok.py": gt.STATUS_MATCH,
                         "k4_package_backward_shape_bug.py": gt.STATUS_ERROR,
                         "k4_package_backward_raises_bug.py": gt.STATUS_ERROR,
-                        "k4_package_copy_ok.py": gt.STATUS_MATCH, "k4_package_copy_bug.py": gt.STATUS_MISMATCH}, \
+                        "k4_package_copy_ok.py": gt.STATUS_MATCH, "k4_package_copy_bug.py": gt.STATUS_MISMATCH,
+                        "k4_reduce_forward_ok.py": gt.STATUS_MATCH, "k4_reduce_forward_bug.py": gt.STATUS_MISMATCH}, \
         {name: (r.status, (r.error or "")[-300:]) for name, r in zip(names, results)}
     assert any(d.name.startswith("grad") for d in results[0].details), results[0].details
