@@ -112,9 +112,10 @@ def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: 
                   paths: tuple[str, ...] = (), args: tuple[str, ...] = (), harness: str | None = None) -> Confirmation:
     """A simulated rank raised where the single-device run did not: the user's code run for real, built
     and given its inputs as the tracing runs were (the same seed), forward and backward (every output's
-    cotangent ones), on one device and on ``world`` gloo ranks.  REPRODUCED: a real rank raises too;
-    AGREES: every real rank finishes (the simulated process group raised, not the code); NOT_RUN: the
-    real runs say neither (one device raised as well, or they did not finish)."""
+    cotangent ones), on one device and on ``world`` gloo ranks.  REPRODUCED: a real rank raises too, or
+    the real ranks block each other where one device finishes (a hang is the failure there); AGREES: every
+    real rank finishes (the simulated process group raised, not the code); NOT_RUN: the real runs say
+    neither (one device raised as well, or they did not finish)."""
     started = time.perf_counter()
     runs = [({"world": 1, "rank": 0}, {})] + [({"world": world, "rank": r}, {}) for r in range(world)]
     ran = _run_real({"forward_only": False, "float64": False, "sizes": {}, "cotangents": "ones"}, runs, started,
@@ -133,6 +134,11 @@ def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: 
             return Confirmation(REPRODUCED, f"reproduced by torch on {world} gloo ranks: rank {rank} raises{where} "
                                             f"({answer.get('error')})", world, rank=rank, seconds=seconds)
     unfinished = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") != "ok"]
+    if unfinished and all(answer.get("status") == "hung" for _, answer in unfinished):
+        blocked = ", ".join(str(rank) for rank, _ in unfinished)
+        return Confirmation(REPRODUCED, f"torch on {world} gloo ranks fails too, by hanging instead: rank(s) {blocked} "
+                                        f"block each other ({unfinished[0][1].get('error')}) where one device "
+                                        f"finishes", world, rank=unfinished[0][0], seconds=seconds)
     if unfinished:
         rank, answer = unfinished[0]
         return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish on gloo ({answer.get('error')})", world,

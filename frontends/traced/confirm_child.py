@@ -26,6 +26,9 @@ import threading
 import time
 
 _PEER_GRACE_S = 2.0        # after a rank raises, its peers may still be blocked in a collective
+# Every unfinished rank used no CPU (under _IDLE_CPU_S) for this long, and for twice as long as the
+# one-device run took, after it ended: the ranks wait for each other (a deadlock), not for the machine.
+_HANG_IDLE_S, _IDLE_CPU_S = 10.0, 0.02
 
 
 # --- the supervisor --------------------------------------------------------------------------------
@@ -72,6 +75,7 @@ class _Run:
         self.status: str | None = None   # of the run's answer, once it has ended
         self.stderr = b""
         self.killed = False
+        self.hung = False   # stopped while blocked with its peers (``_hung``)
         self.process: subprocess.Popen | None = None
         self.read_end = -1
         self.readers: list[threading.Thread] = []
@@ -136,6 +140,9 @@ class _Run:
         for thread in self.readers:
             thread.join(timeout=5)
         base = {"world": self.world, "rank": self.rank}
+        if self.killed and not self.data and self.hung:
+            return {**base, "status": "hung", "error": "blocked: every unfinished rank waited with no CPU used "
+                                                      f"for {_HANG_IDLE_S:g} s or more after one device finished"}, {}
         if self.killed and not self.data:
             return {**base, "status": "stopped", "error": "stopped: a peer rank had failed, or the time ran out"}, {}
         try:
@@ -195,6 +202,7 @@ def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
 
     stop_peers_at = None
     used: dict[int, float] = {}
+    idle = _Idle(runs)
     while not all(run.done for run in runs):
         now = time.monotonic()
         if now >= deadline:
@@ -204,6 +212,10 @@ def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
                 pid = run.process.pid
                 used[pid] = max(used.get(pid, 0.0), sandbox.cpu_seconds_of(pid))
         if sum(used.values()) >= cpu_budget:
+            break
+        if idle.hung(now, used):
+            for run in runs:
+                run.hung = not run.done
             break
         if stop_peers_at is None and any(run.world > 1 and run.raised() for run in runs):
             stop_peers_at = now + _PEER_GRACE_S
@@ -216,6 +228,39 @@ def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
         if run.process is not None:
             with contextlib.suppress(Exception):
                 run.process.wait(timeout=5)
+
+
+class _Idle:
+    """Whether the ranks are blocked on each other: every one-device run has ended, and every unfinished
+    rank has used no CPU for ``_HANG_IDLE_S`` (and twice the one-device run's time) since.  A rank that
+    computes, however busy the machine, gets some CPU in that time; one blocked in a receive or a
+    collective whose peer never comes gets none."""
+
+    def __init__(self, runs: list[_Run]) -> None:
+        self.runs, self.started = runs, time.monotonic()
+        self.single_ended: float | None = None
+        self.last: dict[int, tuple[float, float]] = {}   # pid -> (CPU seconds, when they last grew)
+
+    def hung(self, now: float, used: dict[int, float]) -> bool:
+        singles = [run for run in self.runs if run.world == 1]
+        if self.single_ended is None:
+            if not all(run.done for run in singles):
+                return False
+            self.single_ended = now
+        ranks = [run for run in self.runs if run.world > 1 and not run.done and run.process is not None]
+        if not ranks:
+            return False
+        window = max(_HANG_IDLE_S, 2.0 * (self.single_ended - self.started))
+        quiet = True
+        for run in ranks:
+            pid = run.process.pid
+            cpu, since = self.last.get(pid, (-1.0, now))
+            if used.get(pid, 0.0) > cpu + _IDLE_CPU_S:
+                self.last[pid] = (used.get(pid, 0.0), now)
+                quiet = False
+            elif now - max(since, self.single_ended) < window:
+                quiet = False
+        return quiet
 
 
 # --- one run -------------------------------------------------------------------------------------------

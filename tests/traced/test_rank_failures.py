@@ -162,3 +162,42 @@ def test_gathering_the_vocabulary_first_verifies(tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth.realworld_runner import STATUS_MATCH, run_file
     assert run_file(path, 2).status == STATUS_MATCH
+
+
+def test_ranks_that_block_each_other_on_gloo_confirm_a_simulated_raise_without_waiting_for_the_timeout(tmp_path):
+    # the simulated group lets each rank past its receive and raises at the send to itself; on gloo every rank
+    # blocks in its receive: the real run fails too, by hanging, and says so within seconds, not at the timeout
+    code, body = translate(tmp_path, """
+        def forward(x, w):
+            rank, world = dist.get_rank(), dist.get_world_size()
+            mine = x @ w
+            if world == 1:
+                return mine
+            theirs = torch.empty_like(mine)
+            dist.recv(theirs, src=(rank + 1) % world)
+            dist.send(mine, dst=rank)
+            return theirs
+    """)
+    assert code == 1, body
+    (error,) = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert error["line"] == 17 and "by hanging instead" in error["message"], error  # the send to itself
+    assert body["stats"]["seconds"] < 120, body["stats"]
+
+
+def test_a_rank_is_hung_only_when_every_unfinished_rank_used_no_cpu_for_the_whole_window():
+    from frontends.traced import confirm_child as child
+
+    class Run:
+        def __init__(self, world, pid, done=False):
+            self.world, self.done, self.process = world, done, type("P", (), {"pid": pid})()
+
+    single, a, b = Run(1, 1, done=True), Run(2, 2), Run(2, 3)
+    idle = child._Idle([single, a, b])
+    start = idle.started
+    assert not idle.hung(start + 1, {2: 1.0, 3: 1.0})           # first seen: their CPU is where they are
+    assert not idle.hung(start + 5, {2: 1.0, 3: 1.0})           # quiet, but not for the whole window yet
+    assert not idle.hung(start + 12, {2: 1.0, 3: 1.5})          # rank b computed meanwhile: not blocked
+    assert not idle.hung(start + 20, {2: 1.0, 3: 1.5})          # b quiet for 8 s only
+    assert idle.hung(start + 23, {2: 1.0, 3: 1.5})              # both quiet for 10 s: blocked on each other
+    busy = child._Idle([Run(1, 4), Run(2, 5)])                   # one device still running: never hung
+    assert not busy.hung(busy.started + 60, {5: 1.0}) and not busy.hung(busy.started + 90, {5: 1.0})
