@@ -148,6 +148,10 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
+        if _hangs_first(outcome, report):
+            _shown_files(report)
+            report.seconds = time.perf_counter() - started
+            return TracedResult(report)
         raised = _raise_on_gloo(options.world, path, options, timeout, progress) \
             if outcome.rank_raised and confirm_findings else None
         if raised is None or raised.outcome == REPRODUCED:
@@ -236,6 +240,28 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
                                 memory_bytes=options.memory_bytes, paths=options.paths,
                                 args=options.args, harness=options.harness)
     return confirm
+
+
+def _hangs_first(failure, report: Report) -> bool:
+    """A wrong output shape found on simulated ranks that never block: when their recorded ops deadlock (or
+    otherwise never finish on real ranks), that is the finding - real ranks never return an output - and the
+    shape is said in a note, as the traced check does when values cannot be compared."""
+    if failure.kind != "violation" or not failure.rank_ops or failure.rank_raised:
+        return False
+    from verifier.traced_temporal import MalformedRecording, analyse
+
+    try:
+        temporal = analyse(failure.rank_ops, dict(failure.mesh or {}))
+    except MalformedRecording:
+        return False
+    if not temporal.hangs:
+        return False
+    report.diagnostics.extend(temporal.diagnostics)
+    report.proven.extend(temporal.proven)
+    report.add(Diagnostic("equivalence", NOTE, f"values not compared: some ranks never finish (the simulated "
+                                               f"ranks, which do not block, gave: {failure.message})",
+                          line=failure.line))
+    return True
 
 
 def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress):

@@ -118,7 +118,8 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
             if region is None and value.kind == "output" and tuple(theirs.shape) != tuple(value.shape):
                 # a plain tensor returned by a rank is the value itself: a piece of it is not the
                 # single-device result (a DTensor output says which piece it is, through its placements)
-                return _wrong_output_shape(value, theirs, reference, run, world)
+                return replace(_wrong_output_shape(value, theirs, reference, run, world), rank_ops=tuple(rank_ops),
+                               mesh=dict(ranks[0].mesh))
             layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" \
                 and not _placed_otherwise(run, value.key, theirs) else None
             if layout is not None:

@@ -184,7 +184,7 @@ def test_ranks_that_block_each_other_on_gloo_confirm_a_simulated_raise_without_w
     assert body["stats"]["seconds"] < 120, body["stats"]
 
 
-def test_a_rank_is_hung_only_when_every_unfinished_rank_used_no_cpu_for_the_whole_window():
+def test_a_rank_is_hung_only_when_every_unfinished_rank_used_almost_no_cpu_for_the_whole_window():
     from frontends.traced import confirm_child as child
 
     class Run:
@@ -198,6 +198,38 @@ def test_a_rank_is_hung_only_when_every_unfinished_rank_used_no_cpu_for_the_whol
     assert not idle.hung(start + 5, {2: 1.0, 3: 1.0})           # quiet, but not for the whole window yet
     assert not idle.hung(start + 12, {2: 1.0, 3: 1.5})          # rank b computed meanwhile: not blocked
     assert not idle.hung(start + 20, {2: 1.0, 3: 1.5})          # b quiet for 8 s only
-    assert idle.hung(start + 23, {2: 1.0, 3: 1.5})              # both quiet for 10 s: blocked on each other
+    assert idle.hung(start + 23, {2: 1.04, 3: 1.53})            # both quiet for 10 s (gloo's polling only)
     busy = child._Idle([Run(1, 4), Run(2, 5)])                   # one device still running: never hung
     assert not busy.hung(busy.started + 60, {5: 1.0}) and not busy.hung(busy.started + 90, {5: 1.0})
+
+
+PAIR_EXCHANGE = """
+    def forward(x, w):
+        rank, world = dist.get_rank(), dist.get_world_size()
+        partner = rank + 1 - 2 * (rank % 2)
+        mine = x.chunk(world, dim=0)[rank] @ w
+        if world == 1:
+            return mine + mine
+        theirs = torch.empty_like(mine)
+        {exchange}
+        return mine + theirs
+"""
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_deadlock_is_the_finding_even_where_the_ranks_outputs_also_have_another_shape(tmp_path, ordered):
+    # simulated ranks never block, so they return (a piece: a shape finding); real ranks that both receive
+    # first never return at all: the deadlock is the finding, the shape a note. Ordered by parity, no deadlock.
+    exchange = ("if rank % 2:\n            dist.recv(theirs, src=partner)\n            dist.send(mine, dst=partner)\n"
+                "        else:\n            dist.send(mine, dst=partner)\n            dist.recv(theirs, src=partner)"
+                if ordered else "dist.recv(theirs, src=partner)\n        dist.send(mine, dst=partner)")
+    code, body = translate(tmp_path, PAIR_EXCHANGE.format(exchange=exchange))
+    assert code == 1, body
+    first = [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+    if ordered:
+        assert first["check"] == "equivalence" and "has shape" in first["message"], first
+        assert not any(d["check"] == "deadlock" for d in body["diagnostics"]), body["diagnostics"]
+    else:
+        assert (first["check"], first["line"], first["repair_line"]) == ("deadlock", 17, 17), first
+        assert any("values not compared: some ranks never finish" in d["message"] and "has shape" in d["message"]
+                   for d in body["diagnostics"]), body["diagnostics"]
