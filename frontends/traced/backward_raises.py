@@ -58,27 +58,29 @@ class BackwardReturns:
         self.shapes: dict[str, list[tuple[int, ...] | None]] = {}   # per node: each returned element's shape
         self._before: Any = None
         self._unchanged, self._value_of = unchanged, value_of
-        # id(frame) -> the gradients that backward was called with, each with its value then
-        self._handed: dict[int, list[tuple[Any, Any]]] = {}
+        # id(frame) -> the gradients that backward was called with, each with its value and version then
+        self._handed: dict[int, list[tuple[Any, Any, int]]] = {}
 
     def _hook(self, frame, event, arg) -> None:
         if event not in ("call", "return") or frame.f_code.co_name != "backward" or not _is_function_backward(frame):
             return
         if event == "call":
             if self._unchanged is not None:
-                code = frame.f_code
-                given = [frame.f_locals.get(name) for name in code.co_varnames[1:code.co_argcount]]
-                self._handed[id(frame)] = [(g, (self._value_of(g), g._version)) for g in given if hasattr(g, "shape")]
+                from .forward_returns import tensors_given
+
+                self._handed[id(frame)] = tensors_given(frame, self._value_of, skip=1)
             return
         node = type(frame.f_locals["ctx"]).__name__
         self.returned[node] = (frame.f_code.co_filename, frame.f_lineno)
         items = arg if isinstance(arg, tuple) else (arg,)
         self.shapes[node] = [tuple(item.shape) if hasattr(item, "shape") else None for item in items]
         handed = self._handed.pop(id(frame), [])
-        for item in items:
-            if hasattr(item, "shape") and any(item is g and (self._value_of(item), item._version) == value
-                                              for g, value in handed):
-                self._unchanged(item, frame)
+        if handed:
+            from .forward_returns import returned_unchanged
+
+            for item in items:
+                if returned_unchanged(item, handed, self._value_of):
+                    self._unchanged(item, frame)
 
     def __enter__(self) -> "BackwardReturns":
         self._before = sys.getprofile()

@@ -42,15 +42,28 @@ class ForwardReturns:
                 worth = self._worth[code] = bool(code.co_argcount) and self._checked(code.co_filename)
             if not worth:
                 return
-            given = [frame.f_locals.get(name) for name in code.co_varnames[:code.co_argcount]]
-            given = [(g, self._value_of(g), g._version) for g in given if _is_tensor(g)]
+            given = tensors_given(frame, self._value_of)
             if given:
                 self._given[id(frame)] = given
         elif event == "return":
             given = self._given.pop(id(frame), None)
-            if given and _is_tensor(arg) and any(arg is g and g._version == version and self._value_of(g) == value
-                                                 and value is not None for g, value, version in given):
+            if given and returned_unchanged(arg, given, self._value_of):
                 self._unchanged(arg, frame)
+
+
+def tensors_given(frame, value_of: Callable[[Any], Any], skip: int = 0) -> list[tuple[Any, Any, int]]:
+    """The tensors a call was given (its arguments after the first ``skip``: a backward's ``ctx``), each with
+    its value (``value_of``) and version counter at the call."""
+    code = frame.f_code
+    given = [frame.f_locals.get(name) for name in code.co_varnames[skip:code.co_argcount]]
+    return [(g, value_of(g), g._version) for g in given if _is_tensor(g)]
+
+
+def returned_unchanged(item: Any, given: list[tuple[Any, Any, int]], value_of: Callable[[Any], Any]) -> bool:
+    """``item``, returned, is one of the tensors ``given`` (``tensors_given``) holding the value it was given:
+    the same known value and version counter (``dist.all_reduce(x); return x`` changed it in place)."""
+    return _is_tensor(item) and any(item is g and g._version == version and value is not None
+                                    and value_of(g) == value for g, value, version in given)
 
 
 def insertion_line(filename: str, line: int) -> int:
