@@ -42,8 +42,8 @@ class MalformedRecording(Exception):
 
 
 class MessageToSelf(MalformedRecording):
-    """A rank sends to or receives from itself: torch.distributed refuses it (a ValueError), so it
-    is the user's bug, not a recording problem."""
+    """A rank sends to or receives from itself: torch.distributed refuses a blocking send (a ValueError) and
+    gloo connects no rank to itself, so it is the user's bug, not a recording problem."""
 
 
 @dataclass(frozen=True)
@@ -129,9 +129,11 @@ class _Timeline:
         kind, is_async = P2P_OPS[op.kind]
         peer = op.attr("peer")
         if peer == self.rank:
-            raise MessageToSelf(op, f"{op.kind} on rank {self.rank} has itself as its peer: torch.distributed "
-                                    f"refuses it (ValueError: the peer rank should not be the rank of the current "
-                                    f"process)")
+            refusal = "torch.distributed refuses it (ValueError: the destination rank should not be the rank of the " \
+                      "current process)" if op.kind == "send" else \
+                "gloo connects no rank to itself, so the message never arrives (on real ranks gloo raises or the rank " \
+                "blocks)"
+            raise MessageToSelf(op, f"{op.kind} on rank {self.rank} has itself as its peer: {refusal}")
         if not isinstance(peer, int) or not 0 <= peer < self.world:
             raise MalformedRecording(op, f"{op.kind} on rank {self.rank} has peer={peer!r}")
         handle = op.attr("handle")

@@ -148,7 +148,9 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
-        if _hangs_first(outcome, report):
+        gloo_raise = (lambda: _raise_on_gloo(options.world, path, options, timeout, progress)) \
+            if confirm_findings else None
+        if _hangs_first(outcome, report, gloo_raise):
             _shown_files(report)
             report.seconds = time.perf_counter() - started
             return TracedResult(report)
@@ -242,25 +244,35 @@ def _confirmer(path: str, options, timeout: float, progress: Progress):
     return confirm
 
 
-def _hangs_first(failure, report: Report) -> bool:
+def _hangs_first(failure, report: Report, gloo_raise=None) -> bool:
     """A wrong output shape found on simulated ranks that never block: when their recorded ops deadlock (or
     otherwise never finish on real ranks), that is the finding - real ranks never return an output - and the
-    shape is said in a note, as the traced check does when values cannot be compared."""
+    shape is said in a note, as the traced check does when values cannot be compared.  A message a rank sends
+    to or receives from itself fails on real ranks before any output too: the finding when real gloo ranks
+    (``gloo_raise``: ``_raise_on_gloo``, None when findings are not confirmed) fail as well."""
     if failure.kind != "violation" or not failure.rank_ops or failure.rank_raised:
         return False
-    from verifier.traced_temporal import MalformedRecording, analyse
+    from verifier.traced_temporal import MalformedRecording, MessageToSelf, analyse
 
     try:
         temporal = analyse(failure.rank_ops, dict(failure.mesh or {}))
+    except MessageToSelf as problem:
+        confirmed = gloo_raise() if gloo_raise is not None else None
+        if confirmed is not None and confirmed.outcome != REPRODUCED:
+            return False
+        detail = f"; {confirmed.detail}" if confirmed is not None else ""
+        report.add(Diagnostic("p2p", ERROR, f"{problem}{detail}", line=problem.op.span.line))
+        why = "a rank's message to itself fails on real ranks"
     except MalformedRecording:
         return False
-    if not temporal.hangs:
-        return False
-    report.diagnostics.extend(temporal.diagnostics)
-    report.proven.extend(temporal.proven)
-    report.add(Diagnostic("equivalence", NOTE, f"values not compared: some ranks never finish (the simulated "
-                                               f"ranks, which do not block, gave: {failure.message})",
-                          line=failure.line))
+    else:
+        if not temporal.hangs:
+            return False
+        report.diagnostics.extend(temporal.diagnostics)
+        report.proven.extend(temporal.proven)
+        why = "some ranks never finish"
+    report.add(Diagnostic("equivalence", NOTE, f"values not compared: {why} (the simulated ranks, which do not "
+                                               f"block, gave: {failure.message})", line=failure.line))
     return True
 
 

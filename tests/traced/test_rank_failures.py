@@ -216,17 +216,24 @@ PAIR_EXCHANGE = """
 """
 
 
-@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("ordered", [False, True, "self"])
 def test_a_deadlock_is_the_finding_even_where_the_ranks_outputs_also_have_another_shape(tmp_path, ordered):
     # simulated ranks never block, so they return (a piece: a shape finding); real ranks that both receive
     # first never return at all: the deadlock is the finding, the shape a note. Ordered by parity, no deadlock.
+    # Rank 0 receiving from itself: gloo raises there (no rank is connected to itself), the finding.
     exchange = ("if rank % 2:\n            dist.recv(theirs, src=partner)\n            dist.send(mine, dst=partner)\n"
                 "        else:\n            dist.send(mine, dst=partner)\n            dist.recv(theirs, src=partner)"
-                if ordered else "dist.recv(theirs, src=partner)\n        dist.send(mine, dst=partner)")
+                if ordered is True else f"dist.recv(theirs, src={'0' if ordered else 'partner'})\n"
+                                        f"        dist.send(mine, dst=partner)")
     code, body = translate(tmp_path, PAIR_EXCHANGE.format(exchange=exchange))
     assert code == 1, body
     first = [d for d in body["diagnostics"] if d["severity"] == "error"][0]
-    if ordered:
+    if ordered == "self":
+        assert (first["check"], first["line"]) == ("p2p", 17), first
+        assert "itself as its peer" in first["message"] and "reproduced by torch" in first["message"], first
+        assert any("values not compared" in d["message"] and "has shape" in d["message"]
+                   for d in body["diagnostics"]), body["diagnostics"]
+    elif ordered:
         assert first["check"] == "equivalence" and "has shape" in first["message"], first
         assert not any(d["check"] == "deadlock" for d in body["diagnostics"]), body["diagnostics"]
     else:
