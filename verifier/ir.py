@@ -39,6 +39,10 @@ class Span:
     # unwritten, its last such call: (the operand's value name, the variable, that call's line, its
     # ``within``), so that an in-place collective that did nothing is named where it is
     left: tuple[tuple[str, str, int | None, tuple[str, int] | None], ...] = field(default=(), compare=False, hash=False)
+    # operands the op's statement reads as values an earlier line of the checked file picked out of a Python
+    # list or tuple by a subscript that no op records (``mine = layers[a:b]``, then ``for w in mine``):
+    # (the operand's value name, the variable that line bound, the line); set by the traced frontend
+    picked: tuple[tuple[str, str, int], ...] = field(default=(), compare=False, hash=False)
 
     def __str__(self) -> str:
         if self.line is None:

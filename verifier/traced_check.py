@@ -1098,8 +1098,23 @@ def _violation(check: str, message: str, op: Op | None, line: int | None, counte
                     f"built at line {handed} hands out, as if it were the whole: the flags or parallel style given "
                     f"there choose which layout a rank gets")
         repair_line = handed
+    elif (picked := _picked(op)) is not None:
+        variable, repair_line = picked
+        message += (f"; it reads {variable}, picked at line {repair_line} out of a Python list or tuple (a pick no "
+                    f"op records): its operands are each one device's values, so which values a rank picks there "
+                    f"decides what it computes")
     return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
                       repair_line=repair_line)
+
+
+def _picked(op: Op | None) -> tuple[str, int] | None:
+    """(variable, line) of the one earlier line of the checked file whose subscript picked what the culprit
+    ``op``, run in the checked file, reads (``Span.picked``); the culprit walk stops at an op whose operands
+    each agree with one device's, so what goes wrong there is the op or the choice of its operands."""
+    if op is None or op.span.within is not None or not op.span.picked:
+        return None
+    places = {(variable, line) for _, variable, line in op.span.picked if line != op.span.line}
+    return places.pop() if len({line for _, line in places}) == 1 and len(places) == 1 else None
 
 
 def _summed(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int | None,

@@ -33,6 +33,9 @@ class Statement:
     binds: frozenset[str]
     reads: frozenset[str]
     bare: bool = False   # a call whose result nothing keeps (``dist.all_reduce(t)``, ``reduce_(t)``)
+    # the names an assignment binds to a subscript of another value (``mine = layers[a:b]``, ``w = ws[i]``):
+    # values picked out of a Python list or tuple, which no op records
+    picks: frozenset[str] = frozenset()
 
 
 def statements(filename: str) -> dict[int, Statement]:
@@ -52,10 +55,23 @@ def statements(filename: str) -> dict[int, Statement]:
                           if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)))
         reads = frozenset(n.id for part in parts for n in ast.walk(part)
                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
-        statement = Statement(node.lineno, binds, reads, isinstance(node, ast.Expr) and isinstance(node.value, ast.Call))
+        statement = Statement(node.lineno, binds, reads, isinstance(node, ast.Expr) and isinstance(node.value, ast.Call),
+                              picks=_picks(node))
         for line in range(node.lineno, last + 1):
             table[line] = statement
     return table
+
+
+def _picks(node: ast.stmt) -> frozenset[str]:
+    """The names ``node`` binds to a subscript of a value (``mine = layers[a:b]``): a pick, by an index or a
+    slice that is not a constant, out of a Python container."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Subscript):
+        return frozenset()
+    if all(isinstance(n, (ast.Constant, ast.Slice, ast.Tuple, ast.UnaryOp)) or not isinstance(n, ast.expr)
+           for n in ast.walk(node.value.slice)):
+        return frozenset()   # a constant index: the same pick on every rank
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return frozenset(t.id for t in targets if isinstance(t, ast.Name))
 
 
 def _header(node: ast.stmt) -> tuple[list[ast.AST], int] | None:
@@ -199,6 +215,42 @@ class LineTrace:
             lines = {state.bound[n] for n in names}
             if len(lines) == 1 and lines != {state.current.line}:
                 found.append((tensor, names[0], lines.pop()))
+        return found
+
+    def picked(self, frame, tensors: list[Any]) -> list[tuple[Any, str, int]]:
+        """For each of ``tensors`` that the statement running in ``frame`` reads as a value an earlier line
+        picked out of a Python list or tuple by a subscript (``Statement.picks``): (tensor, the variable
+        that line bound, the line).  The variable holds the tensor itself (``w = ws[rank]``) or a list or
+        tuple holding it (``mine = layers[a:b]``, then ``for w in mine``); a comprehension's frame looks in
+        the frame that runs it too.  A tensor picked on several lines is left out."""
+        frames = []
+        while frame is not None and self.active and len(frames) < 2:
+            state = self._frames.get(id(frame))
+            if state is None or state.current is None:
+                break
+            frames.append((frame, state))
+            if not frame.f_code.co_name.startswith("<"):   # <listcomp>, <genexpr>: runs in its maker's frame
+                break
+            frame = frame.f_back
+        if not frames:
+            return []
+        current = frames[0][1].current.line
+        found = []
+        for tensor in tensors:
+            hits = set()
+            for frame, state in frames:
+                local = frame.f_locals
+                for name, line in state.bound.items():
+                    if line == current or name not in local:
+                        continue
+                    statement = self._statement(frame.f_code.co_filename, line)
+                    if statement is None or name not in statement.picks:
+                        continue
+                    value = local[name]
+                    if value is tensor or (isinstance(value, (list, tuple)) and any(v is tensor for v in value)):
+                        hits.add((name, line))
+            if len({line for _, line in hits}) == 1:
+                found.append((tensor, *sorted(hits)[0]))
         return found
 
     def returned_by(self, code: Any, value: Any) -> tuple[str, int] | None:

@@ -320,6 +320,10 @@ class Recorder(TorchDispatchMode):
                     left.append((name, *found))
         if left:
             span = replace(span, left=tuple(left))
+        picked = [(name, variable, line) for tensor, variable, line in self.lines.picked(self.spans.frame, tensors)
+                  if span.within is None and (name := self.value_name(tensor)) is not None]
+        if picked:
+            span = replace(span, picked=tuple(picked))
         return replace(span, bound=tuple(bound)) if bound else span
 
     def _handed_back_forward(self, tensor, frame) -> None:
