@@ -262,7 +262,25 @@ def _mutated_lines(mutant) -> frozenset[int]:
     line of the mutated statement) and every line the edit wrote (an inserted statement sits one line below
     the site; a multi-line call's keyword is on a later line)."""
     diff = _diff_of(mutant)
-    return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff) | _copy_lines(mutant, diff))
+    return frozenset({mutant.line} | _changed_lines(diff) | _reinsertion_lines(mutant, diff) | _copy_lines(mutant, diff)
+                     | _swapped_lines(mutant, diff))
+
+
+def _swapped_lines(mutant, diff: str) -> set[int]:
+    """Two point-to-point calls swapped (``swap_send_recv``): the lines of both.  A unified diff shows the swap
+    of two statements as one moved (deleted, and inserted on the other's side), so its new side names only
+    the moved one's line, while the other statement's line now holds the moved one too: the mutant's lines
+    from the insertion to the deletion all changed, and swapping either call back is the repair."""
+    if mutant.operator != "swap_send_recv":
+        return set()
+    inserted = re.findall(r"^@@ -\S+,0 \+(\d+)(?:,(\d+))? @@", diff, re.M)
+    deleted = re.findall(r"^@@ -\d+(?:,\d+)? \+(\d+),0 @@", diff, re.M)
+    removed, added = re.findall(r"^-(.*)$", diff, re.M), re.findall(r"^\+(.*)$", diff, re.M)
+    if len(inserted) != 1 or len(deleted) != 1 or len(re.findall(r"^@@", diff, re.M)) != 2 or removed != added:
+        return set()
+    start, count = int(inserted[0][0]), int(inserted[0][1] or 1)
+    after = int(deleted[0])   # the deletion sits after this line of the mutant
+    return set(range(min(start, after + 1), max(start + count, after + 1)))
 
 
 def _copy_lines(mutant, diff: str) -> set[int]:

@@ -121,3 +121,15 @@ def test_a_removed_collective_can_go_back_anywhere_after_the_statement_that_made
     record = _gallery_drop("examples/realworld/vocab_parallel_cross_entropy_label_smoothing.py", 31)
     assert "sum_exp = " in (REPO / record.origin).read_text().splitlines()[27]
     assert mutate._mutated_lines(record) == {28, 29, 30, 31}
+
+
+def test_two_swapped_point_to_point_calls_are_judged_at_both_lines():
+    # a diff shows the swap as one call moved past the other, naming only the moved call's new line
+    original = "def f(a, b):\n    dist.isend(a, dst=1)\n    dist.irecv(b, src=1)\n    return b\n"
+    swapped = "def f(a, b):\n    dist.irecv(b, src=1)\n    dist.isend(a, dst=1)\n    return b\n"
+    diff = mutate._diff(original, swapped)
+    assert mutate._changed_lines(diff) == {2}
+    record = mutate.Recorded("f.py", "swap_send_recv", 2, "two point-to-point calls swapped", "d", False, diff)
+    assert mutate._mutated_lines(record) == {2, 3}
+    moved = mutate.Recorded("f.py", "move_collective", 2, "x", "d", False, diff)
+    assert mutate._mutated_lines(moved) == {2}    # only a swap of two calls is both calls' mutation
