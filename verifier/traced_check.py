@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -86,14 +86,17 @@ class _Mismatch:
 
 
 def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Callable[[str], None] | None = None,
-                 prove: bool = True, confirm: Confirm | None = None, communicates: bool = False) -> Report:
+                 prove: bool = True, confirm: Confirm | None = None, communicates: bool = False,
+                 confirm_hang: Callable[[], Confirmation] | None = None) -> Report:
     """Well-formedness, timing (temporal), values on random inputs, then (``prove``) the Z3 proof.
 
     ``prove=False`` is the cheap check of a program at a further world size: every violation it
     reports is as real as the proof's (found by concrete evaluation), but agreement is only tested.
 
     ``confirm``: re-runs the user's code with a counterexample before it is reported (see
-    ``confirmation.py``); without it, a difference of the model is reported as it is.
+    ``confirmation.py``); without it, a difference of the model is reported as it is.  ``confirm_hang``:
+    runs the user's code on real ranks when the recorded ops say some rank never finishes (a deadlock, a
+    message no rank sends): REPRODUCED when real ranks hang or raise where one device finishes.
 
     ``timeout_s`` is CPU seconds of this process and the solver steps worth them
     (``verifier/budget.py``), not wall time: the verdict does not depend on the machine's load.
@@ -109,7 +112,7 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if "backward" not in program.passes and "backward" not in program.not_run:
         report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
     try:
-        _check(program, report, clock() + timeout_s, progress, prove, confirm)
+        _check(program, report, clock() + timeout_s, progress, prove, confirm, confirm_hang)
     except _Stop:
         pass
     finally:
@@ -158,14 +161,15 @@ def _violates(diagnostic: Diagnostic, name: str) -> bool:
 
 
 def _check(program: TracedProgram, report: Report, deadline: float, progress, prove: bool,
-           confirm: Confirm | None) -> None:
+           confirm: Confirm | None, confirm_hang: Callable[[], Confirmation] | None = None) -> None:
     unmodelled = _well_formed(program, report)
     temporal = analyse(program.ranks, dict(program.mesh))
-    report.diagnostics.extend(temporal.diagnostics)
     report.proven.extend(temporal.proven)
     if temporal.hangs:
+        report_hang(report, temporal.diagnostics, confirm_hang() if confirm_hang is not None else None)
         report.add(Diagnostic("equivalence", NOTE, "values not compared: some ranks never finish"))
         raise _Stop
+    report.diagnostics.extend(temporal.diagnostics)
     if not program.comparisons:
         _stop(report, "nothing to compare: the recording has no outputs or gradients, so equivalence would hold "
                       "vacuously")
@@ -193,6 +197,33 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
 def _stop(report: Report, message: str, line: int | None = None) -> None:
     report.add(Diagnostic("unsupported", ERROR, message, line))
     raise _Stop
+
+
+def report_hang(report: Report, diagnostics: list[Diagnostic], confirmation: Confirmation | None) -> None:
+    """The temporal findings of ranks that never finish by their recorded ops, as shown: with what real gloo
+    ranks did (``confirmation``: REPRODUCED when they hung or raised where one device finished), or, when
+    they finished or could not be run, one ``unsupported`` saying so - no deadlock is reported that torch did
+    not reproduce (None: findings are not confirmed, as asked)."""
+    errors = [d for d in diagnostics if d.severity == ERROR]
+    if confirmation is None or confirmation.outcome == REPRODUCED or not errors:
+        first = errors[0] if confirmation is not None and errors else None
+        report.diagnostics.extend(replace(d, message=f"{d.message} ({confirmation.detail})") if d is first else d
+                                  for d in diagnostics)
+        return
+    report.diagnostics.extend(d for d in diagnostics if d.severity != ERROR)
+    claim = errors[0].message.rstrip(".")
+    if confirmation.outcome == AGREES:
+        message = (f"the verifier's model of the recorded ops disagrees with torch: by the model, {claim}, but "
+                   f"{confirmation.detail}; not a violation (a defect of the verifier, please report it)")
+        kind = "model disagrees with torch"
+    else:
+        message = (f"not confirmed by torch: by the verifier's model, {claim}, but {confirmation.detail}; no "
+                   f"violation is reported without real ranks reproducing it")
+        kind = "not confirmed by torch"
+    report.add(Diagnostic("unsupported", ERROR, message, errors[0].line, file=errors[0].file))
+    report.extra.setdefault("tool_defects", []).append(
+        {"kind": kind, "message": message, "op": None, "line": errors[0].line, "value": None, "rank": None,
+         "world": confirmation.world, "detail": confirmation.detail, "seconds": round(confirmation.seconds, 2)})
 
 
 # --- well-formedness ---------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
         report = Report(path, {"tp": options.world})
         report.extra["frontend"] = FRONTEND_NOTE
         _note_isolation(report)
-        gloo_raise = (lambda: _raise_on_gloo(options.world, path, options, timeout, progress)) \
+        gloo_raise = (lambda: _raise_on_gloo(options.world, path, options, timeout, progress, "ranks never finish")) \
             if confirm_findings else None
         if _hangs_first(outcome, report, gloo_raise):
             _shown_files(report)
@@ -177,11 +177,13 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
     # ends as "inconclusive" with what was proven so far, and the wall-clock --timeout stays the
     # command's outer bound
     confirm = _confirmer(path, options, timeout, progress) if confirm_findings else None
+    hang_check = (lambda: _raise_on_gloo(outcome.world, path, options, timeout, progress, "ranks never finish")) \
+        if confirm_findings else None
     report = check_traced(outcome, timeout_s=max(5.0, timeout * PROOF_SHARE), progress=progress, confirm=confirm,
-                          communicates=calls_collectives(source))
+                          communicates=calls_collectives(source), confirm_hang=hang_check)
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout * SCALED_SHARE)
-        raise_check = (lambda world: _raise_on_gloo(world, path, options, timeout, progress)) \
+        raise_check = (lambda world, why="a rank raised": _raise_on_gloo(world, path, options, timeout, progress, why)) \
             if confirm_findings else None
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm, raise_check)
     report.extra["frontend"] = FRONTEND_NOTE
@@ -248,42 +250,42 @@ def _hangs_first(failure, report: Report, gloo_raise=None) -> bool:
     """A wrong output shape found on simulated ranks that never block: when their recorded ops deadlock (or
     otherwise never finish on real ranks), that is the finding - real ranks never return an output - and the
     shape is said in a note, as the traced check does when values cannot be compared.  A message a rank sends
-    to or receives from itself fails on real ranks before any output too: the finding when real gloo ranks
-    (``gloo_raise``: ``_raise_on_gloo``, None when findings are not confirmed) fail as well."""
+    to or receives from itself fails on real ranks before any output too.  Either is the finding only when
+    real gloo ranks (``gloo_raise``: ``_raise_on_gloo``; None when findings are not confirmed) fail as well."""
     if failure.kind != "violation" or not failure.rank_ops or failure.rank_raised:
         return False
+    from verifier.traced_check import report_hang
     from verifier.traced_temporal import MalformedRecording, MessageToSelf, analyse
 
+    proven: list[str] = []
     try:
         temporal = analyse(failure.rank_ops, dict(failure.mesh or {}))
-    except MessageToSelf as problem:
-        confirmed = gloo_raise() if gloo_raise is not None else None
-        if confirmed is not None and confirmed.outcome != REPRODUCED:
+        if not temporal.hangs:
             return False
-        detail = f"; {confirmed.detail}" if confirmed is not None else ""
-        report.add(Diagnostic("p2p", ERROR, f"{problem}{detail}", line=problem.op.span.line))
+        found, proven, why = temporal.diagnostics, temporal.proven, "some ranks never finish"
+    except MessageToSelf as problem:
+        found = [Diagnostic("p2p", ERROR, str(problem), line=problem.op.span.line)]
         why = "a rank's message to itself fails on real ranks"
     except MalformedRecording:
         return False
-    else:
-        if not temporal.hangs:
-            return False
-        report.diagnostics.extend(temporal.diagnostics)
-        report.proven.extend(temporal.proven)
-        why = "some ranks never finish"
+    confirmed = gloo_raise() if gloo_raise is not None else None
+    if confirmed is not None and confirmed.outcome != REPRODUCED:
+        return False
+    report_hang(report, found, confirmed)
+    report.proven.extend(proven)
     report.add(Diagnostic("equivalence", NOTE, f"values not compared: {why} (the simulated ranks, which do not "
                                                f"block, gave: {failure.message})", line=failure.line))
     return True
 
 
-def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress):
-    """A simulated rank raised where one device did not: the ``Confirmation`` of real gloo ranks run with
-    the same inputs (the simulated process group may raise where gloo does not: an
-    all-to-all with an empty input)."""
+def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress, why: str = "a rank raised"):
+    """A simulated rank raised where one device did not, or the recorded ops say some rank never finishes
+    (``why``): the ``Confirmation`` of real gloo ranks run with the same inputs (the simulated process group
+    may raise where gloo does not: an all-to-all with an empty input)."""
     from frontends.traced.confirm import confirm_raise
 
     if progress:
-        progress(f"confirming with torch: {path} on one device and on {world} gloo ranks (a rank raised)")
+        progress(f"confirming with torch: {path} on one device and on {world} gloo ranks ({why})")
     return confirm_raise(world, path=path, shown_as=path, entry=options.entry, shapes=options.shapes,
                          timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)), memory_bytes=options.memory_bytes,
                          paths=options.paths, args=options.args, harness=options.harness)
@@ -325,7 +327,8 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         return
     if progress:
         progress(f"checking the run {where} (timing and values on random inputs)")
-    scaled = check_traced(program, timeout_s=budget, prove=False, confirm=confirm)
+    scaled = check_traced(program, timeout_s=budget, prove=False, confirm=confirm,
+                          confirm_hang=(lambda: raise_check(SCALED_WORLD, "ranks never finish")) if raise_check else None)
     found = [d for d in scaled.diagnostics if d.severity == ERROR and d.check != "unsupported"]
     for diagnostic in found:
         report.add(replace(diagnostic, message=f"{where}: {diagnostic.message}"))
