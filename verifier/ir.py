@@ -39,6 +39,10 @@ class Span:
     # unwritten, its last such call: (the operand's value name, the variable, that call's line, its
     # ``within``), so that an in-place collective that did nothing is named where it is
     left: tuple[tuple[str, str, int | None, tuple[str, int] | None], ...] = field(default=(), compare=False, hash=False)
+    # with ``bound``: the last statement the same frame ran before the op's statement (compound statements'
+    # headers aside), after which a write the op should have read may go: its first line, and the first line of
+    # the compound statement (``if``, ``for``, ...) whose body holds it (None: the function's own body)
+    after: tuple[int, int | None] | None = field(default=None, compare=False, hash=False)
     # operands the op's statement reads as values an earlier line of the checked file picked out of a Python
     # list or tuple by a subscript that no op records (``mine = layers[a:b]``, then ``for w in mine``):
     # (the operand's value name, the variable that line bound, the line); set by the traced frontend

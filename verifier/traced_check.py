@@ -48,6 +48,7 @@ from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
+from .unwritten_lines import write_slot
 from .handed_back import unchanged_backward, unreduced_forward
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
 from .ir import Op, Span, TensorSpec
@@ -760,7 +761,7 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
     if op is not None:
         unwritten = _unwritten_read(op, producer)
         if unwritten is not None:
-            return unwritten
+            return write_slot(op, unwritten, producer) or unwritten
         if no_line is not None and op.span.line == no_line and op.span.within is None:
             # an op of autograd's own (a gradient buffer) at no line of the user's: a partial sum
             # it reads is where the reduction it misses belongs

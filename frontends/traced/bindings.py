@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .spans import SpanFinder
@@ -36,6 +36,9 @@ class Statement:
     # the names an assignment binds to a subscript of another value (``mine = layers[a:b]``, ``w = ws[i]``):
     # values picked out of a Python list or tuple, which no op records
     picks: frozenset[str] = frozenset()
+    header: bool = False   # a compound statement's header (``if``, ``for``, ``while``, ``with``)
+    # the first line of the innermost compound statement whose body holds this one (None: none in its function)
+    block: int | None = None
 
 
 def statements(filename: str) -> dict[int, Statement]:
@@ -45,6 +48,10 @@ def statements(filename: str) -> dict[int, Statement]:
     except (SyntaxError, ValueError):
         return {}
     table: dict[int, Statement] = {}
+    blocks = {child: node.lineno for node in ast.walk(tree) if isinstance(node, _BLOCKS)
+              for part in ("body", "orelse", "finalbody", "handlers") for child in getattr(node, part, ())}
+    blocks.update({child: handler.lineno for handler in ast.walk(tree) if isinstance(handler, ast.ExceptHandler)
+                   for child in handler.body})
     nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, -n.end_lineno))
     for node in nodes:   # outer statements first: an inner statement overrides its lines
         header = _header(node)
@@ -57,6 +64,7 @@ def statements(filename: str) -> dict[int, Statement]:
                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
         statement = Statement(node.lineno, binds, reads, isinstance(node, ast.Expr) and isinstance(node.value, ast.Call),
                               picks=_picks(node))
+        statement = replace(statement, header=isinstance(node, _COMPOUND), block=blocks.get(node))
         for line in range(node.lineno, last + 1):
             table[line] = statement
     return table
@@ -72,6 +80,11 @@ def _picks(node: ast.stmt) -> frozenset[str]:
         return frozenset()   # a constant index: the same pick on every rank
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     return frozenset(t.id for t in targets if isinstance(t, ast.Name))
+
+
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+# statements whose bodies hold statements (a function's body is no block of one: it is the frame)
+_BLOCKS = _COMPOUND + (ast.Try, getattr(ast, "TryStar", ast.Try), getattr(ast, "Match", ast.If))
 
 
 def _header(node: ast.stmt) -> tuple[list[ast.AST], int] | None:
@@ -97,11 +110,15 @@ class _Frame:
     bound: dict[str, int] = field(default_factory=dict)   # name -> the line that last bound it
     # a bare call running: (its span's line, within), and (variable, tensor, recorded value name) it reads
     reading: tuple[tuple[int | None, Any], list[tuple[str, Any, str]]] | None = None
+    # the last statement that ran to its end (no header): its first line, and its ``Statement.block``
+    previous: tuple[int, int | None] | None = None
 
     def finish(self) -> None:
         if self.current is not None:
             for name in self.current.binds:
                 self.bound[name] = self.current.line
+            if not self.current.header:
+                self.previous = (self.current.line, self.current.block)
         self.current = None
 
 
@@ -252,6 +269,13 @@ class LineTrace:
             if len({line for _, line in hits}) == 1:
                 found.append((tensor, *sorted(hits)[0]))
         return found
+
+    def ran_before(self, frame) -> tuple[int, int | None] | None:
+        """The last statement (not a compound statement's header) that ``frame`` ran before the statement it
+        runs now: its first line and the first line of the compound statement whose body holds it (None: the
+        function's own body).  A write missing before this statement's read may go after it."""
+        state = self._frames.get(id(frame)) if self.active and frame is not None else None
+        return state.previous if state is not None and state.current is not None else None
 
     def returned_by(self, code: Any, value: Any) -> tuple[str, int] | None:
         """The name ``code``'s last ``return`` handed ``value`` back under, and the line that bound it."""

@@ -324,7 +324,7 @@ class Recorder(TorchDispatchMode):
                   if span.within is None and (name := self.value_name(tensor)) is not None]
         if picked:
             span = replace(span, picked=tuple(picked))
-        return replace(span, bound=tuple(bound)) if bound else span
+        return replace(span, bound=tuple(bound), after=self.lines.ran_before(self.spans.frame)) if bound else span
 
     def _handed_back_forward(self, tensor, frame) -> None:
         from .forward_returns import insertion_line
