@@ -48,6 +48,7 @@ from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
+from .picked_lines import mispicked
 from .unwritten_lines import write_slot
 from .handed_back import unchanged_backward, unreduced_forward
 from .exp_identity import exp_normal_form, factor_logarithms, mentions_exp, mentions_log, quotients_cancel
@@ -1103,13 +1104,16 @@ def _layout(program: TracedProgram, comparison: Comparison, rank: int) -> str:
 
 def _violation(check: str, message: str, op: Op | None, line: int | None, counterexample,
                repair_line: int | None = None, built: int | None = None, summed: int | None = None,
-               handed: int | None = None, returned: int | None = None) -> Diagnostic:
+               handed: int | None = None, returned: int | None = None,
+               picked: tuple[str, int, str] | None = None) -> Diagnostic:
     """A violation located at its culprit: the line of the user's package the op ran in (with its
     file) when it ran there, else the culprit's line in the checked file, else ``line``.  ``built``: the
     culprit ran in the forward of an installed module built at that line (its repair line when no
     reduction is missing).  ``handed``: the culprit read a piece an installed module built at that line
     handed out (``_handed``).  ``returned``: the line of the checked file where a custom backward hands back
-    the gradient that goes wrong, unchanged (``handed_back.py``; the culprit names it)."""
+    the gradient that goes wrong, unchanged (``handed_back.py``; the culprit names it).  ``picked``: the
+    variable and line of a pick out of a Python list the culprit read, and how the ranks' picks there part
+    from one device's (``picked_lines.py``)."""
     at, file = op.span.place() if op is not None else (None, None)
     if returned is not None:
         repair_line = returned
@@ -1130,23 +1134,19 @@ def _violation(check: str, message: str, op: Op | None, line: int | None, counte
                     f"built at line {handed} hands out, as if it were the whole: the flags or parallel style given "
                     f"there choose which layout a rank gets")
         repair_line = handed
-    elif (picked := _picked(op)) is not None:
-        variable, repair_line = picked
+    elif picked is not None:
+        variable, repair_line, how = picked
         message += (f"; it reads {variable}, picked at line {repair_line} out of a Python list or tuple (a pick no "
-                    f"op records): its operands are each one device's values, so which values a rank picks there "
-                    f"decides what it computes")
+                    f"op records): {how}")
     return Diagnostic(check, ERROR, message, line if at is None else at, counterexample, file=file,
                       repair_line=repair_line)
 
 
-def _picked(op: Op | None) -> tuple[str, int] | None:
-    """(variable, line) of the one earlier line of the checked file whose subscript picked what the culprit
-    ``op``, run in the checked file, reads (``Span.picked``); the culprit walk stops at an op whose operands
-    each agree with one device's, so what goes wrong there is the op or the choice of its operands."""
-    if op is None or op.span.within is not None or not op.span.picked:
-        return None
-    places = {(variable, line) for _, variable, line in op.span.picked if line != op.span.line}
-    return places.pop() if len({line for _, line in places}) == 1 and len(places) == 1 else None
+
+def _mispicked(program: TracedProgram, op: Op | None) -> tuple[str, int, str] | None:
+    """The pick out of a Python list the culprit ``op`` read, when the ranks' picks there are no sharing of one
+    device's (``picked_lines.py``)."""
+    return mispicked(program, op, lambda ops: _through_collectives(ops, _pairing(program.reference, ops)))
 
 
 def _summed(program: TracedProgram, runs: _Runs | None, comparison: Comparison, rank: int | None,
@@ -1347,7 +1347,7 @@ def _report_violation(program: TracedProgram, report: Report, found, leaves, how
                           op, comparison.span.line, counterexample,
                           _repair_line(program, runs, comparison, culprit_rank, op), _built(program, culprit_rank, op),
                           _summed(program, runs, comparison, culprit_rank, op),
-                          _handed(program, runs, culprit_rank, op), _returned_line(handed)))
+                          _handed(program, runs, culprit_rank, op), _returned_line(handed), _mispicked(program, op)))
 
 
 def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str, confirmation: Confirmation,
@@ -1399,7 +1399,7 @@ def _report_reproduced(program: TracedProgram, report: Report, leaves, how: str,
                           _built(program, rank if culprit_rank is None else culprit_rank, op),
                           _summed(program, runs, shown, rank if culprit_rank is None else culprit_rank, op),
                           _handed(program, runs, rank if culprit_rank is None else culprit_rank, op),
-                          _returned_line(handed)))
+                          _returned_line(handed), _mispicked(program, op)))
     report.extra.setdefault("confirmed_by_torch", []).append(
         {"value": where, "rank": rank, "world": confirmation.world, "reference": confirmation.reference_value,
          "rank_value": confirmation.rank_value, "seconds": round(confirmation.seconds, 2)})

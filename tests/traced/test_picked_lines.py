@@ -2,7 +2,8 @@
 rank's layers with no op torch records, so the values first go wrong later, at the matmul reading a layer the
 rank should not apply, whose operands are each one device's values.  The line trace keeps, on the op's span,
 the earlier line whose subscript picked an operand (``Span.picked``, frontends/traced/bindings.py), and the
-finding's ``repair_line`` is that line (verifier/traced_check.py).  Twin case, gloo ground truth (1 vs 2
+finding's ``repair_line`` is that line when the ranks' picks there are no sharing of one device's: a layer
+picked on two ranks, or on none (verifier/picked_lines.py).  Twin case, gloo ground truth (1 vs 2
 ranks), the expected line found by the case's "# the bug" marker (the tool never reads it).
 
 * q1: pipeline stages over send/recv whose slice of the layer list ends one layer late: named at the
@@ -33,6 +34,9 @@ def test_a_wrong_slice_of_a_python_list_is_repaired_at_the_slice():
     picked = marked_line(CASES / f"{TWIN}_bug.py")
     assert first["line"] != picked and first["repair_line"] == picked, first
     assert f"it reads mine, picked at line {picked} out of a Python list or tuple" in first["message"]
+    # rank 0 applies the first layer of rank 1 too: one of the 4 layers is picked on both ranks
+    assert "of the 4 value(s) one device's ops read through that pick, the 2 ranks' ops read 1 on more than one " \
+           "rank" in first["message"]
 
 
 def test_gloo_runs_back_the_twin():
