@@ -9,10 +9,11 @@ name to the input on one device): the work that belongs only to that branch is d
 placed right after the allocation would run where the branch does not.  The recording knows, for a read of
 a name bound earlier in the same frame, the last statement that frame ran before the reading statement and
 the compound statement whose body holds it (``Span.after``).  When that compound statement began after the
-allocation and after the line that bound the name the read uses, and before the read, the finding names
-that last statement: the missing write goes after it, inside the branch that ran.  Otherwise the
-allocation stays the answer (a statement of the same block between the two says nothing of where the
-write goes).
+allocation and after the line that bound the name the read uses (a line of the same frame that made the
+value it holds: the allocation, or a view of it; not a call that handed a buffer back), and before the
+read, the finding names that last statement: the missing write goes after it, inside the branch that ran.
+Otherwise the allocation stays the answer (a statement of the same block between the two says nothing of
+where the write goes).
 """
 from __future__ import annotations
 
@@ -33,11 +34,16 @@ def write_slot(reader: Op, unwritten: Op, producer: dict[str, Op]) -> Op | None:
     made_line, made_file = allocation.span.place()
     if after is None or read_line is None or made_line is None or made_file != read_file:
         return None
+    # the name the read uses was bound by the statement that made the value it holds (the allocation, or a
+    # view of it): made in the reader's own frame, not handed back by a call
     lines = {line for value, _, line in reader.span.bound
-             if value in reader.args and _made_from(value, allocation, producer)}
+             if value in reader.args and _made_from(value, allocation, producer)
+             and producer[value].span.place() == reader.span.moved_to(line).place()}
     if len(lines) != 1:
         return None
     bound_line = lines.pop()
+    if made_line > bound_line:
+        return None
     line, block = after
     if block is None or not max(bound_line, made_line) < block < read_line or not block < line < read_line:
         return None

@@ -61,3 +61,26 @@ def test_gloo_runs_back_both():
     names = (OK, BUG, BRANCH_OK, BRANCH_BUG)
     runs = gt.run_jobs([gt.Job(gt.JobSpec(str(CASES / name), mode="forward"), 2) for name in names])
     assert [run.status for run in runs] == [gt.STATUS_MATCH, gt.STATUS_MISMATCH] * 2, [run.error for run in runs]
+
+
+def test_the_branch_is_named_only_for_a_buffer_made_in_the_reading_frame():
+    """Unit test of verifier/unwritten_lines.write_slot on recorded ops: a buffer allocated at line 3, read at
+    line 9 through the name bound there, after a branch from line 5 whose last statement that ran is line 6:
+    line 6.  The same read of a buffer a call handed back (allocated at another line than the one binding
+    the name: in another frame), or with the last statement in the allocation's own block: no answer (the
+    allocation stands)."""
+    from verifier.ir import Op, Span
+    from verifier.unwritten_lines import write_slot
+
+    made = Op(("buf",), "aten.empty_like.default", (), {}, Span(3))
+    unwritten = Op(("buf",), "memory allocated by aten.empty_like.default ...", (), {}, Span(3))
+
+    def reader(bound_line: int, after: tuple) -> Op:
+        return Op(("out",), "aten.view.default", ("buf",), {}, Span(9, bound=(("buf", "output", bound_line),),
+                                                                      after=after))
+
+    found = write_slot(reader(3, (6, 5)), unwritten, {"buf": made})
+    assert found is not None and found.span.place() == (6, None) and "from line 5" in found.kind, found
+    # bound on line 6 to what a call returned (the allocation ran in the callee, at its line 3), a branch from 7
+    assert write_slot(reader(6, (8, 7)), unwritten, {"buf": made}) is None
+    assert write_slot(reader(3, (6, None)), unwritten, {"buf": made}) is None   # no branch: the same block
