@@ -35,6 +35,9 @@ class Finding:
     culprit: Op | None = None          # where the model's values first differ
     how: str = ""                      # "found by concrete evaluation", "found by Z3 ..."
     failure: str | None = None         # the rank failure the model predicts
+    # a race in the recorded ops' timing (a read before wait(), a handle never waited on): torch runs the ranks
+    # with each async collective completing at its wait() and compares every output and gradient
+    late_async: bool = False
 
 
 @dataclass(frozen=True)

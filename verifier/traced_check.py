@@ -88,17 +88,16 @@ class _Mismatch:
 
 
 def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Callable[[str], None] | None = None,
-                 prove: bool = True, confirm: Confirm | None = None, communicates: bool = False,
-                 confirm_hang: Callable[[], Confirmation] | None = None) -> Report:
+                 prove: bool = True, confirm: Confirm | None = None, communicates: bool = False) -> Report:
     """Well-formedness, timing (temporal), values on random inputs, then (``prove``) the Z3 proof.
 
     ``prove=False`` is the cheap check of a program at a further world size: every violation it
     reports is as real as the proof's (found by concrete evaluation), but agreement is only tested.
 
     ``confirm``: re-runs the user's code with a counterexample before it is reported (see
-    ``confirmation.py``); without it, a difference of the model is reported as it is.  ``confirm_hang``:
-    runs the user's code on real ranks when the recorded ops say some rank never finishes (a deadlock, a
-    message no rank sends): REPRODUCED when real ranks hang or raise where one device finishes.
+    ``confirmation.py``); without it, a difference of the model is reported as it is.  So is a finding
+    of the recorded ops' timing (a deadlock, a read before ``wait()``): torch reproduces it when real ranks,
+    each async result written at its ``wait()``, hang, raise or compute other values than one device.
 
     ``timeout_s`` is CPU seconds of this process and the solver steps worth them
     (``verifier/budget.py``), not wall time: the verdict does not depend on the machine's load.
@@ -114,7 +113,7 @@ def check_traced(program: TracedProgram, *, timeout_s: float = 300, progress: Ca
     if "backward" not in program.passes and "backward" not in program.not_run:
         report.add(Diagnostic("assumption", NOTE, "no backward pass was recorded: gradients are not checked"))
     try:
-        _check(program, report, clock() + timeout_s, progress, prove, confirm, confirm_hang)
+        _check(program, report, clock() + timeout_s, progress, prove, confirm)
     except _Stop:
         pass
     finally:
@@ -163,15 +162,20 @@ def _violates(diagnostic: Diagnostic, name: str) -> bool:
 
 
 def _check(program: TracedProgram, report: Report, deadline: float, progress, prove: bool,
-           confirm: Confirm | None, confirm_hang: Callable[[], Confirmation] | None = None) -> None:
+           confirm: Confirm | None) -> None:
     unmodelled = _well_formed(program, report)
     temporal = analyse(program.ranks, dict(program.mesh))
     report.proven.extend(temporal.proven)
+    if confirm is not None and any(d.severity == ERROR for d in temporal.diagnostics):
+        # a deadlock, a read before wait(): real ranks with each async result written at its wait()
+        leaves = {**random_values(program.inputs, 0, _kind), **program.pinned}
+        report_timing(report, temporal.diagnostics, confirm(program, Finding(
+            None, 0, (), leaves, how="found in the recorded ops' timing", late_async=True)))
+    else:
+        report.diagnostics.extend(temporal.diagnostics)
     if temporal.hangs:
-        report_hang(report, temporal.diagnostics, confirm_hang() if confirm_hang is not None else None)
         report.add(Diagnostic("equivalence", NOTE, "values not compared: some ranks never finish"))
         raise _Stop
-    report.diagnostics.extend(temporal.diagnostics)
     if not program.comparisons:
         _stop(report, "nothing to compare: the recording has no outputs or gradients, so equivalence would hold "
                       "vacuously")
@@ -187,7 +191,7 @@ def _check(program: TracedProgram, report: Report, deadline: float, progress, pr
         raise _Stop
     if any(d.severity == ERROR for d in temporal.diagnostics):
         report.add(Diagnostic("equivalence", NOTE, "values agree on random inputs, but equivalence is not proven: "
-                                                   "the ranks' timing is already wrong (see above)"))
+                                                   "see the ranks' timing above"))
         raise _Stop
     if not prove:
         report.extra["tested"] = (f"outputs and gradients agree with the single-device run on {SCREENING_SEEDS} "
@@ -201,11 +205,11 @@ def _stop(report: Report, message: str, line: int | None = None) -> None:
     raise _Stop
 
 
-def report_hang(report: Report, diagnostics: list[Diagnostic], confirmation: Confirmation | None) -> None:
-    """The temporal findings of ranks that never finish by their recorded ops, as shown: with what real gloo
-    ranks did (``confirmation``: REPRODUCED when they hung or raised where one device finished), or, when
-    they finished or could not be run, one ``unsupported`` saying so - no deadlock is reported that torch did
-    not reproduce (None: findings are not confirmed, as asked)."""
+def report_timing(report: Report, diagnostics: list[Diagnostic], confirmation: Confirmation | None) -> None:
+    """The temporal findings of the recorded ops (ranks that never finish, a read before ``wait()``), as
+    shown: with what real gloo ranks did (``confirmation``: REPRODUCED when they hung, raised or computed
+    other values than one device), or, when torch did not reproduce them, one ``unsupported`` saying so - no
+    timing violation is reported that torch did not reproduce (None: findings are not confirmed, as asked)."""
     errors = [d for d in diagnostics if d.severity == ERROR]
     if confirmation is None or confirmation.outcome == REPRODUCED or not errors:
         first = errors[0] if confirmation is not None and errors else None
@@ -215,11 +219,11 @@ def report_hang(report: Report, diagnostics: list[Diagnostic], confirmation: Con
     report.diagnostics.extend(d for d in diagnostics if d.severity != ERROR)
     claim = errors[0].message.rstrip(".")
     if confirmation.outcome == AGREES:
-        message = (f"the verifier's model of the recorded ops disagrees with torch: by the model, {claim}, but "
-                   f"{confirmation.detail}; not a violation (a defect of the verifier, please report it)")
-        kind = "model disagrees with torch"
+        message = (f"not reproduced by torch: by the recorded ops, {claim}, but {confirmation.detail}; not a "
+                   f"violation")
+        kind = "timing not reproduced by torch"
     else:
-        message = (f"not confirmed by torch: by the verifier's model, {claim}, but {confirmation.detail}; no "
+        message = (f"not confirmed by torch: by the recorded ops, {claim}, but {confirmation.detail}; no "
                    f"violation is reported without real ranks reproducing it")
         kind = "not confirmed by torch"
     report.add(Diagnostic("unsupported", ERROR, message, errors[0].line, file=errors[0].file))

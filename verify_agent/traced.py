@@ -177,13 +177,11 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
     # ends as "inconclusive" with what was proven so far, and the wall-clock --timeout stays the
     # command's outer bound
     confirm = _confirmer(path, options, timeout, progress) if confirm_findings else None
-    hang_check = (lambda: _raise_on_gloo(outcome.world, path, options, timeout, progress, "ranks never finish")) \
-        if confirm_findings else None
     report = check_traced(outcome, timeout_s=max(5.0, timeout * PROOF_SHARE), progress=progress, confirm=confirm,
-                          communicates=calls_collectives(source), confirm_hang=hang_check)
+                          communicates=calls_collectives(source))
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout * SCALED_SHARE)
-        raise_check = (lambda world, why="a rank raised": _raise_on_gloo(world, path, options, timeout, progress, why)) \
+        raise_check = (lambda world: _raise_on_gloo(world, path, options, timeout, progress)) \
             if confirm_findings else None
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm, raise_check)
     report.extra["frontend"] = FRONTEND_NOTE
@@ -254,7 +252,7 @@ def _hangs_first(failure, report: Report, gloo_raise=None) -> bool:
     real gloo ranks (``gloo_raise``: ``_raise_on_gloo``; None when findings are not confirmed) fail as well."""
     if failure.kind != "violation" or not failure.rank_ops or failure.rank_raised:
         return False
-    from verifier.traced_check import report_hang
+    from verifier.traced_check import report_timing
     from verifier.traced_temporal import MalformedRecording, MessageToSelf, analyse
 
     proven: list[str] = []
@@ -271,7 +269,7 @@ def _hangs_first(failure, report: Report, gloo_raise=None) -> bool:
     confirmed = gloo_raise() if gloo_raise is not None else None
     if confirmed is not None and confirmed.outcome != REPRODUCED:
         return False
-    report_hang(report, found, confirmed)
+    report_timing(report, found, confirmed)
     report.proven.extend(proven)
     report.add(Diagnostic("equivalence", NOTE, f"values not compared: {why} (the simulated ranks, which do not "
                                                f"block, gave: {failure.message})", line=failure.line))
@@ -327,8 +325,7 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         return
     if progress:
         progress(f"checking the run {where} (timing and values on random inputs)")
-    scaled = check_traced(program, timeout_s=budget, prove=False, confirm=confirm,
-                          confirm_hang=(lambda: raise_check(SCALED_WORLD, "ranks never finish")) if raise_check else None)
+    scaled = check_traced(program, timeout_s=budget, prove=False, confirm=confirm)
     found = [d for d in scaled.diagnostics if d.severity == ERROR and d.check != "unsupported"]
     for diagnostic in found:
         report.add(replace(diagnostic, message=f"{where}: {diagnostic.message}"))

@@ -63,11 +63,14 @@ def confirm_on_ranks(program: TracedProgram, finding: Finding, *, path: str, sho
     except (RunError, KeyError, ValueError) as error:
         return Confirmation(NOT_RUN, f"the ranks' pieces of the counterexample cannot be cut ({error})", world,
                             seconds=time.perf_counter() - started)
-    forward_only = not every_value and _on_an_output(program, finding)
+    forward_only = not every_value and not finding.late_async and _on_an_output(program, finding)
     confirm = functools.partial(_confirm, program, finding, leaves, runs, forward_only, path=path, shown_as=shown_as,
                                 entry=entry, shapes=shapes, timeout=timeout, memory_bytes=memory_bytes, paths=paths,
                                 args=args, harness=harness)
     confirmation = confirm(started, False)
+    if finding.late_async:
+        return dataclasses.replace(confirmation, detail=f"{confirmation.detail}, each async op's result written at "
+                                                        f"its wait() (the latest torch allows)")
     if confirmation.outcome != AGREES or not _float32_may_hide(finding):
         return confirmation
     # torch agrees within float32's tolerance while the model's difference is real numbers apart (a
@@ -98,7 +101,7 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
              timeout: float, memory_bytes: int | None, paths: tuple[str, ...], args: tuple[str, ...],
              harness: str | None) -> Confirmation:
     common = {"forward_only": forward_only, "float64": float64, "sizes": dict(program.sizes),
-              "inputs_as_made": program.inputs_as_made}
+              "inputs_as_made": program.inputs_as_made, "late_async": finding.late_async}
     ran = _run_real(common, runs, started, path=path, shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
                     memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
     if isinstance(ran, Confirmation):
@@ -134,17 +137,25 @@ def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: 
             return Confirmation(REPRODUCED, f"reproduced by torch on {world} gloo ranks: rank {rank} raises{where} "
                                             f"({answer.get('error')})", world, rank=rank, seconds=seconds)
     unfinished = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") != "ok"]
-    if unfinished and all(answer.get("status") == "hung" for _, answer in unfinished):
-        blocked = ", ".join(str(rank) for rank, _ in unfinished)
-        return Confirmation(REPRODUCED, f"torch on {world} gloo ranks fails too, by hanging instead: rank(s) {blocked} "
-                                        f"block each other ({unfinished[0][1].get('error')}) where one device "
-                                        f"finishes", world, rank=unfinished[0][0], seconds=seconds)
+    hung = _hung(unfinished, world, seconds)
+    if hung is not None:
+        return hung
     if unfinished:
         rank, answer = unfinished[0]
         return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish on gloo ({answer.get('error')})", world,
                             seconds=seconds)
     return Confirmation(AGREES, f"on {world} real gloo ranks with the same inputs no rank raises", world,
                         seconds=seconds)
+
+
+def _hung(unfinished: list[tuple[int, dict]], world: int, seconds: float) -> Confirmation | None:
+    """Real ranks that block each other where one device finished (the child's hang rule): torch fails too."""
+    if not unfinished or not all(answer.get("status") == "hung" for _, answer in unfinished):
+        return None
+    blocked = ", ".join(str(rank) for rank, _ in unfinished)
+    return Confirmation(REPRODUCED, f"torch on {world} gloo ranks fails too, by hanging instead: rank(s) {blocked} "
+                                    f"block each other ({unfinished[0][1].get('error')}) where one device "
+                                    f"finishes", world, rank=unfinished[0][0], seconds=seconds)
 
 
 def _run_real(common: dict, runs: list, started: float, *, path: str, shown_as: str | None, entry: str | None,
@@ -278,6 +289,9 @@ def _judge(program: TracedProgram, finding: Finding, leaves, answers: list[dict]
                                         f"one device does not ({answer.get('error')})", world, rank=rank,
                             seconds=seconds)
     unfinished = [(rank, answer) for rank, answer in enumerate(ranks) if answer.get("status") != "ok"]
+    hung = _hung(unfinished, world, seconds)
+    if hung is not None:
+        return hung
     if unfinished:
         rank, answer = unfinished[0]
         return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish ({answer.get('error')})", world,

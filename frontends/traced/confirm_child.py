@@ -31,6 +31,12 @@ _PEER_GRACE_S = 2.0        # after a rank raises, its peers may still be blocked
 # each other (a deadlock), not for the machine.  A rank blocked in gloo still polls (about 0.4 % of a core,
 # measured); one that computes gets its share of the machine, far above 1 % unless 100 processes compete.
 _HANG_IDLE_S, _IDLE_RATE, _IDLE_SLACK_S = 10.0, 0.01, 0.05
+# Or it spins: a rank blocked in some gloo collectives polls at full speed (measured: 92 % of a core in
+# all_gather behind a receive never waited on).  CPU time does not depend on the machine's load, and a rank
+# does at most about the one-device run's work: one that has used, since the one-device run ended, more than
+# _SPIN_FACTOR times that whole run's CPU time (its imports included) and _SPIN_CPU_S more is not computing
+# towards an answer.
+_SPIN_FACTOR, _SPIN_CPU_S = 2.0, 10.0
 
 
 # --- the supervisor --------------------------------------------------------------------------------
@@ -143,9 +149,10 @@ class _Run:
             thread.join(timeout=5)
         base = {"world": self.world, "rank": self.rank}
         if self.killed and not self.data and self.hung:
-            return {**base, "status": "hung", "error": "blocked: every unfinished rank waited, using under "
-                                                      f"{100 * _IDLE_RATE:g} % of a core, for {_HANG_IDLE_S:g} s "
-                                                      f"or more after one device finished"}, {}
+            return {**base, "status": "hung", "error": "blocked: every unfinished rank waited (using under "
+                                                      f"{100 * _IDLE_RATE:g} % of a core for {_HANG_IDLE_S:g} s, or "
+                                                      f"spinning at over {_SPIN_FACTOR:g} times the one-device run's "
+                                                      f"CPU) after one device finished"}, {}
         if self.killed and not self.data:
             return {**base, "status": "stopped", "error": "stopped: a peer rank had failed, or the time ran out"}, {}
         try:
@@ -236,12 +243,14 @@ def _wait(runs: list[_Run], cpu_budget: float, deadline: float) -> None:
 class _Idle:
     """Whether the ranks are blocked on each other: every one-device run has ended, and every unfinished
     rank has used almost no CPU (``_IDLE_RATE``) for ``_HANG_IDLE_S`` (and twice the one-device run's time)
-    since.  A rank that computes, however busy the machine, gets its share of a core in that time; one
-    blocked in a receive or a collective whose peer never comes only polls."""
+    since, or spins (``_SPIN_FACTOR``).  A rank that computes, however busy the machine, gets its share of a
+    core in that time; one blocked in a receive or a collective whose peer never comes only polls."""
 
     def __init__(self, runs: list[_Run]) -> None:
         self.runs, self.started = runs, time.monotonic()
         self.single_ended: float | None = None
+        self.single_cpu = 0.0
+        self.cpu_then: dict[int, float] = {}   # pid -> its CPU seconds when the one-device run ended
         self.quiet_since: dict[int, tuple[float, float]] = {}   # pid -> (CPU seconds, when) its quiet spell began
 
     def hung(self, now: float, used: dict[int, float]) -> bool:
@@ -250,20 +259,25 @@ class _Idle:
             if not all(run.done for run in singles):
                 return False
             self.single_ended = now
+            self.single_cpu = max((used.get(run.process.pid, 0.0) for run in singles if run.process is not None),
+                                  default=0.0)
         ranks = [run for run in self.runs if run.world > 1 and not run.done and run.process is not None]
         if not ranks:
             return False
         window = max(_HANG_IDLE_S, 2.0 * (self.single_ended - self.started))
-        quiet = True
+        blocked = True
         for run in ranks:
             pid, cpu = run.process.pid, used.get(run.process.pid, 0.0)
+            since = cpu - self.cpu_then.setdefault(pid, cpu)
+            if since > _SPIN_FACTOR * self.single_cpu + _SPIN_CPU_S:   # spinning, not computing
+                continue
             began_cpu, began = self.quiet_since.setdefault(pid, (cpu, now))
             if cpu - began_cpu > _IDLE_RATE * (now - began) + _IDLE_SLACK_S:   # it computed: a new spell
                 self.quiet_since[pid] = (cpu, now)
-                quiet = False
+                blocked = False
             elif now - max(began, self.single_ended) < window:
-                quiet = False
-        return quiet
+                blocked = False
+        return blocked
 
 
 # --- one run -------------------------------------------------------------------------------------------
@@ -325,6 +339,10 @@ def _run(meta: dict, arrays: dict):
         dist.TCPStore("127.0.0.1", int(meta["port"]), world, is_master=rank == 0, timeout=timeout)
     dist.init_process_group("gloo", rank=rank, world_size=world, store=store, timeout=timeout)
     _subgroups_on_gloo()
+    if meta.get("late_async") and world > 1:   # a race's confirmation: async collectives complete at their wait
+        from frontends.traced.late_completion import complete_at_wait
+
+        complete_at_wait()
     torch.manual_seed(int(meta["seed"]))
     spans = SpanFinder(path, meta["shown_as"])
     draws = _draws(spans, arrays)

@@ -1,13 +1,13 @@
-"""A deadlock (some rank never finishes by its recorded ops) is shown only as real ranks reproduce it.
+"""A timing finding (a deadlock, a read before wait()) is shown only as real ranks reproduce it.
 
-``report_hang`` takes what real gloo ranks did (``verifier.confirmation.Confirmation``); the gloo runs
+``report_timing`` takes what real gloo ranks did (``verifier.confirmation.Confirmation``); the gloo runs
 themselves are tested end to end in tests/traced/test_rank_failures.py (a pair that both receive first).
 """
 from __future__ import annotations
 
 from verifier.confirmation import AGREES, NOT_RUN, REPRODUCED, Confirmation
 from verifier.report import ERROR, NOTE, Diagnostic, Report
-from verifier.traced_check import report_hang
+from verifier.traced_check import report_timing
 
 DEADLOCK = Diagnostic("deadlock", ERROR, "deadlock, cycle rank 0 -> rank 1 -> rank 0: rank 0 is blocked at line 25.",
                       25, repair_line=25)
@@ -16,7 +16,7 @@ ORDER = Diagnostic("deadlock", NOTE, "rank 1 posts its receive first", 26)
 
 def _reported(confirmation):
     report = Report("model.py", {"tp": 2})
-    report_hang(report, [DEADLOCK, ORDER], confirmation)
+    report_timing(report, [DEADLOCK, ORDER], confirmation)
     return report
 
 
@@ -28,12 +28,12 @@ def test_a_deadlock_real_ranks_reproduce_is_shown_with_what_they_did():
     assert ORDER in report.diagnostics and report.verdict == "violations"
 
 
-def test_a_deadlock_real_ranks_finish_is_a_defect_of_the_model_not_a_violation():
+def test_a_deadlock_real_ranks_finish_is_not_a_violation():
     report = _reported(Confirmation(AGREES, "on 2 real gloo ranks with the same inputs no rank raises", 2))
     (error,) = [d for d in report.diagnostics if d.severity == ERROR]
     assert error.check == "unsupported" and error.line == 25 and report.verdict == "unsupported"
-    assert "disagrees with torch" in error.message and "deadlock, cycle" in error.message
-    assert report.extra["tool_defects"][0]["kind"] == "model disagrees with torch"
+    assert "not reproduced by torch" in error.message and "deadlock, cycle" in error.message
+    assert report.extra["tool_defects"][0]["kind"] == "timing not reproduced by torch"
 
 
 def test_a_deadlock_real_ranks_could_not_settle_is_not_reported_as_one():

@@ -3,6 +3,8 @@ backward): gloo sums, then divides when the wait is made; the division is the al
 line, not at the wait's.  A dropped wait (issue 25's removed-wait mutants): the finding names the early read,
 and its ``repair_line`` is the line after which the wait goes (``frontends/traced/wait_lines.py``): right
 before the read in the issuing function, or before the issuing helper's return when the read is its caller's.
+Either is shown once torch reproduces it with each async result written at its wait()
+(``frontends/traced/late_completion.py``); an early read whose value torch shows no effect of is not.
 Twins, gloo ground truth (1 vs 2 ranks), the expected line found by the case's "# the bug" marker (the tool
 never reads it)."""
 from __future__ import annotations
@@ -42,6 +44,18 @@ def test_a_dropped_wait_is_repaired_right_before_the_read_or_before_the_helper_r
     first = [d for d in body["diagnostics"] if d["severity"] == "error"][0]
     assert "before wait(handle=" in first["message"] and first["line"] != marked_line(CASES / name), first
     assert first["repair_line"] == marked_line(CASES / name), first
+    # shown because torch, with each async result written at its wait(), computes something else
+    assert "reproduced by torch" in first["message"] and "written at its wait()" in first["message"], first
+
+
+def test_an_early_read_torch_shows_no_difference_for_is_not_a_violation():
+    # the twin of k27 whose early read is multiplied by zero: a race by the recorded ops, none in the numbers
+    pytest.importorskip("torch")
+    code, body = translate("k33_async_read_discarded.py")
+    assert (code, body["verdict"]) == (3, "unsupported"), body["diagnostics"]
+    first = [d for d in body["diagnostics"] if d["severity"] == "error"][0]
+    assert first["check"] == "unsupported" and first["line"] == 13, first
+    assert "not reproduced by torch" in first["message"] and "before wait(handle=" in first["message"], first
 
 
 def test_the_waiting_exchange_is_verified():
@@ -70,8 +84,9 @@ def test_no_line_where_the_statements_do_not_say_where_the_wait_goes():
 def test_gloo_runs_back_the_twins():
     pytest.importorskip("torch")
     names = ["k17_async_average_ok.py", "k17_async_average_bug.py", "k27_async_wait_dropped_bug.py",
-             "k28_ring_exchange_wait_ok.py", "k28_ring_exchange_wait_bug.py"]
+             "k28_ring_exchange_wait_ok.py", "k28_ring_exchange_wait_bug.py", "k33_async_read_discarded.py"]
     statuses = gloo_statuses(names)
+    assert statuses["k33_async_read_discarded.py"][0] == MATCH, statuses
     assert statuses["k17_async_average_ok.py"][0] == MATCH, statuses
     assert statuses["k17_async_average_bug.py"][0] == MISMATCH, statuses
     assert statuses["k27_async_wait_dropped_bug.py"][0] == MISMATCH, statuses   # its twin: k17_async_average_ok.py

@@ -201,6 +201,15 @@ def test_a_rank_is_hung_only_when_every_unfinished_rank_used_almost_no_cpu_for_t
     assert idle.hung(start + 23, {2: 1.04, 3: 1.53})            # both quiet for 10 s (gloo's polling only)
     busy = child._Idle([Run(1, 4), Run(2, 5)])                   # one device still running: never hung
     assert not busy.hung(busy.started + 60, {5: 1.0}) and not busy.hung(busy.started + 90, {5: 1.0})
+    # a rank spinning in gloo (full speed in a collective whose peer never comes) beside a quiet one: once it
+    # has used twice the one-device run's CPU (4 s here) and 10 s more since that run ended, it is blocked
+    one, quiet, spinning = Run(1, 6, done=True), Run(2, 7), Run(2, 8)
+    spin = child._Idle([one, quiet, spinning])
+    start = spin.started
+    assert not spin.hung(start + 1, {6: 4.0, 7: 1.0, 8: 1.0})
+    assert not spin.hung(start + 12, {6: 4.0, 7: 1.0, 8: 12.0})   # quiet for 11 s, the other at 11 CPU s: computing
+    assert not spin.hung(start + 18, {6: 4.0, 7: 1.0, 8: 18.0})   # 17 CPU s since: under 2 x 4 + 10
+    assert spin.hung(start + 20, {6: 4.0, 7: 1.0, 8: 20.0})       # 19 CPU s since: spinning
 
 
 PAIR_EXCHANGE = """
