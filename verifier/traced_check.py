@@ -163,16 +163,10 @@ def _violates(diagnostic: Diagnostic, name: str) -> bool:
 
 def _check(program: TracedProgram, report: Report, deadline: float, progress, prove: bool,
            confirm: Confirm | None) -> None:
-    unmodelled = _well_formed(program, report)
+    unmodelled = _well_formed(program, report, confirm)
     temporal = analyse(program.ranks, dict(program.mesh))
     report.proven.extend(temporal.proven)
-    if confirm is not None and any(d.severity == ERROR for d in temporal.diagnostics):
-        # a deadlock, a read before wait(): real ranks with each async result written at its wait()
-        leaves = {**random_values(program.inputs, 0, _kind), **program.pinned}
-        report_timing(report, temporal.diagnostics, confirm(program, Finding(
-            None, 0, (), leaves, how="found in the recorded ops' timing", late_async=True)))
-    else:
-        report.diagnostics.extend(temporal.diagnostics)
+    _timing_confirmed(program, report, temporal.diagnostics, confirm)
     if temporal.hangs:
         report.add(Diagnostic("equivalence", NOTE, "values not compared: some ranks never finish"))
         raise _Stop
@@ -205,6 +199,18 @@ def _stop(report: Report, message: str, line: int | None = None) -> None:
     raise _Stop
 
 
+def _timing_confirmed(program: TracedProgram, report: Report, diagnostics: list[Diagnostic],
+                      confirm: Confirm | None) -> None:
+    """Findings of the recorded ops' timing (a deadlock, a read before wait(), a message to the rank itself)
+    into ``report`` as torch confirms them: real ranks, each async result written at its wait()."""
+    if confirm is None or not any(d.severity == ERROR for d in diagnostics):
+        report.diagnostics.extend(diagnostics)
+        return
+    leaves = {**random_values(program.inputs, 0, _kind), **program.pinned}
+    report_timing(report, diagnostics, confirm(program, Finding(None, 0, (), leaves, how="found in the recorded "
+                                                                "ops' timing", late_async=True)))
+
+
 def report_timing(report: Report, diagnostics: list[Diagnostic], confirmation: Confirmation | None) -> None:
     """The temporal findings of the recorded ops (ranks that never finish, a read before ``wait()``), as
     shown: with what real gloo ranks did (``confirmation``: REPRODUCED when they hung, raised or computed
@@ -234,8 +240,9 @@ def report_timing(report: Report, diagnostics: list[Diagnostic], confirmation: C
 
 # --- well-formedness ---------------------------------------------------------------------------
 
-def _well_formed(program: TracedProgram, report: Report) -> tuple[str, Op] | None:
-    """Stops on a malformed recording; returns the first op it cannot evaluate, if any."""
+def _well_formed(program: TracedProgram, report: Report, confirm: Confirm | None = None) -> tuple[str, Op] | None:
+    """Stops on a malformed recording (or a message a rank sends itself, as torch confirms it); returns the
+    first op it cannot evaluate, if any."""
     if len(program.ranks) != program.world or program.world < 1:
         _stop(report, f"malformed recording: {len(program.ranks)} rank op lists for world {program.world}")
     leaves = {spec.name for spec in program.inputs}
@@ -272,7 +279,7 @@ def _well_formed(program: TracedProgram, report: Report) -> tuple[str, Op] | Non
         from .traced_temporal import timelines
         timelines(program.ranks, dict(program.mesh))
     except MessageToSelf as problem:
-        report.add(Diagnostic("p2p", ERROR, str(problem), problem.op.span.line))
+        _timing_confirmed(program, report, [Diagnostic("p2p", ERROR, str(problem), problem.op.span.line)], confirm)
         raise _Stop
     except MalformedRecording as problem:
         _stop(report, f"malformed recording: {problem}", problem.op.span.line if problem.op else None)
