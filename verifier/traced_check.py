@@ -733,6 +733,17 @@ class _Partials:
         values = [np.asarray(runs.ranks[r][n]) for r, n in enumerate(names)]
         return _terms_of(values, want, program.world)
 
+    def extremes(self, partner: str) -> bool:
+        """Every rank's value paired with ``partner`` is a piece of its max (or min) over the ranks: a
+        rank's own row maximum of its vocabulary shard, which the code reduces with ``ReduceOp.MAX``
+        later, not a wrong value (``_extremes_of``)."""
+        if not self(partner) and self.others is not None:
+            names = [self.others[r].get(partner) for r in range(self.program.world)]
+            if self.program.world > 1 and all(n is not None and n in self.runs.ranks[r] for r, n in enumerate(names)):
+                return _extremes_of([np.asarray(self.runs.ranks[r][n]) for r, n in enumerate(names)],
+                                    np.asarray(self.runs.reference[partner]))
+        return False
+
 
 def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line: int | None = None) -> Op | None:
     """The op where the compared value starts to differ: walk back from it through operands
@@ -765,11 +776,17 @@ def culprit(program: TracedProgram, runs: _Runs, rank: int, value: str, no_line:
         reduced = _reduced(producer, name)
         try:   # a collective's result is no partial sum awaiting its reduction: it is that reduction
             return not _consistent(env[name], reference[partner], rank, program.world) \
-                and (reduced or not (partial(partner) or (no_line is None and partial(partner, program.world))))
+                and (reduced or not (partial(partner) or (no_line is None and partial(partner, program.world))
+                                     or partial.extremes(partner)))
         except (TypeError, ValueError):
             return False
 
-    op = _earliest_origin(producer.get(value), producer, differs, ops)
+    def computes_indices(op: Op) -> bool:   # its results are integers or truth values: indices, masks
+        found = [env.get(name) for name in op.results] if op.results else [None]
+        return all(isinstance(v, (np.ndarray, np.generic, bool, int)) and np.asarray(v).dtype.kind in "biu"
+                   for v in found)
+
+    op = _earliest_origin(producer.get(value), producer, differs, ops, computes_indices)
     if op is not None:
         unwritten = _unwritten_read(op, producer)
         if unwritten is not None:
@@ -817,13 +834,16 @@ def _assembled(op: Op, producer: dict[str, Op], pairs: dict[str, str], env: dict
 
 
 def _earliest_origin(start: Op | None, producer: dict[str, Op], differs: Callable[[str], bool],
-                     ops: tuple[Op, ...]) -> Op | None:
+                     ops: tuple[Op, ...], computes_indices: Callable[[Op], bool] = lambda op: False) -> Op | None:
     """Of the ops the compared value's wrong values come from (back from ``start`` through operands
     that differ), the earliest the rank ran whose own operands all agree: where the values first go
     wrong.  Not the origin a walk through the latest wrong operand ends at: megatron-core's
     sequence-parallel backward runs one reduce-scatter per linear layer on one line, and a wrong one
     feeds every later gradient, some of which also go wrong later through views of buffers
-    autograd made (a greedy walk ended at such a view, ``as_strided`` in a masked softmax's backward)."""
+    autograd made (a greedy walk ended at such a view, ``as_strided`` in a masked softmax's backward).
+    Origins that compute numbers come before those that ``computes_indices``: a rank's indices and masks
+    (``ids < start`` for its vocabulary range) differ from one device's by design, so they are where the
+    values go wrong only when nothing else is (a wrong offset)."""
     position = {id(op): i for i, op in enumerate(ops)}
     judged: dict[str, bool] = {}
 
@@ -845,7 +865,7 @@ def _earliest_origin(start: Op | None, producer: dict[str, Op], differs: Callabl
             stack.extend(producer[name] for name in wrong)
         else:
             origins.append(op)
-    return min(origins, key=lambda op: position.get(id(op), len(ops)), default=None)
+    return min(origins, key=lambda op: (computes_indices(op), position.get(id(op), len(ops))), default=None)
 
 
 def _bound_before(reader: Op, partials: list[str], producer: dict[str, Op]) -> Op | None:
@@ -917,10 +937,34 @@ def _unwritten_read(op: Op, producer: dict[str, Op]) -> Op | None:
         return None
     for name in op.args:
         made = producer.get(name)
+        for _ in range(8):   # a view of the buffer (``gathered.chunk(world)``) reads its memory
+            if made is None or not made.kind.startswith(_ALIASING) or len(made.args) != 1:
+                break
+            made = producer.get(made.args[0])
         if made is not None and made.kind in UNINITIALISED:
             return Op(made.results, f"memory allocated by {made.kind} that nothing wrote before it was read",
                       (), {}, made.span)
     return None
+
+
+# ops whose result shares its one operand's memory: a view the recorder made of a buffer before a write is
+# re-derived from the written buffer when read next, so a view of the allocation's own name is unwritten too
+_ALIASING = _VIEW_KINDS + ("aten.split", "aten.chunk.", "aten.unbind.", "aten.slice.", "aten.select.",
+                           "aten.narrow.", "aten.transpose.", "aten.permute.", "aten.t.", "aten.alias.",
+                           "aten.detach.", "aten.squeeze", "aten.unsqueeze.", "aten.flatten.", "aten.unflatten.",
+                           "aten.expand.", "aten.as_strided.")
+
+
+def _extremes_of(values: list[np.ndarray], want: np.ndarray) -> bool:
+    """The ranks' values, none of them ``want`` itself, make it by their elementwise max (or min): each
+    rank holds the extreme of its own piece.  Values that are symbolic or of another shape: False."""
+    if want.dtype == object or want.dtype.kind != "f" or not want.size \
+            or any(v.shape != want.shape or v.dtype == object for v in values):
+        return False
+    floats = [v.astype(float) for v in values]
+    if any(_close(v, want) for v in floats):
+        return False
+    return _close(np.max(floats, axis=0), want) or _close(np.min(floats, axis=0), want)
 
 
 def _terms_of(values: list[np.ndarray], want: np.ndarray, world: int) -> bool:

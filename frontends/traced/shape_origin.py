@@ -208,11 +208,12 @@ _SAME_SHAPE_WALK = ("aten.t.", "aten.transpose.", "aten.view.", "aten._unsafe_vi
                     "aten.contiguous.")
 
 
-def _shape_maker(rank: Recording, name: str, producer: dict[str, int]) -> Optional[int]:
+def _shape_maker(rank: Recording, name: str, producer: dict[str, int], seen: Optional[set] = None) -> Optional[int]:
     """The position of the op that gave ``name`` its shape: back through views and copies, and through
-    ops whose result has the shape of exactly one of their operands (GeLU, a bias add), to the op whose
-    result has none of its operands' shapes (a gather's concatenation, a split)."""
-    seen = set()
+    ops whose result has the shape of one of their operands (GeLU, a bias add; a product of two such, when
+    both lead to one op), to the op whose result has none of its operands' shapes (a gather's
+    concatenation, a split)."""
+    seen = set() if seen is None else seen
     while name in producer and name not in seen:
         seen.add(name)
         position = producer[name]
@@ -224,8 +225,9 @@ def _shape_maker(rank: Recording, name: str, producer: dict[str, int]) -> Option
         same = [arg for arg in operands if rank.shapes[arg] == rank.shapes.get(name)]
         if not same:
             return position
-        if len(set(same)) != 1:
-            return None
+        if len(set(same)) != 1:   # ``F.silu(gate) * up``: one maker when every such operand names the same
+            makers = {_shape_maker(rank, arg, producer, set(seen)) for arg in set(same)}
+            return makers.pop() if len(makers) == 1 else None
         name = same[0]
     return None
 
@@ -246,6 +248,14 @@ def layout_built_at(reference: Recording, rank: Recording, failed: Optional[Fail
     for index in _CONTRACTED[failed.kind]:
         name = failed.args[index] if index < len(failed.args) else None
         position = _shape_maker(rank, name, producer) if name is not None else None
+        for _ in range(8):
+            if position is None or position not in paired \
+                    or not _as_on_one_device(rank.ops[position], reference.ops[paired[position]], rank, reference):
+                break
+            # an op both runs make the same shapes with (the user's ``chunk`` of a fused projection) keeps
+            # the layout of its one operand: the shape was made before it
+            operands = [arg for arg in rank.ops[position].args if arg in rank.shapes]
+            position = _shape_maker(rank, operands[0], producer) if len(operands) == 1 else None
         if position is None or position in paired:
             continue
         line = innermost(rank.module_lines, position)
@@ -256,6 +266,13 @@ def layout_built_at(reference: Recording, rank: Recording, failed: Optional[Fail
     line, kind = next(iter(found.items()))
     return line, (f"the operand's shape was made by {kind}, which the single device does not run, inside the "
                   f"forward of the installed module built at line {line}: its flags choose that layout")
+
+
+def _as_on_one_device(op: Op, theirs: Op, rank: Recording, reference: Recording) -> bool:
+    """The rank's op and its single-device partner made results of the same shapes."""
+    return len(op.results) == len(theirs.results) and all(
+        mine in rank.shapes and other in reference.shapes and tuple(rank.shapes[mine]) == tuple(reference.shapes[other])
+        for mine, other in zip(op.results, theirs.results))
 
 
 # ops that only view or copy their one operand: a weight read through its transpose is the weight read
@@ -302,7 +319,26 @@ def where_output_shape(reference: Recording, rank: Recording, name: str) -> Opti
     not_block = _judge(rank, reference, pairs, is_block)
     if not not_block(name):
         return None
-    return _walk(rank, name, not_block)
+    stacked = _stacked_pieces(rank, reference, pairs)
+    return _walk(rank, name, lambda value: False if value in stacked else not_block(value))
+
+
+def _stacked_pieces(rank: Recording, reference: Recording, pairs: dict[str, str]) -> set[str]:
+    """Results of gathers that stack the ranks' pieces along dim 0 (the collective's own layout, whatever
+    the code wants: ``all_gather_into_tensor``, a functional gather before its own chunk and cat), each
+    piece a block of its single-device counterpart and not all of it: the pieces are right, so the stack
+    is no wrong shape yet; the op that cuts it into values that are no blocks (a chunk along the wrong
+    dim) is where the shapes part.  A gather of a value every rank holds whole is left to ``gathered_whole``."""
+    found = set()
+    for op in rank.ops:
+        if op.kind != "all_gather" or int(op.attrs.get("dim", 0)) != 0 or len(op.args) != 1 or len(op.results) != 1:
+            continue
+        piece, partner = op.args[0], pairs.get(op.args[0])
+        if piece in rank.shapes and partner in reference.shapes \
+                and is_block(rank.shapes[piece], reference.shapes[partner]) \
+                and tuple(rank.shapes[piece]) != tuple(reference.shapes[partner]):
+            found.add(op.results[0])
+    return found
 
 
 def where_pieces_lost(reference: Recording, rank: Recording, name: str, world: int) -> Optional[Op]:
@@ -359,7 +395,8 @@ def gathered_whole(reference: Recording, rank: Recording, name: str) -> Optional
                 return gather, line, variable
         if made is None or made.kind.startswith(("all_", "reduce_scatter", "broadcast")):
             return None
-        following = [arg for arg in made.args if whole(arg)]
+        # the value itself, not a replicated weight every rank also holds whole (a LayerNorm's)
+        following = [arg for arg in made.args if whole(arg) and rank.shapes.get(arg) == rank.shapes.get(value)]
         if len(following) != 1:
             return None
         reader, value = made, following[0]

@@ -4,7 +4,12 @@ value enters, in the file it is in.  Twin cases, gloo ground truth (1 vs 2 ranks
 * k1: another rank's block of a weight (``chunk(w, world)[world - 1 - rank]``): named at that line,
   not at the matmul that reads it nor the all-reduce after it;
 * k2: the bug is inside a package of the user's own beside the file (a reduce taking the maximum):
-  named at that package file's line (``file`` in JSON), not at this file's call into it.
+  named at that package file's line (``file`` in JSON), not at this file's call into it;
+* k35: a vocabulary-parallel lookup given every world-th row of the table: the ranks' masks and local ids
+  differ from one device's by design, so the strided slice, the first wrong value computed from right
+  operands that is no index or mask, is named, not the first mask;
+* k36: a vocabulary-parallel softmax whose MAX all-reduce of the row maximum comes after the line that
+  reads it: each rank's maximum of its block is a piece of that max, so the reader is named, not the amax.
 
 The expected lines are found by the cases' own "the bug" markers (the tool never reads them).
 """
@@ -64,11 +69,28 @@ def test_a_bug_inside_the_users_package_is_named_in_that_file():
     assert "called from line 16" in first["message"], first["message"]   # this file's call into it
 
 
+@pytest.mark.parametrize("name", ["k35_vocab_rows_ok.py", "k36_vocab_softmax_ok.py"])
+def test_vocabulary_parallel_twins_are_verified(name):
+    code, body = translate(name)
+    assert (code, body["verdict"]) == (0, "verified"), said(body)
+
+
+@pytest.mark.parametrize("name", ["k35_vocab_rows_strided_bug.py", "k36_vocab_softmax_max_late_bug.py"])
+def test_a_vocabulary_parallel_bug_is_named_past_the_ranks_own_indices_and_maxima(name):
+    code, body = translate(name)
+    assert (code, body["verdict"]) == (1, "violations"), said(body)
+    first = errors(body)[0]
+    assert (first["line"], first["file"]) == (marked_line(CASES / name), None), first
+    assert "reproduced by torch" in first["message"], first["message"]
+
+
 def test_gloo_runs_back_both_pairs():
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth import realworld_runner as rw
 
-    names = ("k1_shard_index_ok.py", "k1_shard_index_bug.py", "k2_package_regions_ok.py", "k2_package_regions_bug.py")
+    names = ("k1_shard_index_ok.py", "k1_shard_index_bug.py", "k2_package_regions_ok.py", "k2_package_regions_bug.py",
+             "k35_vocab_rows_ok.py", "k35_vocab_rows_strided_bug.py", "k36_vocab_softmax_ok.py",
+             "k36_vocab_softmax_max_late_bug.py")
     sys.path.insert(0, str(CASES))   # the k2 files import their package from beside them (spawned ranks too)
     try:
         results = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=60.0), 2) for name in names])
@@ -79,3 +101,6 @@ def test_gloo_runs_back_both_pairs():
     assert statuses["k2_package_regions_ok.py"] == rw.STATUS_MATCH, statuses
     assert statuses["k1_shard_index_bug.py"] == rw.STATUS_MISMATCH, statuses
     assert statuses["k2_package_regions_bug.py"] == rw.STATUS_MISMATCH, statuses
+    for twin in ("k35_vocab_rows", "k36_vocab_softmax"):
+        assert [status for name, status in statuses.items() if name.startswith(twin)] \
+            == [rw.STATUS_MATCH, rw.STATUS_MISMATCH], statuses

@@ -67,13 +67,28 @@ def test_a_stride_on_a_column_layer_is_repaired_where_the_layer_is_built():
     assert "reproduced by torch" in first["message"] and "installed module built at line" in first["message"], first
 
 
+def test_a_gathered_fused_output_is_repaired_where_the_column_layer_is_built():
+    # fc2's operand, F.silu(gate) * up, has its shape from fc1's gather: through the product of two values
+    # of one shape and the chunk both runs make alike, to the layer that gathered
+    bug = "m3_megatron_swiglu_gather_output_bug.py"
+    code, body = translate(bug)
+    errors = [d for d in body["diagnostics"] if d["severity"] == "error"]
+    assert (code, body["verdict"]) == (1, "violations"), errors
+    first = errors[0]
+    assert (first["line"], first["repair_line"]) == (_line_of(bug, "self.fc2(F.silu(gate) * up)"),
+                                                     _line_of(bug, "# the bug")), first
+    assert "cannot be multiplied" in first["message"], first["message"]
+
+
 def test_gloo_runs_back_both_verdicts():
     sys.path.insert(0, str(REPO / "tests"))
     from groundtruth import realworld_runner as rw
 
-    ok, bug, ok2, bug2 = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=120.0), 2) for name in (
+    ok, bug, ok2, bug2, gathered = rw.run_jobs([rw.Job(rw.Spec(str(CASES / name), timeout=120.0), 2) for name in (
         "m1_megatron_swiglu_stride2_ok.py", "m1_megatron_swiglu_stride1_bug.py",
-        "m2_megatron_mlp_stride1_ok.py", "m2_megatron_mlp_stride2_bug.py")])
+        "m2_megatron_mlp_stride1_ok.py", "m2_megatron_mlp_stride2_bug.py", "m3_megatron_swiglu_gather_output_bug.py")])
+    assert gathered.status == rw.STATUS_ERROR and "cannot be multiplied" in (gathered.error or ""), \
+        (gathered.status, gathered.error)
     assert ok.status == rw.STATUS_MATCH, (ok.error, ok.details)
     assert ok2.status == rw.STATUS_MATCH, (ok2.error, ok2.details)
     assert bug2.status == rw.STATUS_MISMATCH, (bug2.error, bug2.details)

@@ -4,7 +4,8 @@ op that cut a piece again (issue 25, item 4), not the ``return``.  Campaign muta
 ``scatter_to_sequence_parallel_region`` or ``reduce_scatter_to_sequence_parallel_region`` applied twice.
 The converse, an output world times too long because a gather read a value every rank held whole, is
 named where that value should have become a piece: the line that bound it to a value made before it
-(campaign mutants: the same mappings removed, ``local_out = partial``), not the gather.
+(campaign mutants: the same mappings removed, ``local_out = partial``), not the gather; the value is followed
+back through the per-token op, not the weight it reads, which every rank also holds whole.
 Twin cases in plain torch, gloo ground truth (1 vs 2 ranks); the expected line is found by the case's
 "# the bug" marker (the tool never reads it)."""
 from __future__ import annotations
