@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
+import runpy
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,15 +59,61 @@ def gloo_outputs(name: str, world: int, cuda_on_cpu: bool = False, dtype: str = 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name[:-3],
-                               dtype, *([str(REPO)] if cuda_on_cpu else [])],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outputs = []
+    argv = [[str(r), str(world), str(port), str(CASES), name[:-3], dtype, *([str(REPO)] if cuda_on_cpu else [])]
+            for r in range(world)]
+    return [json.loads(out) for out in warm_ranks(_RANK, argv)]
+
+
+def _rank_main(script: str, argv: list[str], out_path: str, err_path: str) -> None:
+    """In a forked worker: the rank program ``script`` run as ``python script *argv`` runs it (``__main__``,
+    ``sys.argv``), what it prints written to ``out_path`` and an exception's traceback to ``err_path``
+    (exit code 1)."""
+    sys.argv = [script, *argv]
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        sys.stdout = out
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except BaseException:
+            err.write(traceback.format_exc())
+            err.flush()
+            out.flush()
+            os._exit(1)
+        out.flush()
+
+
+def warm_ranks(code: str, argv_per_rank: list[list[str]], timeout: float = 300.0) -> list[str]:
+    """Each rank's printed output of the rank program ``code`` (what ``python -c code *argv`` prints), the
+    ranks started together as processes forked from the ground-truth runners' server, which imported
+    torch once (tests/groundtruth/runner.py ``worker_context``), instead of one new interpreter importing
+    torch per rank (about 2 CPU seconds each).  Each rank is a fresh fork of that clean image: no state
+    is shared between ranks or runs.  A rank that fails or outlives ``timeout`` fails the caller with its
+    traceback."""
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
+    from groundtruth import runner as gt
+
+    ctx = gt.worker_context()
+    folder = tempfile.mkdtemp(prefix="ranks-")
+    script = os.path.join(folder, "rank.py")
+    Path(script).write_text(code)
+    files = [(os.path.join(folder, f"{r}.out"), os.path.join(folder, f"{r}.err")) for r in range(len(argv_per_rank))]
+    ranks = [ctx.Process(target=_rank_main, args=(script, argv, out, err))
+             for argv, (out, err) in zip(argv_per_rank, files)]
     for process in ranks:
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-2000:]
-        outputs.append(json.loads(out))
-    return outputs
+        process.start()
+    try:
+        for process in ranks:
+            process.join(timeout)
+        for process, (_, err) in zip(ranks, files):
+            assert process.exitcode == 0, f"rank exit {process.exitcode}: " + (
+                Path(err).read_text()[-2000:] if os.path.exists(err) else "")
+        return [Path(out).read_text() for out, _ in files]
+    finally:
+        for process in ranks:
+            if process.is_alive():
+                process.kill()
+                process.join()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def marked_line(path: Path) -> int:

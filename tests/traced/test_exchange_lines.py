@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 
 import pytest
-from case_runs import CASES, marked_line, translate
+from case_runs import CASES, marked_line, translate, warm_ranks
 
 TWINS = ["t8_exchange_copied", "t9_exchange_rebound"]
 RESHARD = ("--mesh", "tp=2", "--expect", "x=Shard(0)", "--expect", "out=Shard(1)")
@@ -41,14 +39,8 @@ def gloo_blocks(name: str, world: int) -> list:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(world), str(port), str(CASES), name],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outputs = []
-    for process in ranks:
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err[-2000:]
-        outputs.append(json.loads(out))
-    return outputs
+    argv = [[str(r), str(world), str(port), str(CASES), name] for r in range(world)]
+    return [json.loads(out) for out in warm_ranks(_RANK, argv, timeout=120)]
 
 
 @pytest.mark.torch

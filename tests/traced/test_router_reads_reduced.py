@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from case_runs import warm_ranks
 
 pytest.importorskip("torch")
 
@@ -41,9 +42,8 @@ def _gloo(name: str, world: int) -> list:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = GLOO.format(cases=str(CASES), name=name)
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(r), str(world), str(port)], stdout=subprocess.PIPE,
-                              text=True) for r in range(world)]
-    return [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    outputs = warm_ranks(script, [[str(r), str(world), str(port)] for r in range(world)])
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
 def _translate(name: str) -> dict:
