@@ -154,8 +154,8 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
             _shown_files(report)
             report.seconds = time.perf_counter() - started
             return TracedResult(report)
-        raised = _raise_on_gloo(options.world, path, options, timeout, progress) \
-            if outcome.rank_raised and confirm_findings else None
+        raised = _raise_on_gloo(options.world, path, options, timeout, progress, shape_of=outcome.shape_of) \
+            if (outcome.rank_raised or outcome.shape_of) and confirm_findings else None
         if raised is None or raised.outcome == REPRODUCED:
             check = "equivalence" if outcome.kind == "violation" else "unsupported"
             message = f"{outcome.message}; {raised.detail}" if raised is not None else outcome.message
@@ -181,8 +181,8 @@ def trace_or_refusal(source: str, path: str, *, entry: Optional[str], mesh: Opti
                           communicates=calls_collectives(source))
     if SCALED_WORLD in options.also_worlds and report.verdict != VIOLATIONS:
         budget = max(2.0, timeout * SCALED_SHARE)
-        raise_check = (lambda world: _raise_on_gloo(world, path, options, timeout, progress)) \
-            if confirm_findings else None
+        raise_check = (lambda world, shape_of=None: _raise_on_gloo(world, path, options, timeout, progress,
+                                                                     shape_of=shape_of)) if confirm_findings else None
         _check_scaled(report, scaled.get(SCALED_WORLD), budget, progress, confirm, raise_check)
     report.extra["frontend"] = FRONTEND_NOTE
     _note_isolation(report)
@@ -276,20 +276,26 @@ def _hangs_first(failure, report: Report, gloo_raise=None) -> bool:
     return True
 
 
-def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress, why: str = "a rank raised"):
-    """A simulated rank raised where one device did not, or the recorded ops say some rank never finishes
-    (``why``): the ``Confirmation`` of real gloo ranks run with the same inputs (the simulated process group
-    may raise where gloo does not: an all-to-all with an empty input)."""
+def _raise_on_gloo(world: int, path: str, options, timeout: float, progress: Progress, why: str = "a rank raised",
+                   shape_of: str | None = None):
+    """A simulated rank raised where one device did not, returned ``shape_of`` in another shape, or the
+    recorded ops say some rank never finishes (``why``): the ``Confirmation`` of real gloo ranks run with
+    the same inputs (the simulated process group may raise where gloo does not: an all-to-all with an
+    empty input)."""
     from frontends.traced.confirm import confirm_raise
 
     if progress:
-        progress(f"confirming with torch: {path} on one device and on {world} gloo ranks ({why})")
+        progress(f"confirming with torch: {path} on one device and on {world} gloo ranks "
+                 f"({f'{shape_of} has another shape' if shape_of else why})")
     return confirm_raise(world, path=path, shown_as=path, entry=options.entry, shapes=options.shapes,
                          timeout=max(30.0, min(CONFIRM_TIMEOUT, timeout * 0.5)), memory_bytes=options.memory_bytes,
-                         paths=options.paths, args=options.args, harness=options.harness)
+                         paths=options.paths, args=options.args, harness=options.harness, shape_of=shape_of)
 
 
 def _raise_not_reproduced(failure, confirmation) -> str:
+    if confirmation.outcome == AGREES and failure.shape_of:
+        return (f"by the simulated ranks, {failure.message}, but {confirmation.detail} (not a violation; a defect "
+                f"of the verifier's simulation)")
     if confirmation.outcome == AGREES:
         return (f"{failure.message}, but {confirmation.detail}: the simulated process group raised, not your code "
                 f"(not a violation; a defect of the verifier's simulation)")
@@ -301,7 +307,8 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
                   raise_check=None) -> None:
     """Fold the 4-rank check into ``report``: its violations become the report's (marked as found
     on 4 ranks); otherwise a note says what was checked there, and that the values were tested.
-    ``raise_check(world)``: what real gloo ranks say of a rank that raised there (None: not asked)."""
+    ``raise_check(world, shape_of)``: what real gloo ranks say of a rank that raised there, or returned
+    ``shape_of`` in another shape (None: not asked)."""
     from frontends.traced import TraceFailure
     from verifier.traced_check import check_traced
 
@@ -310,7 +317,8 @@ def _check_scaled(report: Report, program, budget: float, progress: Progress, co
         report.add(Diagnostic("scale", NOTE, f"not checked {where}: the time limit was reached"))
         return
     if isinstance(program, TraceFailure):
-        raised = raise_check(SCALED_WORLD) if program.rank_raised and raise_check is not None else None
+        raised = raise_check(SCALED_WORLD, program.shape_of) \
+            if (program.rank_raised or program.shape_of) and raise_check is not None else None
         if program.kind == "violation" and (raised is None or raised.outcome == REPRODUCED):
             message = f"{program.message}; {raised.detail}" if raised is not None else program.message
             report.add(Diagnostic("equivalence", ERROR, f"{where}: {message}", line=program.line,

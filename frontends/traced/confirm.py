@@ -112,21 +112,25 @@ def _confirm(program: TracedProgram, finding: Finding, leaves, runs: list, forwa
 
 def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: str | None = None,
                   shapes: dict | None = None, timeout: float = 90.0, memory_bytes: int | None = None,
-                  paths: tuple[str, ...] = (), args: tuple[str, ...] = (), harness: str | None = None) -> Confirmation:
-    """A simulated rank raised where the single-device run did not: the user's code run for real, built
-    and given its inputs as the tracing runs were (the same seed), forward and backward (every output's
-    cotangent ones), on one device and on ``world`` gloo ranks.  REPRODUCED: a real rank raises too, or
-    the real ranks block each other where one device finishes (a hang is the failure there); AGREES: every
-    real rank finishes (the simulated process group raised, not the code); NOT_RUN: the real runs say
-    neither (one device raised as well, or they did not finish)."""
+                  paths: tuple[str, ...] = (), args: tuple[str, ...] = (), harness: str | None = None,
+                  shape_of: str | None = None) -> Confirmation:
+    """A simulated rank raised where the single-device run did not, or returned ``shape_of`` (an output or
+    gradient) in another shape: the user's code run for real, built and given its inputs as the tracing
+    runs were (the same seed), forward and backward (every output's cotangent ones), on one device and on
+    ``world`` gloo ranks.  REPRODUCED: a real rank raises too, the real ranks block each other where one
+    device finishes (a hang is the failure there), or a real rank's ``shape_of`` has another shape than one
+    device's; AGREES: every real rank finishes (with ``shape_of`` in the one-device shape); NOT_RUN: the
+    real runs say neither (one device raised as well, or they did not finish)."""
     started = time.perf_counter()
     runs = [({"world": 1, "rank": 0}, {})] + [({"world": world, "rank": r}, {}) for r in range(world)]
-    ran = _run_real({"forward_only": False, "float64": False, "sizes": {}, "cotangents": "ones"}, runs, started,
+    # an output's shape is confirmed by the forward pass alone, as a value on an output is (see above)
+    forward_only = shape_of is not None and not shape_of.startswith("gradient")
+    ran = _run_real({"forward_only": forward_only, "float64": False, "sizes": {}, "cotangents": "ones"}, runs, started,
                     path=path, shown_as=shown_as, entry=entry, shapes=shapes, timeout=timeout,
                     memory_bytes=memory_bytes, paths=paths, args=args, harness=harness)
     if isinstance(ran, Confirmation):
         return ran
-    answers, _, seconds = ran
+    answers, per_run, seconds = ran
     reference, ranks = answers[0], answers[1:]
     if reference.get("status") != "ok":
         return Confirmation(NOT_RUN, f"torch on one device did not finish either: {reference.get('error')}", world,
@@ -144,8 +148,24 @@ def confirm_raise(world: int, *, path: str, shown_as: str | None = None, entry: 
         rank, answer = unfinished[0]
         return Confirmation(NOT_RUN, f"rank {rank} of {world} did not finish on gloo ({answer.get('error')})", world,
                             seconds=seconds)
+    if shape_of is not None:
+        return _shape_on_ranks(shape_of, per_run, world, seconds)
     return Confirmation(AGREES, f"on {world} real gloo ranks with the same inputs no rank raises", world,
                         seconds=seconds)
+
+
+def _shape_on_ranks(label: str, per_run: list[dict], world: int, seconds: float) -> Confirmation:
+    """What real ranks say of a simulated rank's ``label`` in another shape than one device's."""
+    if label not in per_run[0] or any(label not in values for values in per_run[1:]):
+        return Confirmation(NOT_RUN, f"the real runs did not produce {label}", world, seconds=seconds)
+    whole = tuple(np.shape(per_run[0][label]))
+    for rank, values in enumerate(per_run[1:]):
+        if tuple(np.shape(values[label])) != whole:
+            return Confirmation(REPRODUCED, f"reproduced by torch on {world} gloo ranks: {label} has shape "
+                                            f"{tuple(np.shape(values[label]))} on rank {rank}, {whole} on one device",
+                                world, label, rank, seconds=seconds)
+    return Confirmation(AGREES, f"on {world} real gloo ranks with the same inputs {label} has the one-device shape "
+                                f"{whole} on every rank", world, seconds=seconds)
 
 
 def _hung(unfinished: list[tuple[int, dict]], world: int, seconds: float) -> Confirmation | None:

@@ -17,6 +17,7 @@ class TraceFailure:
     reads_collective: bool = False   # a rank read values a simulated collective computed (real ranks can give them)
     repair_line: int | None = None   # where the repair goes in the checked file, when another line than ``line``
     rank_raised: bool = False   # a violation: a simulated rank raised where one device did not (real ranks must too)
+    shape_of: str | None = None   # a violation: this output or gradient has another shape on a rank (real ranks too)
     # a violation found after the ranks' ops were recorded whole: those ops and the mesh, so their timing
     # (a deadlock, which the simulated ranks ran through) can still be checked
     rank_ops: tuple = ()

@@ -119,7 +119,7 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 # a plain tensor returned by a rank is the value itself: a piece of it is not the
                 # single-device result (a DTensor output says which piece it is, through its placements)
                 return replace(_wrong_output_shape(value, theirs, reference, run, world), rank_ops=tuple(rank_ops),
-                               mesh=dict(ranks[0].mesh))
+                               mesh=dict(ranks[0].mesh), shape_of=value.label)
             layout = layouts.get((run.rank, value.key)) if value.kind == "gradient" \
                 and not _placed_otherwise(run, value.key, theirs) else None
             if layout is not None:
@@ -129,7 +129,8 @@ def to_program(reference: RunResult, ranks: list[RunResult], user_layouts: dict[
                 if region is None and _cannot_be_a_piece(value.shape, theirs.shape):
                     return TraceFailure("violation", f"{value.label} has shape {tuple(theirs.shape)} on rank "
                                                      f"{run.rank} but {tuple(value.shape)} on one device: no piece "
-                                                     f"of the single-device value has that shape", value.span.line)
+                                                     f"of the single-device value has that shape", value.span.line,
+                                        shape_of=value.label)
                 if region is None and layout is None:
                     return TraceFailure("unsupported", f"{value.label}: rank {run.rank} holds shape "
                                                        f"{theirs.shape} of shape {value.shape}; which piece it is "

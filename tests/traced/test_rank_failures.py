@@ -244,8 +244,24 @@ def test_a_deadlock_is_the_finding_even_where_the_ranks_outputs_also_have_anothe
                    for d in body["diagnostics"]), body["diagnostics"]
     elif ordered:
         assert first["check"] == "equivalence" and "has shape" in first["message"], first
+        # shown because real gloo ranks return the piece too
+        assert "reproduced by torch on 2 gloo ranks: output 0 has shape (2, 8) on rank 0, (4, 8)" in first["message"]
         assert not any(d["check"] == "deadlock" for d in body["diagnostics"]), body["diagnostics"]
     else:
         assert (first["check"], first["line"], first["repair_line"]) == ("deadlock", 17, 17), first
         assert any("values not compared: some ranks never finish" in d["message"] and "has shape" in d["message"]
                    for d in body["diagnostics"]), body["diagnostics"]
+
+
+def test_a_shape_the_simulated_ranks_return_is_shown_only_when_real_ranks_return_it_too():
+    import numpy as np
+
+    from frontends.traced.confirm import _shape_on_ranks
+    from verifier.confirmation import AGREES, NOT_RUN, REPRODUCED
+
+    one = {"output 0": np.zeros((8, 4))}
+    pieces = _shape_on_ranks("output 0", [one, {"output 0": np.zeros((4, 4))}, {"output 0": np.zeros((4, 4))}], 2, 0.0)
+    assert (pieces.outcome, pieces.rank) == (REPRODUCED, 0) and "(4, 4) on rank 0, (8, 4) on one device" in pieces.detail
+    whole = _shape_on_ranks("output 0", [one, one, one], 2, 0.0)
+    assert whole.outcome == AGREES and "has the one-device shape (8, 4) on every rank" in whole.detail
+    assert _shape_on_ranks("output 0", [one, one, {}], 2, 0.0).outcome == NOT_RUN
