@@ -48,6 +48,7 @@ from .pieces import block_counts, comparable, misassembled
 from .proof_memo import ProofMemo
 from .reduction_lines import is_collective, repair_after
 from .exchange_lines import missing_exchange
+from .routing_lines import misrouted
 from .picked_lines import mispicked
 from .unwritten_lines import write_slot
 from .handed_back import unchanged_backward, unreduced_forward
@@ -1031,7 +1032,33 @@ def first_culprit(program: TracedProgram, runs: _Runs, comparison: Comparison, r
     if best is None:
         return None, rank
     return _gradient_read_through(program, runs, comparison, best[2], best[1]) \
-        or _missing_exchange(program, runs, comparison, best[2], best[1]) or best[1], best[2]
+        or _missing_exchange(program, runs, comparison, best[2], best[1]) \
+        or _misrouted(program, runs, best[2], best[1]) or best[1], best[2]
+
+
+def _misrouted(program: TracedProgram, runs: _Runs, rank: int, found: Op) -> Op | None:
+    """A value after an all-to-all holding other elements than its block of one device's: where the send
+    buffer was laid out (routing_lines.py)."""
+    ops, env, reference = program.ranks[rank], runs.ranks[rank], runs.reference
+    pairs = _through_collectives(ops, _pairing(program.reference, ops))
+
+    def block(name: str) -> Any:   # one device's value of ``name``'s partner, or the rank's own block of it
+        want = np.asarray(reference[pairs[name]])
+        got = np.shape(env[name])
+        if got == want.shape:
+            return want
+        own = _own_block(block_counts(got, want.shape) or [], rank, program.world)
+        if own is None:
+            raise ValueError("no block of the rank's own")
+        return want[tuple(slice(b * g, (b + 1) * g) for b, g in zip(own, got))]
+
+    def agrees(name: str) -> bool:
+        try:
+            return name in env and comparable(env[name], reference[pairs[name]]) and _close(env[name], block(name))
+        except (KeyError, TypeError, ValueError, IndexError):
+            return False
+
+    return misrouted(ops, env, program.reference, reference, pairs, found, block, agrees, _close)
 
 
 def _missing_exchange(program: TracedProgram, runs: _Runs, comparison: Comparison, rank: int, found: Op) -> Op | None:
