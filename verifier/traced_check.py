@@ -392,10 +392,40 @@ def _report_rank_failure(program: TracedProgram, report: Report, error: RunError
         inputs={key: plain(value) for key, value in leaves.items()}, reference={}, per_rank={},
         value=f"rank {error.rank}",
         note=f"the single-device run finishes on these inputs; rank {error.rank} fails at {message}")
+    handed = _handed_to_failure(program, error, leaves)
+    said = (f"; it reads a piece of the value (this rank's block of one device's) that the installed module built "
+            f"at line {handed} hands out, as if it were the whole: the flags or parallel style given there choose "
+            f"which layout a rank gets") if handed is not None else ""
     report.add(Diagnostic("equivalence", ERROR,
-                          f"rank {error.rank} fails where the single-device run does not ({how}): {message}",
-                          error.line, counterexample))
+                          f"rank {error.rank} fails where the single-device run does not ({how}): {message}{said}",
+                          error.line, counterexample, repair_line=handed))
     raise _Stop
+
+
+def _handed_to_failure(program: TracedProgram, error: RunError, leaves: dict[str, Any]) -> int | None:
+    """``_handed`` for the op a rank failed at (a class index out of range for the rank's block of the
+    logits), or for the culprit of an operand of it that goes wrong (the log-softmax over the block before
+    it), from that rank's values up to the failure and the single device's run on the same inputs."""
+    if error.env is None or error.rank is None or error.op is None \
+            or not any(op is error.op for op in program.ranks[error.rank]):
+        return None
+    try:
+        (reference,) = run((program.reference,), leaves, NumpyBackend(), new_cache())
+    except (RunError, ValueError):
+        return None
+    runs = _Runs(reference, [error.env if r == error.rank else {} for r in range(len(program.ranks))])
+    found = _handed(program, runs, error.rank, error.op)
+    if found is not None:
+        return found
+    lines = set()
+    for name in error.op.args:
+        if name in error.env:
+            try:
+                lines.add(_handed(program, runs, error.rank, culprit(program, runs, error.rank, name)))
+            except (TypeError, ValueError, KeyError, IndexError):
+                return None
+    lines.discard(None)
+    return lines.pop() if len(lines) == 1 else None
 
 
 def _engine_error(report: Report, error: RunError) -> None:

@@ -34,6 +34,7 @@ class RunError(Exception):
     def __init__(self, op: Op | None, rank: int | None, message: str, torch_raises: bool = False):
         self.op, self.rank, self.torch_raises = op, rank, torch_raises
         self.line = op.span.line if op is not None else None
+        self.env: dict[str, Any] | None = None   # the failing rank's values up to the op (an op that raised)
         super().__init__(message)
 
 
@@ -164,7 +165,9 @@ class Runner:
                 raise
             except (ShapeError, EvalError, ValueError, IndexError, KeyError, TypeError, ZeroDivisionError,
                     AttributeError) as exc:
-                raise RunError(op, index, f"{op.kind}: {exc}", isinstance(exc, TorchRaises)) from exc
+                error = RunError(op, index, f"{op.kind}: {exc}", isinstance(exc, TorchRaises))
+                error.env = rank.env
+                raise error from exc
             except z3.Z3Exception as exc:  # a value Z3 cannot hold (a float infinity in a product)
                 raise RunError(op, index, f"{op.kind}: not encodable in Z3 ({exc})") from exc
             moved = True
