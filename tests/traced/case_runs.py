@@ -6,20 +6,21 @@ import os
 import runpy
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import traceback
 from pathlib import Path
+
+import warm_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).parent / "cases"
 
 
 def translate(name: str, *extra: str, timeout: float = 300) -> tuple[int, dict]:
-    """(exit code, JSON report) of ``translate`` on case ``name`` with ``extra`` arguments."""
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), *extra,
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    """(exit code, JSON report) of ``translate`` on case ``name`` with ``extra`` arguments: the command a user
+    runs, forked from a server that imported it once (warm_cli.py)."""
+    run = warm_cli.run(["translate", str(CASES / name), *extra, "--format", "json"], cwd=REPO, timeout=timeout)
     return run.returncode, json.loads(run.stdout)
 
 
