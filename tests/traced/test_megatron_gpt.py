@@ -150,11 +150,24 @@ def _translate(case: str, mesh: str | None = "tp=2") -> tuple[dict, int]:
         raise AssertionError(f"no JSON document (exit {proc.returncode}): {proc.stderr[-2000:]}")
 
 
+GLOO_RUNS = (("g5_megatron_gpt_tp_ok.py", 2), ("g5_megatron_gpt_tp_ok.py", 4),
+             ("g5_megatron_gpt_sp_norm_unmarked_bug.py", 2))
+
+
+@pytest.fixture(scope="module")
+def gloo():
+    """(case, world) -> the real-world runner's result, every run of the module in one batch: each case's
+    1-rank reference runs once (the right case's serves its 2- and 4-rank runs) and the workers that import
+    megatron-core are shared, where a run per world size started a reference and its own workers each."""
+    jobs = [rw.Job(rw.Spec(str((CASES / case).resolve()), timeout=600), world) for case, world in GLOO_RUNS]
+    return dict(zip(GLOO_RUNS, rw.run_jobs(jobs)))
+
+
 @needs_megatron
-def test_gpt_tensor_parallel_verified_and_gloo_agrees():
+def test_gpt_tensor_parallel_verified_and_gloo_agrees(gloo):
     """The whole GPTModel on 2 ranks proven; its 4-rank run checked on values; gloo agrees on 2 and 4."""
     for world in (2, 4):
-        truth = rw.run_file(CASES / "g5_megatron_gpt_tp_ok.py", world=world, timeout=600)
+        truth = gloo[("g5_megatron_gpt_tp_ok.py", world)]
         assert truth.status == rw.STATUS_MATCH, truth
     report, code = _translate("g5_megatron_gpt_tp_ok.py", mesh=None)
     assert report["verdict"] == "verified" and code == 0, [d["message"] for d in report["diagnostics"]
@@ -162,8 +175,8 @@ def test_gpt_tensor_parallel_verified_and_gloo_agrees():
 
 
 @needs_megatron
-def test_gpt_sequence_parallel_norm_unmarked_is_a_violation_and_gloo_agrees():
-    truth = rw.run_file(CASES / "g5_megatron_gpt_sp_norm_unmarked_bug.py", world=2, timeout=600)
+def test_gpt_sequence_parallel_norm_unmarked_is_a_violation_and_gloo_agrees(gloo):
+    truth = gloo[("g5_megatron_gpt_sp_norm_unmarked_bug.py", 2)]
     assert truth.status == rw.STATUS_MISMATCH, truth
     wrong = {d.name for d in truth.details if not d.matches}
     assert any("final_layernorm" in name for name in wrong), wrong
