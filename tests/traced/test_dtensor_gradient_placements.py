@@ -9,11 +9,11 @@ torch").  Real gloo runs back both twins.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 pytest.importorskip("torch")
 
@@ -25,8 +25,7 @@ OK, BUG = "dtensor_softmax_sharded_dim_ok.py", "dtensor_local_output_softmax_sha
 
 
 def translate(name: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(GALLERY / name),
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    run = warm_cli.run(["translate", str(GALLERY / name), "--format", "json"], cwd=REPO, timeout=300)
     return run.returncode, json.loads(run.stdout)
 
 

@@ -6,11 +6,11 @@ gloo ground truth (1 against 2 real ranks, tests/groundtruth/runner.py) backs it
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 pytest.importorskip("torch")
 
@@ -52,8 +52,7 @@ GROUND_TRUTH = {
 
 
 def translate(name: str, *extra: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(CASES / name), "--format", "json",
-                          *extra], capture_output=True, text=True, cwd=REPO, timeout=300)
+    run = warm_cli.run(["translate", str(CASES / name), "--format", "json", *extra], cwd=REPO, timeout=300)
     return run.returncode, json.loads(run.stdout)
 
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 pytest.importorskip("torch")
 
@@ -28,8 +29,7 @@ CASE = str(Path(__file__).parent / "cases" / "e1_function_entry.py")
 
 
 def translate(*args: str) -> tuple[int, dict]:
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", *args, "--format", "json",
-                          "--timeout", "300"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    run = warm_cli.run(["translate", *args, "--format", "json", "--timeout", "300"], cwd=REPO, timeout=600)
     return run.returncode, json.loads(run.stdout)
 
 

@@ -10,12 +10,11 @@ Each case's verdict was confirmed with real gloo runs (1 vs 2 and 4 ranks) when 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 pytest.importorskip("torch")
 
@@ -37,8 +36,7 @@ BODY_FIRST_LINE = 9   # line of the first line of a body below in the written fi
 def translate(tmp_path: Path, body: str, *extra: str) -> tuple[int, dict]:
     path = tmp_path / "model.py"
     path.write_text(textwrap.dedent(HEADER) + textwrap.dedent(body).lstrip("\n"))
-    run = subprocess.run([sys.executable, "-m", "verify_agent", "translate", str(path), "--format", "json", *extra],
-                         capture_output=True, text=True, cwd=REPO, timeout=240)
+    run = warm_cli.run(["translate", str(path), "--format", "json", *extra], cwd=REPO, timeout=240)
     return run.returncode, json.loads(run.stdout)
 
 
