@@ -1254,7 +1254,6 @@ def _violation(check: str, message: str, op: Op | None, line: int | None, counte
                       repair_line=repair_line)
 
 
-
 def _mispicked(program: TracedProgram, op: Op | None) -> tuple[str, int, str] | None:
     """The pick out of a Python list the culprit ``op`` read, when the ranks' picks there are no sharing of one
     device's (``picked_lines.py``)."""
