@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -157,9 +156,7 @@ def package(tmp_path_factory) -> Path:
 
 
 def translate(target: str, *args: str) -> tuple[dict, int]:
-    proc = subprocess.run([sys.executable, "-c", "from verify_agent.cli import main; main()", "translate", target,
-                           *args, "--format", "json", "--timeout", "600"],
-                          capture_output=True, text=True, cwd=REPO, timeout=900)
+    proc = warm_cli.run(["translate", target, *args, "--format", "json", "--timeout", "600"], cwd=REPO, timeout=900)
     try:
         return json.loads(proc.stdout), proc.returncode
     except json.JSONDecodeError:
