@@ -1,6 +1,6 @@
 """The tool's verdict on every real-world gallery driver equals the expected verdict.
 
-`verify-agent translate FILE --format json` runs in a subprocess (as a user runs it) on each
+`verify-agent translate FILE --format json` runs as a user runs it (forked from warm_cli.py's server) on each
 driver of examples/realworld/; expected.json holds the verdict the gloo ground truth
 (tests/groundtruth/test_realworld_groundtruth.py) confirms.  A driver the tool gets wrong is
 marked xfail(strict=True) with the cause below, never by weakening expected.json.
@@ -14,11 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 pytest.importorskip("torch")
 
@@ -63,10 +62,7 @@ def test_translate_verdict_matches_ground_truth(name):
         pytest.skip("sampled out of the default suite (REALWORLD_VERDICTS=all runs it)")
     if "megatron" in (GALLERY / name).read_text() and not HAVE_MEGATRON:
         pytest.skip("megatron-core not installed")
-    proc = subprocess.run(
-        [sys.executable, "-c", "from verify_agent.cli import main; main()", "translate", str(GALLERY / name),
-         "--format", "json"],
-        capture_output=True, text=True, cwd=REPO, timeout=900)
+    proc = warm_cli.run(["translate", str(GALLERY / name), "--format", "json"], cwd=REPO, timeout=900)
     report = json.loads(proc.stdout)
     want = EXPECTED[name]["verdict"]
     explain = f"{name}: tool said {report['verdict']} (exit {proc.returncode}), ground truth {want}\n" + \
