@@ -234,9 +234,16 @@ def report_timing(report: Report, diagnostics: list[Diagnostic], confirmation: C
                    f"violation is reported without real ranks reproducing it")
         kind = "not confirmed by torch"
     report.add(Diagnostic("unsupported", ERROR, message, errors[0].line, file=errors[0].file))
+    _list_defect(report, kind, message, confirmation, errors[0].line)
+
+
+def _list_defect(report: Report, kind: str, message: str, confirmation: Confirmation, line: int | None,
+                 op: Op | None = None, value: str | None = None, rank: int | None = None) -> None:
+    """A finding of the model torch did not reproduce, listed under ``tool_defects``."""
     report.extra.setdefault("tool_defects", []).append(
-        {"kind": kind, "message": message, "op": None, "line": errors[0].line, "value": None, "rank": None,
-         "world": confirmation.world, "detail": confirmation.detail, "seconds": round(confirmation.seconds, 2)})
+        {"kind": kind, "message": message, "op": op.kind if op is not None else None, "line": line, "value": value,
+         "rank": rank, "world": confirmation.world, "detail": confirmation.detail,
+         "seconds": round(confirmation.seconds, 2)})
 
 
 # --- well-formedness ---------------------------------------------------------------------------
@@ -1538,11 +1545,7 @@ def _unconfirmed(report: Report, finding: Finding, confirmation: Confirmation, c
                    f"reported without torch reproducing it")
         kind = "not confirmed by torch"
     report.add(Diagnostic("unsupported", ERROR, message, line))
-    report.extra.setdefault("tool_defects", []).append(
-        {"kind": kind, "message": message, "op": op.kind if op is not None else None, "line": line,
-         "value": finding.label,
-         "rank": finding.rank, "world": confirmation.world, "detail": confirmation.detail,
-         "seconds": round(confirmation.seconds, 2)})
+    _list_defect(report, kind, message, confirmation, line, op, finding.label, finding.rank)
 
 
 def _reads_into_python(report: Report) -> list[str]:
