@@ -62,6 +62,7 @@ class Launch:
     out_idx: tuple[int, ...] | None = None
     named: tuple[tuple[str, Any], ...] = ()
     outputs: tuple[tuple[str, Any], ...] = ()  # output parameter -> the (meta) tensor the launch returned
+    backward_of: str | None = None  # the autograd node whose backward launched it (``_attentionBackward``)
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,10 @@ class _StubKernel:
             self._capture.kernel_used()
             self._capture.alive.append(named)
             if not kwargs:
+                backward_of = _autograd_node()
                 for instance in self._instances:
-                    self._capture.launches.append(Launch(instance, tuple(args), self._out_idx, outputs=named))
+                    self._capture.launches.append(Launch(instance, tuple(args), self._out_idx, outputs=named,
+                                                         backward_of=backward_of))
         return _returned(named)
 
     def primfunc(self) -> Any:
@@ -501,6 +504,14 @@ def run_file(path: str, budget: float) -> Capture:
 
 _IN_PLACE = {"__setitem__"} | {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
                                                          "or", "xor", "lshift", "rshift", "matmul")}
+
+
+def _autograd_node() -> str | None:
+    """The name of the autograd node whose backward is running (a launch from a custom
+    ``torch.autograd.Function``'s backward), else None."""
+    import torch
+    node = torch._C._current_autograd_node()
+    return node.name() if node is not None else None
 
 
 def _caller_line(path: str) -> int | None:

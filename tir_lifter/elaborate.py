@@ -162,7 +162,7 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
             continue
         # one check per distinct reduced instance: same reduced tiles, same real values and cases
         key = repr((elaborated.describe(), elaborated.kernel.sizes, [str(b) for _, b in elaborated.divisions],
-                    [(str(n), c) for n, c in elaborated.comparisons]))
+                    [(str(n), c) for n, c in elaborated.comparisons], _settings(instance)))
         if key in done:
             continue
         done.add(key)
@@ -181,6 +181,13 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
                               "the same reduced instance are checked once)", group[0].line))
 
 
+def _settings(instance: Instance) -> tuple:
+    """The instance's arguments that are no size (a scale, a flag, a dtype): two instances
+    differing in one build different kernels, never the same reduced instance."""
+    values = list(instance.args) + [value for _, value in instance.kwargs]
+    return tuple(repr(v) for v in values if not isinstance(v, int) or isinstance(v, bool))
+
+
 def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, references: dict[str, ast.FunctionDef],
                       specs: dict[str, str], path: str, kernel_count: int, capture: Capture, group: list[Instance],
                       sub: Report) -> None:
@@ -195,7 +202,17 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
     if not paired and kernel.sizes and not elaborated.dynamic:
         # the real tiling case of each division is unknown: check the partial-tile case
         kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
-    for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, group):
+    backward_of, forward_too = _backward_launches(instance, capture)
+    if backward_of and not (specs.get(name) or (specs.get("") if kernel_count == 1 else None)):
+        # what it computes there reaches the file's comparisons only through the gradients autograd returns
+        sub.add(Diagnostic("unsupported", ERROR, f"{name}: launched in the backward of {backward_of} (by autograd): the "
+                           "file compares what it computes there only through the gradients autograd returns, and "
+                           "kernels composed along autograd are not checked", instance.line))
+        if not forward_too:
+            return
+    launched = [instance] if capture is not None and any(launch.instance is instance for launch in capture.launches) \
+        else group  # a reference bound through another instance's launch is that instance's
+    for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, launched):
         if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
             spec.tile_sizes = {n: (real, reduced) for n, real, reduced in elaborated.tiles + elaborated.fixed}
         try:
@@ -210,6 +227,14 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "whether the real sizes are could not be read from the kernel", instance.line))
     if elaborated.describe():
         sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+
+
+def _backward_launches(instance: Instance, capture: Capture | None) -> tuple[str | None, bool]:
+    """The autograd node(s) whose backward launched ``instance``, and whether it was launched
+    outside a backward too."""
+    launches = [launch for launch in (capture.launches if capture is not None else ()) if launch.instance is instance]
+    nodes = sorted({launch.backward_of for launch in launches if launch.backward_of})
+    return ", ".join(nodes) or None, any(launch.backward_of is None for launch in launches)
 
 
 def _with_index_samples(kernel: Any, instance: Instance, capture: Capture | None) -> Any:
