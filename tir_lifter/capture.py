@@ -50,6 +50,7 @@ class Instance:
     primfunc: Any = None
     origin: str = "call"
     factory: Any = None  # a plain Python function of the file that returned the PrimFunc
+    pass_configs: tuple[tuple[str, Any], ...] = ()  # the compiler options it is built with (``pass_configs``)
 
 
 @dataclass(frozen=True)
@@ -288,8 +289,9 @@ def run_file(path: str, budget: float) -> Capture:
     def jit_instance(jit: Any, args: tuple, kwargs: dict, origin: str) -> Instance:
         func = getattr(jit.func, "orig_func", jit.func)
         jitted.add(getattr(func, "__code__", None))
+        configs = {**dict(getattr(jit, "pass_configs", None) or {}), **dict(kwargs.get("pass_configs") or {})}
         return Instance(getattr(func, "__name__", "kernel"), _def_line(func, path), jit, tuple(args),
-                        tuple(sorted(kwargs.items())), None, origin)
+                        tuple(sorted(kwargs.items())), None, origin, pass_configs=_named_configs(configs))
 
     def jit_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         return jit_launch(self, args, kwargs, compiling=False)
@@ -337,7 +339,8 @@ def run_file(path: str, budget: float) -> Capture:
                 return _StubKernel(capture, (instance,), out_idx, func)
         name = getattr(func, "__name__", None) or str(getattr(func, "attrs", {}).get("global_symbol", "kernel")
                                                        if getattr(func, "attrs", None) else "kernel")
-        instance = record(Instance(name, None, None, (), (), func, "tilelang.compile"))
+        instance = record(Instance(name, None, None, (), (), func, "tilelang.compile",
+                                   pass_configs=_named_configs(kwargs.get("pass_configs") or {})))
         return _StubKernel(capture, (instance,), out_idx, func)
 
     def autotune_call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -396,6 +399,9 @@ def run_file(path: str, budget: float) -> Capture:
         return True
 
     patches += [(torch.testing, "assert_close", compare), (torch, "allclose", compare)]
+    import tilelang.transform as tl_transform
+    keys = _PassConfigKeys(tilelang.PassConfigKey)
+    patches += [(tilelang, "PassConfigKey", keys), (tl_transform, "PassConfigKey", keys)]
     try:
         import tilelang.testing as tl_testing
         patches.append((tl_testing, "torch_assert_close", compare))
@@ -504,6 +510,34 @@ def run_file(path: str, budget: float) -> Capture:
 
 _IN_PLACE = {"__setitem__"} | {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
                                                          "or", "xor", "lshift", "rshift", "matmul")}
+
+
+def _named_configs(configs: Any) -> tuple[tuple[str, Any], ...]:
+    """``{PassConfigKey.TL_X: v}`` -> ``(("tl.x", v),)``: options by their string names."""
+    try:
+        return tuple(sorted((str(getattr(k, "value", k)), v) for k, v in dict(configs).items()))
+    except (TypeError, ValueError):
+        return ()
+
+
+class _PassConfigKeys:
+    """``tilelang.PassConfigKey`` during the run: an option the installed TileLang does not name
+    (``TL_DISABLE_FAST_MATH`` of an example written for another version) is given by its string
+    name, as TileLang takes options; building the kernel's TIR reads none of them."""
+
+    def __init__(self, real: Any):
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._real, name)
+        except AttributeError:
+            if name.startswith("TL_"):
+                return "tl." + name[3:].lower()
+            raise
+
+    def __iter__(self) -> Any:
+        return iter(self._real)
 
 
 def _autograd_node() -> str | None:

@@ -181,6 +181,9 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
                               "the same reduced instance are checked once)", group[0].line))
 
 
+_NO_THREAD_SYNC = "tl.disable_thread_storage_sync"
+
+
 def _settings(instance: Instance) -> tuple:
     """The instance's arguments that are no size (a scale, a flag, a dtype): two instances
     differing in one build different kernels, never the same reduced instance."""
@@ -202,6 +205,11 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
     if not paired and kernel.sizes and not elaborated.dynamic:
         # the real tiling case of each division is unknown: check the partial-tile case
         kernel = replace(kernel, sizes=tuple((n, None) for n, _ in kernel.sizes))
+    if dict(instance.pass_configs).get(_NO_THREAD_SYNC):
+        sub.add(Diagnostic("unsupported", ERROR, f"{name}: built with the pass config {_NO_THREAD_SYNC}: TileLang then "
+                           "puts no barrier between the threads' shared-memory accesses, an order the lifter's reading "
+                           "of the block's statements assumes", instance.line))
+        return
     backward_of, forward_too = _backward_launches(instance, capture)
     if backward_of and not (specs.get(name) or (specs.get("") if kernel_count == 1 else None)):
         # what it computes there reaches the file's comparisons only through the gradients autograd returns
