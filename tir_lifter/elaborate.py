@@ -196,6 +196,7 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                       sub: Report) -> None:
     """Check one reduced instance against each of its specs, into ``sub``."""
     from .lift import check_lifted
+    from .checks import written_buffers
     kernel, paired = elaborated.kernel, bool(elaborated.divisions)
     try:
         kernel = _with_index_samples(kernel, instance, capture)
@@ -209,6 +210,12 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
         sub.add(Diagnostic("unsupported", ERROR, f"{name}: built with the pass config {_NO_THREAD_SYNC}: TileLang then "
                            "puts no barrier between the threads' shared-memory accesses, an order the lifter's reading "
                            "of the block's statements assumes", instance.line))
+        return
+    aliased = _aliased_arguments(instance, capture, [b.name for b in kernel.params], set(written_buffers(kernel)))
+    if aliased:
+        sub.add(Diagnostic("unsupported", ERROR, f"{name}: a launch passes overlapping memory as {aliased}, which the "
+                           "kernel writes: in place, a block may read what another block writes, and in-place "
+                           "launches are not modelled", instance.line))
         return
     backward_of, forward_too = _backward_launches(instance, capture)
     if backward_of and not (specs.get(name) or (specs.get("") if kernel_count == 1 else None)):
@@ -235,6 +242,38 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "whether the real sizes are could not be read from the kernel", instance.line))
     if elaborated.describe():
         sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
+
+
+def _aliased_arguments(instance: Instance, capture: Capture | None, params: list[str], written: set[str]
+                       ) -> str | None:
+    """Two parameters of one launch of ``instance``, one of them written by the kernel, given
+    tensors whose memory overlaps (``kernel(x, x)``), as "X and Y"; else None."""
+    from .reference import launch_tensors
+    for launch in (capture.launches if capture is not None else ()):
+        if launch.instance is not instance:
+            continue
+        tensors = list(launch_tensors(launch, params).items()) + \
+            [(p, t) for p, t in launch.outputs if p in params]
+        for number, (first, a) in enumerate(tensors):
+            for second, b in tensors[number + 1:]:
+                if first != second and (first in written or second in written) and _overlapping(a, b):
+                    return f"{first} and {second}"
+    return None
+
+
+def _overlapping(a: Any, b: Any) -> bool:
+    """The two tensors' element ranges in one storage intersect."""
+    try:
+        if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+            return False
+        spans = []
+        for t in (a, b):
+            start = t.storage_offset() * t.element_size()
+            extent = sum((d - 1) * abs(st) for d, st in zip(t.shape, t.stride())) + 1 if t.numel() else 0
+            spans.append((start, start + extent * t.element_size()))
+        return spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+    except (AttributeError, RuntimeError, TypeError):
+        return False
 
 
 def _backward_launches(instance: Instance, capture: Capture | None) -> tuple[str | None, bool]:
