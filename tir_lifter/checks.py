@@ -31,7 +31,7 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
 from .localize import faulty_line, masking_line, misplacing_writer, missing_initialization, short_loop
-from .program import GLOBAL, Kernel, Region, Store, TileOp, walk_stmts
+from .program import GLOBAL, Kernel, Region, Store, TileOp, uses_thread_index, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
 
@@ -86,6 +86,13 @@ def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tu
     return tensors
 
 
+# what a proof of per-thread code rests on (``interpreter.Machine._lockstep``)
+PER_THREAD_NOTE = ("per-thread code run by each thread, statement by statement, assuming TileLang's ThreadSync "
+                   "puts a __syncthreads between statements whose shared-memory accesses conflict across threads "
+                   "(no two threads' accesses of one element inside one statement, or of global memory between "
+                   "two barriers, conflict)")
+
+
 def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> CheckResult:
     sizes = reduction.sizes
     diagnostics: list[Diagnostic] = []
@@ -93,6 +100,8 @@ def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> Che
     tensors = symbolic_tensors(kernel, sizes)
     masks = {name: array for name, array in tensors.items() if is_mask(array)}
     where = reduction.where() + (f" ({describe_masks(masks, kernel)})" if masks else "")
+    if uses_thread_index(kernel.body):
+        where += f"; {PER_THREAD_NOTE}"
     try:
         trace = Machine(kernel, sizes, Z3Backend(), tensors).run()
     except InfiniteValue:

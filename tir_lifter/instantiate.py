@@ -34,6 +34,7 @@ _COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
 _KEEP = re.compile(r"(?i)(thread|stage|raster|swizzle|policy|k_pack|warp|bits|^sm|version|^use_|^enable|^is_|"
                    r"seed|dtype|^group_size$|^rep$|^warmup$)")
 _MISSING_CONST = re.compile(r"constexpr variable `(\w+)`")
+_THREAD_COUNT = re.compile(r"(?i)thread")  # a block's thread count given as an argument (threads=256)
 _TILE_COUNT = re.compile(r"(?i)(tiles|blocks|chunks|iters)$")  # how many tiles, not how large one is
 SM_COUNT_NAME = _SMS = "num_sms"  # the stand-in GPU's SM count, a count of the build (see _with_sm_count)
 
@@ -215,15 +216,28 @@ def _reduce_and_lift_counted(instance: Instance, arguments: dict[str, Any], tens
     scales = _derived_scales(arguments, ints, tiles)
     if scales:  # computed from the sizes they are built with, when those are given as ints
         build = _scaling(build, scales, arguments)
-    if tied:
-        elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles), sms)
-    else:
-        elaborated = _reduced(instance, arguments, tensors, build, lift, tiles, sms)
+    try:
+        elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, tiles, tied, sms)
+    except Unsupported as exc:
+        # per-thread code whose thread count is an argument (``threads=512`` beside ``block_K=4096``):
+        # the thread count is reduced as a tile is, so the two keep comparing as at the real sizes
+        threads = {k: v for k, v in ints.items() if _THREAD_COUNT.search(k) and k not in tiles and v >= 2}
+        if not threads or not exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: "):
+            raise
+        elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, {**tiles, **threads}, tied, sms)
     symbolic = {n for n, _ in elaborated.kernel.sizes}
     shown += tuple(f"{name} = {names[0] if len(names) == 1 else '(' + ' + '.join(names) + ')'} ** -0.5"
                    for name, names in scales.items()
                    if not any(n in symbolic for n in names))
     return replace(elaborated, derived=shown)
+
+
+def _reduced_tiles(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                   build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
+                   tied: bool, sms: int) -> Elaborated:
+    if tied:
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles), sms)
+    return _reduced(instance, arguments, tensors, build, lift, tiles, sms)
 
 
 def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -233,7 +247,8 @@ def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, t
     try:
         elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct, sms)
     except Unsupported as exc:
-        if tied == distinct or not exc.reason.startswith("TileLang could not build"):
+        if tied == distinct or not (exc.reason.startswith("TileLang could not build") or
+                                    exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: ")):
             raise
         return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
     if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
@@ -322,6 +337,7 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
             raise Unsupported(instance.line, f"at the reduced sizes {first}: a size "
                               "computed from them is 1 where the real one is more, so an index mixed up with it "
                               "would not show")
+    _keeps_thread_relations(kernel, real_kernel, tiles, reduced_tiles, instance)
     real_values = dict(problem)
     const_values = _const_values(kernel, consts, tensors)
     if any(c not in const_values for c in consts):
@@ -342,12 +358,39 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
                       counts=tuple((n, v, base[n]) for n, v in counts.items()), comparisons=comparisons)
 
 
+_PER_THREAD = "per-thread code"
+
+
+def _keeps_thread_relations(kernel: Kernel, real_kernel: Kernel | None, tiles: dict[str, int],
+                            reduced_tiles: dict[str, int], instance: Instance) -> None:
+    """Per-thread code indexes with the thread index, so the block's thread count is one of its
+    sizes: at the reduced sizes each tile must compare with it (smaller, equal, larger, dividing
+    it, divided by it) as at the real ones.  A thread count kept (``threads=128``) beside a reduced
+    tile (``block_N`` 128 -> 2) makes an instance the file never runs: refused, never a finding."""
+    from .program import uses_thread_index
+    if not uses_thread_index(kernel.body):
+        return
+    if real_kernel is None:
+        raise Unsupported(instance.line, f"{instance.name} has per-thread code and its build at the real tile sizes "
+                          "failed: how its thread count compares with its tiles cannot be checked")
+    for axis, (real, reduced) in enumerate(zip(real_kernel.block_threads, kernel.block_threads)):
+        for name in tiles:
+            t, r = tiles[name], reduced_tiles[name]
+            if ((t > real) - (t < real), t % real == 0, real % t == 0) != \
+                    ((r > reduced) - (r < reduced), r % reduced == 0, reduced % r == 0):
+                raise Unsupported(instance.line, f"{instance.name} has {_PER_THREAD}: at the reduced sizes its "
+                                  f"{reduced} threads on axis {'xyz'[axis]} (from {real}) do not compare with "
+                                  f"{name}={r} (from {t}) as at the real sizes, so the reduced instance is not "
+                                  "one the file runs")
+
+
 def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:
     """Symbols TileLang kept in the PrimFunc although no argument was made symbolic by us:
     sizes the kernel reads at run time (``T.dynamic("m")``, ``T.symbolic``)."""
-    from .program import Loop, walk_stmts
+    from .program import THREAD_INDEX, Loop, walk_stmts
     from .sizes import kernel_exprs, symbols_of
-    bound = {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)} | {a.var for a in kernel.all_axes}
+    bound = {s.var for s in walk_stmts(kernel.body) if isinstance(s, Loop)} | {a.var for a in kernel.all_axes} | \
+        set(THREAD_INDEX)
     used = set().union(*(symbols_of(e) for e in kernel_exprs(kernel)))
     return sorted(used - bound - set(chosen))
 

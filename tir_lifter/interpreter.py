@@ -20,8 +20,9 @@ import numpy as np
 
 from .backends import InfinityArithmetic
 from .errors import InfiniteValue, Unsupported
-from .program import (GLOBAL, WARP_GROUP, BinOp, Call, Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Select,
-                      Stmt, Store, TileOp, UnOp, Var, While, walk_stmts)
+from .program import (FRAGMENT, GLOBAL, PARALLEL, SYNC_THREADS, THREAD_INDEX, WARP_GROUP, BinOp, Call, Const,
+                      Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Region, Select, Stmt, Store, TileOp, UnOp, Var,
+                      While, stmt_exprs, uses_thread_index, walk_expr, walk_stmts)
 from .size_env import eval_size
 from .sync import WarpGroups
 
@@ -138,6 +139,22 @@ class Machine:
         grouped = any(isinstance(s, If) and _warp_group(s) for s in walk_stmts(kernel.body))
         wgmma = any(isinstance(s, TileOp) and s.kind == "wgmma_wait" for s in walk_stmts(kernel.body)) or \
             any(isinstance(s, TileOp) and s.attr("wgmma") for s in walk_stmts(kernel.body))
+        # per-thread code (the thread index in an index or a condition): each thread runs it
+        self.per_thread = uses_thread_index(kernel.body)
+        self.thread: int | None = None  # the thread running now (per-thread code), None: the whole block
+        self.thread_dims = kernel.block_threads
+        self._thread_locals: dict[int, dict[str, np.ndarray]] = {}  # thread -> its registers (T.alloc_local)
+        self._kept_locals = False
+        self._window: dict[str, dict[tuple[str, tuple[int, ...]], _Touch]] = {"shared": {}, "global": {}}
+        self._in_atomic = False
+        self._collective_cache: dict[int, bool] = {}
+        if self.per_thread:
+            if kernel.barriers or wgmma:
+                raise Unsupported(None, "per-thread code in a kernel with mbarriers or asynchronous WGMMAs is not "
+                                  "modelled")
+            if kernel.onchip_views:
+                raise Unsupported(None, "T.reshape of an on-chip buffer in per-thread code is not modelled")
+            grouped = False  # a branch on a range of the thread index is a per-thread condition
         self.sync = WarpGroups(kernel.threads or 128, dict(kernel.barriers)) if grouped or kernel.barriers or wgmma \
             else None
         if self.sync is not None and kernel.onchip_views:  # the groups' ordering is tracked per buffer name
@@ -185,7 +202,13 @@ class Machine:
                 self.sync.reset()
                 self.sync.group = self._default_group
                 self._fragment_group = {}
-            self.exec_block(body, {**env, **{axis.var: value for axis, value in zip(grid, block)}})
+            block_env = {**env, **{axis.var: value for axis, value in zip(grid, block)}}
+            if self.per_thread:
+                self._thread_locals, self._kept_locals = {}, continues
+                self._window = {"shared": {}, "global": {}}
+                self._lockstep(body, block_env, self._all_threads())
+            else:
+                self.exec_block(body, block_env)
         self.launch_start = outer
 
     def exec_block(self, stmts: tuple[Stmt, ...], env: dict[str, Any]) -> None:
@@ -254,6 +277,9 @@ class Machine:
                 self.exec_block(stmt.body, env)
             self._loop_lines.pop()
             env.pop(stmt.var, None)
+        elif isinstance(stmt, If) and _warp_group(stmt) and self.per_thread:  # one thread, in per-thread code
+            lo, hi = _warp_group(stmt)
+            self.exec_block(stmt.then if lo <= env[THREAD_INDEX[0]] < hi else stmt.orelse, env)
         elif isinstance(stmt, If) and _warp_group(stmt):
             group = _warp_group(stmt)
             if group == self._default_group:  # every thread: the block itself
@@ -278,7 +304,11 @@ class Machine:
             value = self.value(stmt.value, env, stmt.line)
             guarded = self._auto_guarded(stmt.buffer, index, stmt.line, "writes")
             if stmt.atomic:
-                current = self.load(stmt.buffer, index, stmt.line, guarded=guarded)
+                self._in_atomic = True  # the read of the atomic update itself
+                try:
+                    current = self.load(stmt.buffer, index, stmt.line, guarded=guarded)
+                finally:
+                    self._in_atomic = False
                 value = self.backend.add(current, value)
             self.store(stmt.buffer, index, value, stmt.line, atomic=stmt.atomic, guarded=guarded)
         elif isinstance(stmt, While):
@@ -300,6 +330,14 @@ class Machine:
 
     # -- memory --
     def array(self, name: str) -> np.ndarray:
+        if self.per_thread and self.scopes[name].startswith("local"):  # each thread's own registers
+            if self.thread is None:
+                raise Unsupported(None, f"{name} is in each thread's registers: its use by the whole block beside "
+                                  "per-thread code is not modelled")
+            registers = self._thread_locals.setdefault(self.thread, {})
+            if name not in registers:
+                registers[name] = np.full(self.shapes[name], KEPT if self._kept_locals else None, dtype=object)
+            return registers[name]
         return self.globals[name] if self.scopes[name] == GLOBAL else self.locals[name]
 
     def in_bounds(self, name: str, index: tuple[int, ...]) -> bool:
@@ -328,6 +366,8 @@ class Machine:
             return False if self.dtypes.get(name) == "bool" else self.backend.const(0)
         if self.sync is not None:
             self._synced(name, index, False, line)
+        if self.per_thread and not self._in_atomic:
+            self._touch(name, index, False, None, line)
         value = self.array(name)[index]
         if self.scopes[name] == GLOBAL and line is not None:
             self._note_read(name, index, line)
@@ -369,6 +409,8 @@ class Machine:
             return
         if self.sync is not None:
             self._synced(name, index, True, line)
+        if self.per_thread:
+            self._touch(name, index, True, value, line, atomic)
         self.array(name)[index] = value
         if self.record_origins:
             self.origin[self._cell(name, index)] = frozenset(line for line in self._reads | {line, *self._loop_lines} if line is not None)
@@ -401,6 +443,192 @@ class Machine:
                 raise Unsupported(line, f"{name} is in the registers of the threads {owner[0]}..{owner[1] - 1} and "
                                   f"used by the threads {group[0]}..{group[1] - 1} too, which is not modelled")
         self.sync.access(name, index, write, line, onchip=scope != GLOBAL)
+
+    # -- per-thread code --
+    def _all_threads(self) -> tuple[int, ...]:
+        return tuple(range(int(np.prod(self.thread_dims))))
+
+    def _thread_env(self, env: dict[str, Any], thread: int) -> dict[str, Any]:
+        out, rest = dict(env), thread
+        for axis, extent in enumerate(self.thread_dims):
+            out[THREAD_INDEX[axis]], rest = rest % extent, rest // extent
+        return out
+
+    def _shown_thread(self, thread: int) -> str:
+        if thread == _BLOCK:
+            return "a tile op of the whole block"
+        axes = max((a + 1 for a, extent in enumerate(self.thread_dims) if extent > 1), default=1)
+        index = [self._thread_env({}, thread)[THREAD_INDEX[a]] for a in range(axes)]
+        return f"thread {index[0] if axes == 1 else tuple(index)}"
+
+    def _collective(self, stmt: Stmt) -> bool:
+        """A statement the whole block runs together (a tile op, a T.Parallel loop, a barrier), or
+        one that holds such a statement."""
+        key = id(stmt)
+        if key not in self._collective_cache:
+            self._collective_cache[key] = any(isinstance(s, (TileOp, GridLaunch)) or
+                                              (isinstance(s, Loop) and s.kind == PARALLEL)
+                                              for s in walk_stmts((stmt,)))
+        return self._collective_cache[key]
+
+    def _lockstep(self, stmts: tuple[Stmt, ...], env: dict[str, Any], threads: tuple[int, ...]) -> None:
+        """Per-thread code, statement by statement: every thread runs a statement before any runs
+        the next one.  That is the order of the real kernel for on-chip memory when TileLang's
+        ThreadSync pass puts a __syncthreads between two statements whose shared-memory accesses
+        conflict across threads (the assumption, as for warp groups); accesses of one statement by
+        different threads are unordered, and so are global accesses between two T.sync_threads()
+        (``_touch`` refuses a conflict among them as a race)."""
+        for stmt in stmts:
+            try:
+                if self._collective(stmt):
+                    self._block_step(stmt, env, threads)
+                else:
+                    self._thread_step(stmt, env, threads)
+            except InfinityArithmetic:
+                raise InfiniteValue(getattr(stmt, "line", None), "arithmetic on an infinity is not modelled") from None
+
+    def _per_thread(self, expr: Expr, env: dict[str, Any], threads: tuple[int, ...],
+                    line: int | None) -> dict[int, Any]:
+        """The value of ``expr`` in each thread (once when it reads neither the thread index nor a
+        thread's registers)."""
+        if not any(isinstance(e, Var) and e.name in THREAD_INDEX or
+                   isinstance(e, Load) and self.scopes.get(e.buffer, "").startswith("local") for e in walk_expr(expr)):
+            value = self.value(expr, env, line)
+            return {t: value for t in threads}
+        out = {}
+        for t in threads:
+            self.thread = t
+            try:
+                out[t] = self.value(expr, self._thread_env(env, t), line)
+            finally:
+                self.thread = None
+        return out
+
+    def _condition(self, stmt: If, env: dict[str, Any], threads: tuple[int, ...]) -> dict[int, bool]:
+        group = _warp_group(stmt)
+        if group is not None:
+            return {t: group[0] <= self._thread_env({}, t)[THREAD_INDEX[0]] < group[1] for t in threads}
+        values = self._per_thread(stmt.cond, env, threads, stmt.line)
+        if not all(isinstance(v, (bool, np.bool_)) for v in values.values()):
+            raise Unsupported(stmt.line, "branching on tensor data is not modelled")
+        return {t: bool(v) for t, v in values.items()}
+
+    def _block_step(self, stmt: Stmt, env: dict[str, Any], threads: tuple[int, ...]) -> None:
+        """A statement every thread runs together, or a loop or branch around such statements,
+        whose trip count or condition must then be the same in every thread."""
+        line = getattr(stmt, "line", None)
+        if isinstance(stmt, Loop) and stmt.kind != PARALLEL:
+            extents = set(self._per_thread(stmt.extent, env, threads, line).values())
+            if len(extents) != 1:
+                raise Unsupported(line, "a loop around a tile op or barrier whose trip count differs between "
+                                  "threads is not modelled")
+            self._loop_lines.append(stmt.line)
+            for value in range(int(extents.pop())):
+                env[stmt.var] = value
+                self._lockstep(stmt.body, env, threads)
+            self._loop_lines.pop()
+            env.pop(stmt.var, None)
+            return
+        if isinstance(stmt, If):
+            taken = set(self._condition(stmt, env, threads).values())
+            if len(taken) != 1:
+                raise Unsupported(line, "a tile op, T.Parallel loop or barrier that only some of the threads reach "
+                                  "is not modelled")
+            self._loop_lines.append(stmt.line)
+            self._lockstep(stmt.then if taken.pop() else stmt.orelse, env, threads)
+            self._loop_lines.pop()
+            return
+        if isinstance(stmt, While):
+            raise Unsupported(line, "a while loop around a tile op or barrier in per-thread code is not modelled")
+        if threads != self._all_threads():
+            raise Unsupported(line, "a tile op, T.Parallel loop or barrier that only some of the threads reach is "
+                              "not modelled")
+        if isinstance(stmt, TileOp) and stmt.kind == SYNC_THREADS:  # every thread's accesses before, all after
+            self._window = {"shared": {}, "global": {}}
+            return
+        if uses_thread_index((stmt,)):
+            raise Unsupported(line, "a tile op or T.Parallel loop that reads the thread index is not modelled")
+        registers = {name for s in walk_stmts((stmt,)) for name in _buffers(s)
+                     if self.scopes.get(name, "").startswith("local")}
+        if registers and isinstance(stmt, TileOp) and stmt.kind == "fill":  # each thread fills its own registers
+            for t in threads:
+                self.thread = t
+                try:
+                    self.exec_stmt(stmt, self._thread_env(env, t))
+                finally:
+                    self.thread = None
+            return
+        if registers:
+            raise Unsupported(line, f"a tile op or T.Parallel loop on {sorted(registers)[0]}, in each thread's "
+                              "registers, is not modelled")
+        self.exec_stmt(stmt, env)
+
+    def _thread_step(self, stmt: Stmt, env: dict[str, Any], threads: tuple[int, ...]) -> None:
+        """Per-thread statements: a loop with the same trip count in every thread and a branch every
+        thread takes the same way go on statement by statement; any other statement is one step,
+        each thread running it whole."""
+        if isinstance(stmt, Loop):
+            extents = set(self._per_thread(stmt.extent, env, threads, stmt.line).values())
+            if len(extents) == 1:
+                self._loop_lines.append(stmt.line)
+                for value in range(int(extents.pop())):
+                    env[stmt.var] = value
+                    self._lockstep(stmt.body, env, threads)
+                self._loop_lines.pop()
+                env.pop(stmt.var, None)
+                return
+        elif isinstance(stmt, If):
+            taken = self._condition(stmt, env, threads)
+            if len(set(taken.values())) == 1:
+                self._loop_lines.append(stmt.line)
+                self._lockstep(stmt.then if next(iter(taken.values())) else stmt.orelse, env, threads)
+                self._loop_lines.pop()
+                return
+        for t in threads:
+            self.thread = t
+            try:
+                self.exec_stmt(stmt, self._thread_env(env, t))
+            finally:
+                self.thread = None
+        self._window["shared"] = {}
+
+    def _touch(self, name: str, index: tuple[int, ...], write: bool, value: Any, line: int | None,
+               atomic: bool = False) -> None:
+        """One access in per-thread code: a conflict with another thread's unordered access (a write
+        and a read or a write of one element; atomic updates commute among themselves, equal values
+        written by several threads leave that value) is a race, refused."""
+        scope = self.scopes[name]
+        if scope.startswith("local"):  # the thread's own registers
+            return
+        if scope == FRAGMENT:
+            if self.thread is not None:
+                raise Unsupported(line, f"{name} is a fragment, its elements spread over the threads by a layout: "
+                                  "its use in per-thread code is not modelled")
+            return
+        actor = _BLOCK if self.thread is None else self.thread
+        kind = "global" if scope == GLOBAL else "shared"
+        if kind == "shared" and actor == _BLOCK:  # tile ops: ordered with per-thread code by ThreadSync
+            return
+        cell = self._window[kind].setdefault(self._cell(name, index), _Touch())
+
+        def other(actors: set[int]) -> int | None:
+            return next((a for a in sorted(actors) if a != actor), None)
+        if write and not atomic:
+            clash = other(cell.readers) if other(cell.readers) is not None else other(cell.atomics)
+            if clash is None and other(cell.writers) is not None and not _same_value(cell.value, value):
+                clash = other(cell.writers)
+        elif write:
+            clash = other(cell.readers) if other(cell.readers) is not None else other(cell.writers)
+        else:
+            clash = other(cell.writers) if other(cell.writers) is not None else other(cell.atomics)
+        if clash is not None:
+            between = "before the next T.sync_threads()" if kind == "global" else "in the same statement"
+            raise Unsupported(line, f"{name}{list(index)} is {'written' if write else 'read'} by "
+                              f"{self._shown_thread(actor)} and used by {self._shown_thread(clash)} {between}, "
+                              "with no barrier between them: a race")
+        (cell.atomics if atomic else cell.writers if write else cell.readers).add(actor)
+        if write and not atomic:
+            cell.value = value
 
     def _block_of(self, block_id: int) -> tuple[int, ...]:
         return self.blocks[block_id]
@@ -468,6 +696,38 @@ class Machine:
             return backend.select(cond, _lift(backend, self.value(expr.a, env, line)),
                                   _lift(backend, self.value(expr.b, env, line)))
         raise Unsupported(line, f"expression {expr} is not modelled")
+
+
+_BLOCK = -1  # the whole block (a tile op) as the accessor of a global element in per-thread code
+
+
+@dataclass
+class _Touch:
+    """Who accessed one element since the last barrier (per-thread code)."""
+
+    writers: set[int] = field(default_factory=set)
+    readers: set[int] = field(default_factory=set)
+    atomics: set[int] = field(default_factory=set)
+    value: Any = None
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """The same value, whatever the order two threads write it in (a term by structure)."""
+    if a is b:
+        return True
+    eq = getattr(a, "eq", None)
+    if callable(eq) and type(a) is type(b):
+        return bool(eq(b))
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and type(a) is type(b) and a == b
+
+
+def _buffers(stmt: Stmt) -> set[str]:
+    """The buffers a statement itself names (its regions, loads and store target)."""
+    names = {stmt.buffer} if isinstance(stmt, Store) else set()
+    if isinstance(stmt, TileOp):
+        names |= {op.buffer for op in stmt.operands if isinstance(op, Region)}
+    names |= {e.buffer for top in stmt_exprs(stmt) for e in walk_expr(top) if isinstance(e, Load)}
+    return names
 
 
 def _convert_index(value: Any, target: str) -> Any:

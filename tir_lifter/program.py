@@ -232,6 +232,12 @@ class GridLaunch:
 
 Stmt = Union[TileOp, Store, Loop, If, While, GridLaunch]
 
+# the thread index of each axis of the block, ``Var(THREAD_INDEX[0])`` in a kernel with per-thread code
+# (``tx = T.get_thread_binding()`` used in an index or a condition)
+THREAD_INDEX = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+# ``T.sync_threads()``: every thread of the block waits for the others (kept in per-thread code only)
+SYNC_THREADS = "sync_threads"
+
 # ``If(Call(WARP_GROUP, (Const(lo), Const(hi))), body)``: the threads lo..hi-1 run ``body`` (``T.ws``),
 # at the same time as the other groups of the block
 WARP_GROUP = "warp_group"
@@ -260,6 +266,7 @@ class Kernel:
     columns: tuple[tuple[int, int], ...] = ()  # (line, 1-based column) of each source statement
     barriers: tuple[tuple[str, tuple[int, ...]], ...] = ()  # T.alloc_barrier buffer -> arrive count of each
     samples: tuple = ()  # index_inputs.IndexSample of each integer index tensor (drawn as the file draws it)
+    thread_dims: tuple[int, ...] = ()  # the block's threads per axis (x, y, z), when the frontend knows them
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views + self.onchip_views):
@@ -275,6 +282,11 @@ class Kernel:
     def all_axes(self) -> tuple[GridAxis, ...]:
         """The grid's axes and those of each launch of a several-launch kernel."""
         return self.grid + tuple(a for s in walk_stmts(self.body) if isinstance(s, GridLaunch) for a in s.axes)
+
+    @property
+    def block_threads(self) -> tuple[int, ...]:
+        """The block's threads per axis (TileLang's default block: 128 threads)."""
+        return tuple(self.thread_dims) or (self.threads or 128,)
 
     @property
     def size_values(self) -> dict[str, int | None]:
@@ -293,6 +305,65 @@ def walk_stmts(stmts: tuple[Stmt, ...]):
         elif isinstance(stmt, If):
             yield from walk_stmts(stmt.then)
             yield from walk_stmts(stmt.orelse)
+
+
+def stmt_exprs(stmt: Stmt):
+    """The expressions a statement itself holds (not those of the statements inside it)."""
+    if isinstance(stmt, Store):
+        yield from stmt.indices
+        yield stmt.value
+    elif isinstance(stmt, (Loop,)):
+        yield stmt.extent
+    elif isinstance(stmt, (If, While)):
+        yield stmt.cond
+    elif isinstance(stmt, TileOp):
+        for operand in stmt.operands:
+            if isinstance(operand, Region):
+                yield from operand.starts
+                yield from operand.extents or ()
+            else:
+                yield operand
+        for _, value in stmt.attrs:
+            if isinstance(value, (Const, Var, BinOp, UnOp, Call, Load, Select)):
+                yield value
+            elif isinstance(value, Region):
+                yield from value.starts
+
+
+def uses_thread_index(stmts: tuple[Stmt, ...]) -> bool:
+    """True when a statement reads the thread index outside a warp-group branch's condition:
+    per-thread code."""
+    return any(isinstance(e, Var) and e.name in THREAD_INDEX
+               for stmt in walk_stmts(stmts) if not (isinstance(stmt, If) and _thread_range_cond(stmt.cond))
+               for top in stmt_exprs(stmt) for e in walk_expr(top))
+
+
+def _thread_range_cond(cond: Expr) -> bool:
+    """``lo <= tx < hi`` (comparisons of threadIdx.x with constants joined by ``and``): what the
+    PrimFunc reader makes a warp group of."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return _thread_range_cond(cond.a) and _thread_range_cond(cond.b)
+    if not isinstance(cond, BinOp) or cond.op not in ("<", "<=", ">", ">="):
+        return False
+    sides = {type(cond.a), type(cond.b)}
+    thread = cond.a if isinstance(cond.a, Var) else cond.b
+    other = cond.b if thread is cond.a else cond.a
+    return sides == {Var, Const} and thread.name == THREAD_INDEX[0] and isinstance(other.value, int)
+
+
+def without_block_barriers(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """The statements without their ``T.sync_threads()``: a kernel run block-wide keeps its
+    statements in program order, the order such a barrier enforces."""
+    out: list[Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, TileOp) and stmt.kind == SYNC_THREADS:
+            continue
+        if isinstance(stmt, (Loop, While, GridLaunch)):
+            stmt = replace(stmt, body=without_block_barriers(stmt.body))
+        elif isinstance(stmt, If):
+            stmt = replace(stmt, then=without_block_barriers(stmt.then), orelse=without_block_barriers(stmt.orelse))
+        out.append(stmt)
+    return tuple(out)
 
 
 def count_ops(kernel: Kernel) -> int:

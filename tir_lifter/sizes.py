@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Unsupported
-from .program import (BinOp, Const, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, UnOp, Var, While,
-                      walk_expr, walk_stmts)
+from .program import (THREAD_INDEX, BinOp, Const, Expr, GridLaunch, If, Kernel, Loop, Region, Store, TileOp, UnOp,
+                      Var, While, walk_expr, walk_stmts)
 from .size_env import eval_size
 
 _SEARCH_LIMIT = 512
@@ -250,7 +250,7 @@ def plan(kernel: Kernel, local: dict[str, int] | None = None, assume_divisible: 
     original = kernel.size_values
     exprs = kernel_exprs(kernel)
     loop_vars = {stmt.var for stmt in walk_stmts(kernel.body) if isinstance(stmt, Loop)} | \
-        {axis.var for axis in kernel.all_axes}
+        {axis.var for axis in kernel.all_axes} | set(THREAD_INDEX)  # the thread index: no size
     used = set().union(*(symbols_of(e) for e in exprs)) - loop_vars
     unknown = sorted(name for name in used if name not in original)
     if unknown:

@@ -20,7 +20,8 @@ from typing import Callable
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call,
                       Const, Expr, GridAxis, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt,
-                      Store, TileOp, UnOp, Var, fold_const)
+                      Store, SYNC_THREADS, THREAD_INDEX, TileOp, UnOp, Var, fold_const, uses_thread_index,
+                      without_block_barriers)
 from .size_env import SizeEnv, const_value, factory_env, find_call, module_env
 
 _DTYPES = {"float": "float32", "half": "float16", "float32": "float32", "float16": "float16",
@@ -30,7 +31,7 @@ _PREFIXES = ("T.", "tl.", "tilelang.language.", "tir.", "tvm.tir.", "tvm.script.
 _REFERENCE_NAMES = ("ref_program", "reference", "ref", "ref_fn", "torch_ref", "reference_program")
 _IGNORED_CALLS = {"reads", "writes", "sblock_attr", "block_attr", "func_attr", "annotate_layout", "use_swizzle",
                   "no_set_max_nreg", "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "disable_warp_group_reg_alloc",
-                  "annotate_l2_hit_ratio", "print", "sync_threads", "annotate_padding", "annotate_safe_value"}
+                  "annotate_l2_hit_ratio", "print", "annotate_padding", "annotate_safe_value"}
 _UNARY = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
           "abs": "abs", "tanh": "tanh", "sigmoid": "sigmoid", "fabs": "abs"}
 
@@ -143,7 +144,7 @@ class _KernelReader:
         self.threads: int | None = None
         self.lets: dict[str, Expr] = {}
         self.loop_vars: set[str] = set()
-        self.thread_vars: set[str] = set()
+        self.thread_vars: dict[str, int] = {}  # thread index name -> its axis (0: x, 1: y, 2: z)
         self.handles: dict[str, int] = {}
         self.unsupported: list[tuple[int | None, str]] = []
 
@@ -151,6 +152,8 @@ class _KernelReader:
     def read(self) -> Kernel:
         self._signature()
         body = self._stmts(self.func.body)
+        if not uses_thread_index(body):
+            body = without_block_barriers(body)
         used = {name for name, value in self.env.symbols.items()}
         sizes = tuple((name, self.env.symbols[name]) for name in self.env.symbols if name in used)
         return Kernel(name=self.factory or self.func.name, params=tuple(self.params), allocs=tuple(self.allocs),
@@ -269,7 +272,10 @@ class _KernelReader:
                 self.grid_line = self.grid_line or node.lineno
                 self.loop_vars.add(targets[0])
                 return list(self._stmts(node.body))
-            raise Unsupported(node.lineno, "explicit per-thread code (threadIdx binding) is not modelled")
+            if thread.startswith("threadIdx.") and thread[-1] in "xyz":  # the block's thread index, by a loop
+                self.thread_vars[targets[0]] = "xyz".index(thread[-1])
+                return list(self._stmts(node.body))
+            raise Unsupported(node.lineno, f"explicit {thread} binding is not modelled")
         kinds = {"Pipelined": PIPELINED, "serial": SERIAL, "range": SERIAL, "Serial": SERIAL, "unroll": SERIAL,
                  "Parallel": PARALLEL, "parallel": PARALLEL, "vectorized": PARALLEL, "grid": SERIAL}
         if kind_name not in kinds:
@@ -318,15 +324,20 @@ class _KernelReader:
                 self.params.append(self._buffer(target.id, value, GLOBAL))
                 return []
             if name in ("launch_thread_idx", "get_thread_binding"):
-                self.thread_vars.add(target.id)
+                axis = const_value(value.args[0], self.env) if value.args else 0
+                if axis not in (0, 1, 2):
+                    raise Unsupported(node.lineno, "a thread index of an unknown axis is not modelled")
+                self.thread_vars[target.id] = axis
                 return []
             if name == "launch_thread":
                 tag = str(const_value(value.args[0], self.env))
                 if tag.startswith("blockIdx"):
                     self.grid.append(GridAxis(target.id, self._expr(value.args[1])))
                     self.grid_line = self.grid_line or node.lineno
+                elif tag.startswith("threadIdx.") and tag[-1] in "xyz":
+                    self.thread_vars[target.id] = "xyz".index(tag[-1])
                 else:
-                    self.thread_vars.add(target.id)
+                    raise Unsupported(node.lineno, f"{tag} is not modelled")
                 return []
             if name in ("alloc_var",):
                 raise Unsupported(node.lineno, "T.alloc_var scalars are not modelled; use T.alloc_local((1,), dtype)")
@@ -415,8 +426,8 @@ class _KernelReader:
         raise Unsupported(line, f"expression {type(node).__name__} is not modelled")
 
     def _name(self, name: str, line: int | None) -> Expr:
-        if name in self.thread_vars:
-            raise Unsupported(line, f"per-thread index {name!r} is not modelled")
+        if name in self.thread_vars:  # per-thread code: each thread runs it with its own index
+            return Var(THREAD_INDEX[self.thread_vars[name]])
         if name in self.lets:
             return self.lets[name]
         if name in self.loop_vars or any(axis.var == name for axis in self.grid):
@@ -503,6 +514,13 @@ def _bool_value(node: ast.AST, reader: _KernelReader) -> object:
 
 
 # --- statement-level tile ops (one handler per idiom) -------------------------------------
+
+@_stmt_call("sync_threads")
+def _sync_threads(reader: "_KernelReader", call: ast.Call, line: int) -> list[Stmt]:
+    if call.args or call.keywords:
+        raise Unsupported(line, "a named barrier of some threads is not modelled")
+    return [TileOp(SYNC_THREADS, (), (), line)]
+
 
 @_stmt_call("clear")
 def _clear(reader: _KernelReader, call: ast.Call, line: int) -> list[Stmt]:

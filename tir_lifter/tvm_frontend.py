@@ -22,7 +22,8 @@ from typing import Any, Callable
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
                       Expr, GridAxis, GridLaunch, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
-                      UnOp, Var, WARP_GROUP, While, fold_const, walk_stmts)
+                      UnOp, Var, SYNC_THREADS, THREAD_INDEX, WARP_GROUP, While, fold_const, uses_thread_index,
+                      walk_stmts, without_block_barriers)
 
 
 def available() -> bool:
@@ -99,8 +100,9 @@ def lift_module(path: str, kernel: str | None = None, sizes: dict[str, int] | No
 # ``iket.range``): the macro stores a timestamp in the profiler's own trace slot and changes no
 # value of the kernel (an optional payload is only read)
 _TRACE_EXTERNS = {"TL_IKET_EVENT", "TL_IKET_EVENT_PAYLOAD_U32", "TL_IKET_EVENT_PAYLOAD_F32"}
-# ``T.sync_threads()`` of the whole block: the lifter already runs a block's statements in program
-# order, the order such a barrier enforces (a named barrier of some threads is per-thread code)
+# ``T.sync_threads()`` of the whole block: kept in per-thread code, where it orders the threads; a
+# kernel run block-wide keeps its statements in program order anyway (a named barrier of some threads
+# is not modelled)
 _BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared.dyn"}
 # calls evaluated for their effect on the hardware only (register budgets: ``T.set_max_nreg(n,
 # inc)`` moves registers between warp groups, ``setmaxnreg``, and changes no value; trace events;
@@ -108,7 +110,7 @@ _BLOCK_BARRIERS = {"tirx.tvm_storage_sync:shared", "tirx.tvm_storage_sync:shared
 # with the copy engine's and tensor core's after them, the order the interpreter's program order
 # and ``sync`` already give them, so a kernel missing it is not caught): no statement of the program
 _NO_OPS = {"tl.no_set_max_nreg", "tl.set_max_nreg", "tl.fence_proxy_async"} | \
-    {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS} | _BLOCK_BARRIERS
+    {f"tirx.call_extern:{name}" for name in _TRACE_EXTERNS}
 _GEMMS = ("tl.tileop.gemm", "tl.tileop.tcgen05_gemm", "tl.tileop.wgmma_gemm")
 _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl.tileop.reduce",
                "tl.tileop.atomicadd",
@@ -117,7 +119,7 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
                "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier",
                "tl.sync_grid"} | \
-    _NO_OPS | {
+    _NO_OPS | _BLOCK_BARRIERS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
 
@@ -168,10 +170,12 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
                           for p in func.params if p in func.buffer_map}
     body, grid = _one_launch(walker.stmt(func.body))
     body, allocs = _fold_reduce_staging(body, walker.allocs)
+    if not uses_thread_index(body):
+        body = without_block_barriers(body)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
                   onchip_views=tuple(walker.onchip_views),
-                  barriers=tuple(walker.barriers.items()))
+                  barriers=tuple(walker.barriers.items()), thread_dims=walker.thread_dims)
 
 
 _SYNC_GRID = "sync_grid"
@@ -249,7 +253,7 @@ class _Walker:
         # let-bound values and thread indices by TIR variable (identity), not by name: TileLang
         # names a T.Persistent tile index ``bx`` like the block index it is computed from
         self.lets: dict[int, Expr] = {}
-        self.thread_vars: set[int] = set()
+        self.thread_vars: dict[int, int] = {}  # thread index variable -> its axis (0: x, 1: y, 2: z)
         self.thread_x: int | None = None  # threadIdx.x (T.get_thread_binding()), when the block is 1-D
         self.thread_dims: tuple[int, ...] = ()
         self.im2cols = 0  # T.im2col calls lowered so far (names their loop variables)
@@ -364,6 +368,14 @@ class _Walker:
         kind = int(node.kind)
         if node.thread_binding is not None:
             tag = node.thread_binding.thread_tag
+            if tag.startswith("threadIdx.") and tag[-1] in "xyz":  # the block's own thread index, by a loop
+                axis = "xyz".index(tag[-1])
+                extent = self.expr(node.extent)
+                if self.thread_dims and (len(self.thread_dims) <= axis or extent != Const(self.thread_dims[axis])):
+                    raise Unsupported(None, f"a {tag} loop over {extent} threads in a block of "
+                                      f"{list(self.thread_dims)} threads is not modelled")
+                self.thread_vars[node.loop_var.__chandle__()] = axis
+                return self.stmt(node.body)
             if not tag.startswith("blockIdx"):
                 raise Unsupported(None, f"explicit {tag} binding is not modelled")
             self.grid.append(GridAxis(var, self.expr(node.extent)))
@@ -382,8 +394,12 @@ class _Walker:
     def _s_Bind(self, node: Any) -> tuple[Stmt, ...]:
         from tvm import tirx
         if isinstance(node.value, tirx.Call) and _op_name(node.value) == "tl.launch_thread_idx":
-            self.thread_vars.add(node.var.__chandle__())
-            if node.value.args and type(node.value.args[0]).__name__ == "IntImm" and int(node.value.args[0]) == 0:
+            axis = int(node.value.args[0]) if node.value.args and type(node.value.args[0]).__name__ == "IntImm" \
+                else None
+            if axis is None or axis not in (0, 1, 2):
+                raise Unsupported(None, "a thread index of an unknown axis is not modelled")
+            self.thread_vars[node.var.__chandle__()] = axis
+            if axis == 0:
                 self.thread_x = node.var.__chandle__()
         else:
             self.lets[node.var.__chandle__()] = self.expr(node.value)
@@ -513,6 +529,8 @@ class _Walker:
             return (TileOp("barrier_wait", (self.element(args[0]), self.expr(args[1]))),)
         if name == "tirx.ptx_arrive_barrier" and len(args) == 1 and type(args[0]).__name__ == "BufferLoad":
             return (TileOp("barrier_arrive", (self.element(args[0]),)),)
+        if name in _BLOCK_BARRIERS:
+            return (TileOp(SYNC_THREADS, ()),)
         if name in _NO_OPS:
             return ()
         if name == "tl.sync_grid":  # every block of the grid waits for all: split into launches by _grid_phases
@@ -611,8 +629,8 @@ class _Walker:
             return Const(float(node.value))
         if kind in ("Var", "SizeVar"):
             handle = node.__chandle__()
-            if handle in self.thread_vars:
-                raise Unsupported(None, f"per-thread index {node.name} is not modelled")
+            if handle in self.thread_vars:  # per-thread code: each thread runs it with its own index
+                return Var(THREAD_INDEX[self.thread_vars[handle]])
             return self.lets[handle] if handle in self.lets else Var(self.var_name(node))
         binary = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Div": "/", "Mod": "%",
                   "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",

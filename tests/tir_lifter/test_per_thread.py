@@ -1,0 +1,162 @@
+"""Per-thread code (``tx = T.get_thread_binding()`` in an index): each thread of the block runs the
+statements with its own thread index and its own registers (``T.alloc_local``), statement by
+statement; TileLang's ThreadSync pass orders two statements whose shared-memory accesses conflict
+across threads, nothing orders the threads inside one statement, nor their global accesses
+between two ``T.sync_threads()``.  A row sum with one thread per row is verified; a wrong thread
+index is a violation at its line; two threads writing one shared element in one statement is a
+race, ``unsupported``; a thread count kept at 128 beside a reduced tile is refused (the reduced
+instance is not one the file runs), never a finding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lifter_helpers import lift_files, line_of
+
+from tir_lifter.backends import FloatBackend
+from tir_lifter.errors import Unsupported
+from tir_lifter.interpreter import Machine
+from tir_lifter.program import (GLOBAL, SERIAL, SYNC_THREADS, THREAD_INDEX, BinOp, Buffer, Const, Kernel, Load, Loop,
+                                Store, TileOp, Var)
+
+ROWS = '''
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def thread_row_sum(A, block_M, threads, dtype=T.float32):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), dtype)
+    C = T.empty((M,), dtype)
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((block_M,), dtype)
+        acc = T.alloc_local((1,), dtype)
+        T.clear(acc)
+        for j in T.serial(N):
+            acc[0] += A[bx * block_M + tx, j]
+        S[tx] = acc[0]
+        C[bx * block_M + tx] = S[tx]
+    return C
+
+
+a = torch.randn(64, 16, device="cuda")
+c = thread_row_sum(a, 32, 32)
+torch.testing.assert_close(c, a.sum(1))
+'''
+READ = "            acc[0] += A[bx * block_M + tx, j]\n"
+
+
+def _mutate(*pairs: tuple[str, str]) -> str:
+    source = ROWS
+    for before, after in pairs:
+        assert before in source, before
+        source = source.replace(before, after, 1)
+    return source
+
+
+FILES = {
+    "thread_rows.py": ROWS,
+    # each thread sums the next thread's row
+    "thread_rows_index.py": _mutate((READ, READ.replace("+ tx, j]", "+ (tx + 1) % block_M, j]"))),
+    # threads 2i and 2i + 1 both write S[i], with their own sums
+    "thread_rows_race.py": _mutate(("        S[tx] = acc[0]\n", "        S[tx // 2] = acc[0]\n")),
+    # 128 threads for 128 rows: right, but a reduced block_M would leave threads without a row
+    "thread_rows_fixed.py": _mutate(("threads=threads", "threads=128"), ("(a, 32, 32)", "(a, 128, 128)"),
+                                    ("randn(64, 16", "randn(256, 16")),
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    pytest.importorskip("tilelang")
+    folder = tmp_path_factory.mktemp("per_thread")
+    return folder, lift_files(folder, FILES)
+
+
+def _messages(report) -> list[str]:
+    return [d.message for d in report.diagnostics]
+
+
+@pytest.mark.tilelang
+def test_a_row_sum_with_one_thread_per_row_is_verified(reports):
+    report = reports[1]["thread_rows.py"]
+    assert report.verdict == "verified", _messages(report)
+    assert any("kernel computes C" in line and "per-thread code" in line for line in report.proven), report.proven
+
+
+@pytest.mark.tilelang
+def test_a_wrong_thread_index_is_a_confirmed_violation_at_its_line(reports):
+    folder, found = reports
+    report = found["thread_rows_index.py"]
+    assert report.verdict == "violations", _messages(report)
+    wrong = [d for d in report.diagnostics if d.check == "spec" and d.counterexample and d.counterexample.confirmed]
+    assert wrong, _messages(report)
+    assert line_of(str(folder / "thread_rows_index.py"), "(tx + 1) % block_M") in {d.line for d in wrong}
+
+
+@pytest.mark.tilelang
+def test_two_threads_writing_one_shared_element_in_one_statement_are_a_race(reports):
+    folder, found = reports
+    report = found["thread_rows_race.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    races = [d for d in report.diagnostics if "a race" in d.message]
+    assert races and races[0].line == line_of(str(folder / "thread_rows_race.py"), "S[tx // 2]"), _messages(report)
+
+
+@pytest.mark.tilelang
+def test_a_thread_count_kept_beside_a_reduced_tile_is_refused(reports):
+    report = reports[1]["thread_rows_fixed.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    assert any("do not compare with block_M" in message for message in _messages(report)), _messages(report)
+
+
+# --- the interpreter on hand-built kernels (no TileLang needed) -----------------------------
+
+TX = Var(THREAD_INDEX[0])
+
+
+def _run(body: tuple, threads: int = 4) -> dict:
+    """Run ``body`` in one block of ``threads`` threads over X = [1, 2, ..., 2 * threads] and an
+    output Y of ``threads`` elements."""
+    params = (Buffer("X", (Const(2 * threads),), "float32", GLOBAL), Buffer("Y", (Const(threads),), "float32", GLOBAL))
+    kernel = Kernel("k", params, (), (), body, threads=threads, thread_dims=(threads, 1, 1))
+    tensors = {"X": np.array([float(v) for v in range(1, 2 * threads + 1)], dtype=object),
+               "Y": np.full(threads, 0.0, dtype=object)}
+    return Machine(kernel, {}, FloatBackend(), tensors).run().outputs
+
+
+def _neighbour(barrier: bool) -> tuple:
+    """X[tx] = 2 * X[tx]; (T.sync_threads();) Y[tx] = X[(tx + 1) % 4]."""
+    first = Store("X", (TX,), BinOp("*", Const(2.0), Load("X", (TX,))), line=1)
+    second = Store("Y", (TX,), Load("X", (BinOp("%", BinOp("+", TX, Const(1)), Const(4)),)), line=3)
+    return (first,) + ((TileOp(SYNC_THREADS, (), (), 2),) if barrier else ()) + (second,)
+
+
+def test_a_global_element_another_thread_wrote_before_the_barrier_is_read_after_it():
+    assert list(_run(_neighbour(barrier=True))["Y"]) == [4.0, 6.0, 8.0, 2.0]
+
+
+def test_a_global_element_another_thread_writes_without_a_barrier_is_a_race():
+    with pytest.raises(Unsupported, match="a race") as raised:
+        _run(_neighbour(barrier=False))
+    assert raised.value.line == 3
+
+
+def test_threads_writing_one_element_with_one_value_leave_that_value():
+    body = (Store("Y", (Const(0),), Load("X", (Const(0),)), line=1),)
+    assert _run(body)["Y"][0] == 1.0
+
+
+def test_atomic_adds_of_the_threads_to_one_element_commute():
+    body = (Store("Y", (Const(0),), Load("X", (TX,)), True, line=1),)
+    assert _run(body)["Y"][0] == 1.0 + 2.0 + 3.0 + 4.0
+
+
+def test_a_loop_whose_trip_count_differs_between_threads_runs_whole_in_each_thread():
+    # thread t adds X[0..t] into Y[t]; no two threads touch one Y element
+    body = (Loop("j", BinOp("+", TX, Const(1)), SERIAL,
+                 (Store("Y", (TX,), BinOp("+", Load("Y", (TX,)), Load("X", (Var("j"),))), line=2),), line=1),)
+    assert list(_run(body)["Y"]) == [1.0, 3.0, 6.0, 10.0]
