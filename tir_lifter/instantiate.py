@@ -219,17 +219,40 @@ def _reduce_and_lift_counted(instance: Instance, arguments: dict[str, Any], tens
     try:
         elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, tiles, tied, sms)
     except Unsupported as exc:
-        # per-thread code whose thread count is an argument (``threads=512`` beside ``block_K=4096``):
-        # the thread count is reduced as a tile is, so the two keep comparing as at the real sizes
-        threads = {k: v for k, v in ints.items() if _THREAD_COUNT.search(k) and k not in tiles and v >= 2}
-        if not threads or not exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: "):
+        if not exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: "):
             raise
-        elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, {**tiles, **threads}, tied, sms)
+        elaborated = _per_thread_retries(instance, arguments, tensors, build, lift, tiles, ints, tied, sms, exc)
     symbolic = {n for n, _ in elaborated.kernel.sizes}
     shown += tuple(f"{name} = {names[0] if len(names) == 1 else '(' + ' + '.join(names) + ')'} ** -0.5"
                    for name, names in scales.items()
                    if not any(n in symbolic for n in names))
     return replace(elaborated, derived=shown)
+
+
+def _per_thread_retries(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                        build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
+                        ints: dict[str, int], tied: bool, sms: int, refused: Unsupported) -> Elaborated:
+    """Per-thread code refused at the first reduced sizes: a thread-count argument (``threads=512``
+    beside ``block_K=4096``) reduced as a tile is, so the two keep comparing as at the real sizes;
+    then tiles twice and four times as large (equal real tiles alike, never past the real value),
+    so a loop over ``log2(tile)`` lanes runs more than once.  The last refusal stands otherwise."""
+    threads = {k: v for k, v in ints.items() if _THREAD_COUNT.search(k) and k not in tiles and v >= 2}
+    tiles = {**tiles, **threads}
+    trials: list[Callable[[], Elaborated]] = []
+    if threads:
+        trials.append(lambda: _reduced_tiles(instance, arguments, tensors, build, lift, tiles, tied, sms))
+    for scale in (2, 4):
+        larger = {n: min(v * scale, tiles[n]) for n, v in _tied_powers(tiles).items()}
+        trials.append(lambda larger=larger: _reduce_with(instance, arguments, tensors, build, lift, tiles, larger,
+                                                         sms))
+    for trial in trials:
+        try:
+            return trial()
+        except Unsupported as exc:
+            if not exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: "):
+                raise
+            refused = exc
+    raise refused
 
 
 def _reduced_tiles(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -366,7 +389,9 @@ def _keeps_thread_relations(kernel: Kernel, real_kernel: Kernel | None, tiles: d
     """Per-thread code indexes with the thread index, so the block's thread count is one of its
     sizes: at the reduced sizes each tile must compare with it (smaller, equal, larger, dividing
     it, divided by it) as at the real ones.  A thread count kept (``threads=128``) beside a reduced
-    tile (``block_N`` 128 -> 2) makes an instance the file never runs: refused, never a finding."""
+    tile (``block_N`` 128 -> 2) makes an instance the file never runs: refused, never a finding.  So
+    is a loop run once where the real build runs it more often (``for i in range(log2(block_N))``
+    over the lanes): what one lane exchange leaves for the next would go unchecked."""
     from .program import uses_thread_index
     if not uses_thread_index(kernel.body):
         return
@@ -382,6 +407,9 @@ def _keeps_thread_relations(kernel: Kernel, real_kernel: Kernel | None, tiles: d
                                   f"{reduced} threads on axis {'xyz'[axis]} (from {real}) do not compare with "
                                   f"{name}={r} (from {t}) as at the real sizes, so the reduced instance is not "
                                   "one the file runs")
+    for found in _degenerate(kernel, real_kernel, loops=True):
+        raise Unsupported(instance.line, f"{instance.name} has {_PER_THREAD}: at the reduced sizes {found}, so "
+                          "what one iteration leaves for the next would go unchecked")
 
 
 def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:

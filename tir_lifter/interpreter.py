@@ -20,10 +20,10 @@ import numpy as np
 
 from .backends import InfinityArithmetic
 from .errors import InfiniteValue, Unsupported
-from .program import (FRAGMENT, GLOBAL, PARALLEL, SYNC_THREADS, THREAD_INDEX, WARP_GROUP, BinOp, Call, Const,
-                      Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Region, Select, Stmt, Store, TileOp, UnOp, Var,
-                      While, stmt_exprs, uses_thread_index, walk_expr, walk_stmts)
-from .size_env import eval_size
+from .program import (FRAGMENT, GLOBAL, PARALLEL, SYNC_THREADS, THREAD_INDEX, WARP_GROUP, WARP_SHUFFLE, BinOp, Call,
+                      Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Region, Select, Stmt, Store, TileOp, UnOp,
+                      Var, While, stmt_exprs, uses_thread_index, walk_expr, walk_stmts)
+from .size_env import eval_size, int_bits
 from .sync import WarpGroups
 
 _MAX_WHILE = 10_000  # iterations of one while loop at the reduced sizes
@@ -147,6 +147,7 @@ class Machine:
         self._kept_locals = False
         self._window: dict[str, dict[tuple[str, tuple[int, ...]], _Touch]] = {"shared": {}, "global": {}}
         self._in_atomic = False
+        self._shuffling = False  # a statement every thread runs together, its values before its stores
         self._collective_cache: dict[int, bool] = {}
         if self.per_thread:
             if kernel.barriers or wgmma:
@@ -584,13 +585,69 @@ class Machine:
                 self._lockstep(stmt.then if next(iter(taken.values())) else stmt.orelse, env, threads)
                 self._loop_lines.pop()
                 return
-        for t in threads:
+        if isinstance(stmt, Store) and threads == self._all_threads() and \
+                any(isinstance(e, Call) and e.fn == WARP_SHUFFLE for e in walk_expr(stmt.value)):
+            self._shuffled_store(stmt, env, threads)
+        else:
+            for t in threads:
+                self.thread = t
+                try:
+                    self.exec_stmt(stmt, self._thread_env(env, t))
+                finally:
+                    self.thread = None
+        self._window["shared"] = {}
+
+    def _shuffled_store(self, stmt: Store, env: dict[str, Any], threads: tuple[int, ...]) -> None:
+        """A store of a warp shuffle: every lane gives its value before any lane's store (the
+        shuffle reads the other lane's register as it is before the statement)."""
+        if stmt.atomic:
+            raise Unsupported(stmt.line, "an atomic update of a warp shuffle is not modelled")
+        done = []
+        self._shuffling = True
+        try:
+            for t in threads:
+                self.thread = t
+                thread_env = self._thread_env(env, t)
+                index = tuple(self.index(i, thread_env) for i in stmt.indices)
+                done.append((t, index, self.value(stmt.value, thread_env, stmt.line)))
+        finally:
+            self._shuffling, self.thread = False, None
+        for t, index, value in done:
             self.thread = t
             try:
-                self.exec_stmt(stmt, self._thread_env(env, t))
+                guarded = self._auto_guarded(stmt.buffer, index, stmt.line, "writes")
+                self.store(stmt.buffer, index, value, stmt.line, atomic=False, guarded=guarded)
             finally:
                 self.thread = None
-        self._window["shared"] = {}
+
+    def _shuffle(self, expr: Call, env: dict[str, Any], line: int | None) -> Any:
+        """``__shfl_sync(mask, value, lane, width)`` in the running thread: ``value`` as the lane
+        ``lane % width`` of the caller's group of ``width`` lanes (a power of two up to 32) of its
+        warp (32 consecutive threads) computes it.  Every lane of the warp must run it together."""
+        if not self._shuffling or self.thread is None:
+            raise Unsupported(line, "a warp shuffle outside a store every thread of the block runs together is not "
+                              "modelled")
+        mask, lane, width = (self.value(expr.args[i], env, line) for i in (0, 2, 3))
+        if not all(_is_int(v) for v in (mask, lane, width)) or width not in (1, 2, 4, 8, 16, 32):
+            raise Unsupported(line, f"a warp shuffle over {width} lanes (not a power of two up to 32) is not "
+                              "modelled")
+        count = len(self._all_threads())
+        warp = self.thread - self.thread % 32
+        lanes = min(32, count - warp)  # the lanes of this warp the block has
+        if int(mask) & ((1 << lanes) - 1) != (1 << lanes) - 1:
+            raise Unsupported(line, f"a warp shuffle with the mask {int(mask):#x}, which leaves out lanes of the "
+                              "warp, is not modelled")
+        own = self.thread % 32
+        source = warp + (own & ~(int(width) - 1)) + int(lane) % int(width)
+        if source >= count:
+            raise Unsupported(line, f"a warp shuffle from lane {source - warp}, past the block's {count} threads, is "
+                              "not modelled")
+        caller = self.thread
+        self.thread = source
+        try:
+            return self.value(expr.args[1], self._thread_env(env, source), line)
+        finally:
+            self.thread = caller
 
     def _touch(self, name: str, index: tuple[int, ...], write: bool, value: Any, line: int | None,
                atomic: bool = False) -> None:
@@ -685,6 +742,8 @@ class Machine:
                 return not a if isinstance(a, bool) else backend.logic("not", a, a)
             return -a if _is_int(a) else backend.neg(a)
         if isinstance(expr, Call):
+            if expr.fn == WARP_SHUFFLE:
+                return self._shuffle(expr, env, line)
             if expr.fn == "cast":
                 return self.convert(self.value(expr.args[0], env, line), expr.source, expr.dtype)
             args = [_lift(backend, self.value(arg, env, line)) for arg in expr.args]
@@ -766,6 +825,8 @@ def _int_op(op: str, a: int, b: int) -> Any:
         return max(a, b)
     if op == "min":
         return min(a, b)
+    if op in ("<<", ">>", "&", "|", "^"):
+        return int_bits(op, int(a), int(b))
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b,
             "and": a and b, "or": a or b}[op]
 

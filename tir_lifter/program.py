@@ -235,6 +235,9 @@ Stmt = Union[TileOp, Store, Loop, If, While, GridLaunch]
 # the thread index of each axis of the block, ``Var(THREAD_INDEX[0])`` in a kernel with per-thread code
 # (``tx = T.get_thread_binding()`` used in an index or a condition)
 THREAD_INDEX = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+# ``T.tvm_warp_shuffle(mask, value, lane, width, warp_size)``: ``value`` as the thread ``lane`` of the
+# caller's ``width`` lanes of its warp computes it (CUDA's ``__shfl_sync(mask, value, lane, width)``)
+WARP_SHUFFLE = "tvm_warp_shuffle"
 # ``T.sync_threads()``: every thread of the block waits for the others (kept in per-thread code only)
 SYNC_THREADS = "sync_threads"
 
@@ -331,9 +334,9 @@ def stmt_exprs(stmt: Stmt):
 
 
 def uses_thread_index(stmts: tuple[Stmt, ...]) -> bool:
-    """True when a statement reads the thread index outside a warp-group branch's condition:
-    per-thread code."""
-    return any(isinstance(e, Var) and e.name in THREAD_INDEX
+    """True when a statement reads the thread index outside a warp-group branch's condition, or
+    another lane's register (a warp shuffle): per-thread code."""
+    return any(isinstance(e, Var) and e.name in THREAD_INDEX or isinstance(e, Call) and e.fn == WARP_SHUFFLE
                for stmt in walk_stmts(stmts) if not (isinstance(stmt, If) and _thread_range_cond(stmt.cond))
                for top in stmt_exprs(stmt) for e in walk_expr(top))
 

@@ -81,7 +81,24 @@ def _apply(op: str, left: Any, right: Any) -> Any:
         return left // right
     if op == "%":
         return left % right
+    if op in _INT_BITS:
+        return int_bits(op, left, right)
     return left / right
+
+
+# bit operations on integers (two's complement, as Python's ints give them); the caller wraps the
+# result to its dtype
+_INT_BITS = ("<<", ">>", "&", "|", "^")
+
+
+def int_bits(op: str, left: int, right: int) -> int:
+    """``left op right`` on integers, exactly as CUDA computes it before the wrap to the dtype; a
+    shift by a negative amount or by 64 or more (undefined in C) is refused."""
+    from .errors import Unsupported
+    if op in ("<<", ">>") and not 0 <= right < 64:
+        raise Unsupported(None, f"a shift by {right} (undefined in C) is not modelled")
+    return {"<<": lambda: left << right, ">>": lambda: left >> right, "&": lambda: left & right,
+            "|": lambda: left | right, "^": lambda: left ^ right}[op]()
 
 
 def size_expr(node: ast.AST, env: SizeEnv) -> Expr:

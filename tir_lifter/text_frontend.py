@@ -462,6 +462,8 @@ class _KernelReader:
                 first, second = second, first  # tir.Cast(dtype, value)
             dtype = _dtype(const_value(second, self.env)) if second is not None else None
             return Call("cast", (self._expr(first),), dtype)
+        if name == "tvm_warp_shuffle" and len(args) == 5:
+            return Call(name, tuple(self._expr(a) for a in args))
         if name == "infinity":
             return Const(float("inf"))
         if name in ("max_value", "min_value"):

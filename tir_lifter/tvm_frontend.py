@@ -118,7 +118,7 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
                "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier",
-               "tl.sync_grid"} | \
+               "tl.sync_grid", "tirx.tvm_warp_shuffle"} | \
     _NO_OPS | _BLOCK_BARRIERS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
@@ -696,8 +696,13 @@ def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
                 return BinOp("%", value, Const(k + 1))
             if name == "bitwise_xor" and k == 1:  # flips the lowest bit: x + 1 - 2 (x mod 2) (a phase parity)
                 return BinOp("-", BinOp("+", value, Const(1)), BinOp("*", Const(2), BinOp("%", value, Const(2))))
-    raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values, "
-                            f"shifts by a constant and masks of low bits)")
+        # any other: exact on the integers an index is (a thread index, a loop counter), wrapped to
+        # the dtype as a cast wraps; on tensor values the interpreter refuses it
+        op = {"shift_left": "<<", "shift_right": ">>", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if name in op and dtypes[0] == dtypes[1]:
+            return Call("cast", (BinOp(op[name], args[0], args[1]),), dtypes[0], dtypes[0])
+    raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values "
+                            f"and on integers of one dtype)")
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -57,17 +57,19 @@ def test_bit_operations_are_exact_arithmetic_on_integers(name, python):
             assert isinstance(expr, BinOp) and _int_op(expr.op, expr.a.value, expr.b.value) == python(x, k)
 
 
-def test_bit_operations_on_truth_values_are_logic_and_others_are_unsupported():
+def test_bit_operations_on_truth_values_are_logic_and_on_integers_exact_operations_wrapped_to_the_dtype():
     from tir_lifter.errors import Unsupported
-    from tir_lifter.program import BinOp, UnOp, Var
+    from tir_lifter.program import BinOp, Call, Const, UnOp, Var
     from tir_lifter.tvm_frontend import _bit_operation
     a, b = Var("a"), Var("b")
     assert _bit_operation("bitwise_and", ["bool", "bool"], [a, b]) == BinOp("and", a, b)
     assert _bit_operation("bitwise_xor", ["bool", "bool"], [a, b]) == BinOp("!=", a, b)
     assert _bit_operation("bitwise_not", ["bool"], [a]) == UnOp("not", a)
-    for name, args in (("bitwise_and", [a, b]), ("bitwise_xor", [a, b]), ("shift_left", [a, Var("k")])):
+    # on integers (an index: the interpreter computes them exactly, and refuses them on tensor values)
+    for name, op, args in (("bitwise_and", "&", [a, b]), ("bitwise_xor", "^", [a, b]),
+                           ("shift_left", "<<", [a, Var("k")]), ("bitwise_and", "&", [a, Const(6)])):
+        assert _bit_operation(name, ["int32", "int32"], args) == \
+            Call("cast", (BinOp(op, *args),), "int32", "int32"), name
+    for dtypes in (["int32", "int64"], ["float32", "float32"]):
         with pytest.raises(Unsupported):
-            _bit_operation(name, ["int32", "int32"], args)
-    with pytest.raises(Unsupported):  # 6 is not a mask of low bits
-        from tir_lifter.program import Const
-        _bit_operation("bitwise_and", ["int32", "int32"], [a, Const(6)])
+            _bit_operation("bitwise_and", dtypes, [a, b])
