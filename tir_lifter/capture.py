@@ -320,7 +320,8 @@ def run_file(path: str, budget: float) -> Capture:
         try:
             named = jit.signature.bind_partial(*args, **kwargs).arguments
             tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
-            capture.launches.extend(Launch(instance, (), None, tensors, outputs) for instance in instances)
+            backward_of = _autograd_node()
+            capture.launches.extend(Launch(instance, (), None, tensors, outputs, backward_of) for instance in instances)
         except TypeError:
             pass
         return _returned(outputs)

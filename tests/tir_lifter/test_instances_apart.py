@@ -18,12 +18,14 @@ from lifter_helpers import lift_files
 
 FLAGS = 'import torch\nimport tilelang\nimport tilelang.language as T\n\n\n@tilelang.jit(out_idx=[1])\ndef copy_or_double(M, N, double, block_M=32):\n    @T.prim_func\n    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):\n        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:\n            for i, j in T.Parallel(block_M, N):\n                if double:\n                    Y[bx * block_M + i, j] = X[bx * block_M + i, j] + X[bx * block_M + i, j]\n                else:\n                    Y[bx * block_M + i, j] = X[bx * block_M + i, j]\n\n    return main\n\n\ndef ref_double(x):\n    return x * 2\n\n\ndef ref_copy(x):\n    return x.clone()\n\n\nx = torch.randn(256, 64, device="cuda")\nz = torch.randn(256, 64, device="cuda")\ntorch.testing.assert_close(copy_or_double(256, 64, True)(x), ref_double(x))\ntorch.testing.assert_close(copy_or_double(256, 64, False)(z), ref_copy(z))\n'
 SCALE = 'import torch\nimport tilelang\nimport tilelang.language as T\n\n\n@tilelang.jit(out_idx=[1])\ndef scale(M, N, factor, block_M=32):\n    @T.prim_func\n    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):\n        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:\n            for i, j in T.Parallel(block_M, N):\n                Y[bx * block_M + i, j] = X[bx * block_M + i, j] * factor\n\n    return main\n\n\nclass _Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        M, N = x.shape\n        return scale(M, N, 3.0)(x)\n\n    @staticmethod\n    def backward(ctx, dy):\n        M, N = dy.shape\n        return scale(M, N, 3.0)(dy.contiguous())\n\n\ndef ref_program(x):\n    return x * 3.0\n\n\nx = torch.randn(256, 64, device="cuda", requires_grad=True)\ndy = torch.randn(256, 64, device="cuda")\ny = _Scale.apply(x)\ny.backward(dy)\ndx, x.grad = x.grad.clone(), None\ny_ref = ref_program(x)\ny_ref.backward(dy)\ntorch.testing.assert_close(y, y_ref)\ntorch.testing.assert_close(dx, x.grad)\n'
+EAGER_SCALE = 'import torch\nimport tilelang\nimport tilelang.language as T\n\n\n@tilelang.jit\ndef scale(X, block_M, factor):\n    M, N = T.const("M, N")\n    X: T.Tensor((M, N), T.float32)\n    Y = T.empty((M, N), T.float32)\n\n    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:\n        for i, j in T.Parallel(block_M, N):\n            if bx * block_M + i < M:\n                Y[bx * block_M + i, j] = X[bx * block_M + i, j] * factor\n    return Y\n\n\nclass _Scale(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return scale(x, 32, 3.0)\n\n    @staticmethod\n    def backward(ctx, dy):\n        return scale(dy.contiguous(), 32, 2.0)\n\n\ndef ref_program(x):\n    return x * 3.0\n\n\nx = torch.randn(256, 64, device="cuda", requires_grad=True)\ndy = torch.randn(256, 64, device="cuda")\ny = _Scale.apply(x)\ny.backward(dy)\ndx, x.grad = x.grad.clone(), None\ny_ref = ref_program(x)\ny_ref.backward(dy)\ntorch.testing.assert_close(y, y_ref)\ntorch.testing.assert_close(dx, x.grad)\n'
 FILES = {
     "flags.py": FLAGS,
     "flags_wrong.py": FLAGS.replace("copy_or_double(256, 64, False)(z)", "copy_or_double(256, 64, True)(z)"),
     "scale_autograd.py": SCALE,
     "scale_autograd_wrong_backward.py": SCALE.replace("return scale(M, N, 3.0)(dy.contiguous())",
                                                       "return scale(M, N, 2.0)(dy.contiguous())"),
+    "eager_scale_autograd_wrong_backward.py": EAGER_SCALE,
 }
 
 
@@ -54,7 +56,8 @@ def test_the_second_instance_built_with_the_wrong_flag_is_a_confirmed_violation(
 
 
 @pytest.mark.tilelang
-@pytest.mark.parametrize("name", ["scale_autograd.py", "scale_autograd_wrong_backward.py"])
+@pytest.mark.parametrize("name", ["scale_autograd.py", "scale_autograd_wrong_backward.py",
+                                  "eager_scale_autograd_wrong_backward.py"])
 def test_a_kernel_launched_by_autograds_backward_is_unsupported_never_verified(reports, name):
     report = reports[name]
     assert report.verdict == "unsupported", _messages(report)
