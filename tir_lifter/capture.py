@@ -540,6 +540,12 @@ class _PassConfigKeys:
     def __iter__(self) -> Any:
         return iter(self._real)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._real(*args, **kwargs)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._real[name]
+
 
 def _autograd_node() -> str | None:
     """The name of the autograd node whose backward is running (a launch from a custom
