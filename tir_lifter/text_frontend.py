@@ -145,6 +145,7 @@ class _KernelReader:
         self.lets: dict[str, Expr] = {}
         self.loop_vars: set[str] = set()
         self.thread_vars: dict[str, int] = {}  # thread index name -> its axis (0: x, 1: y, 2: z)
+        self.thread_dims: tuple[int, ...] | None = ()  # () : TileLang's default block
         self.handles: dict[str, int] = {}
         self.unsupported: list[tuple[int | None, str]] = []
 
@@ -158,6 +159,7 @@ class _KernelReader:
         sizes = tuple((name, self.env.symbols[name]) for name in self.env.symbols if name in used)
         return Kernel(name=self.factory or self.func.name, params=tuple(self.params), allocs=tuple(self.allocs),
                       grid=tuple(self.grid), body=body, sizes=sizes, threads=self.threads,
+                      thread_dims=self.thread_dims or (),
                       line=self.func.lineno, grid_line=self.grid_line, source=self.file)
 
     def _signature(self) -> None:
@@ -245,7 +247,10 @@ class _KernelReader:
                         value = const_value(kw.value, self.env)
                         self.threads = value if isinstance(value, int) else None
                     except KeyError:
-                        self.threads = None
+                        value = self.threads = None
+                    dims = value if isinstance(value, (tuple, list)) else (value,)
+                    # the threads per axis (None: not known to the reader, so per-thread code is refused)
+                    self.thread_dims = tuple(dims) if all(isinstance(d, int) for d in dims) else None
             target = item.optional_vars
             names = [t.id for t in target.elts] if isinstance(target, ast.Tuple) else \
                 [target.id] if isinstance(target, ast.Name) else []
@@ -427,6 +432,9 @@ class _KernelReader:
 
     def _name(self, name: str, line: int | None) -> Expr:
         if name in self.thread_vars:  # per-thread code: each thread runs it with its own index
+            if self.thread_dims is None:
+                raise Unsupported(line, f"per-thread code ({name}) in a block whose thread count the source reader "
+                                  "cannot tell is not modelled")
             return Var(THREAD_INDEX[self.thread_vars[name]])
         if name in self.lets:
             return self.lets[name]

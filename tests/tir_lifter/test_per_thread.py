@@ -274,3 +274,29 @@ def test_a_bit_operation_on_tensor_values_is_refused():
     body = (Store("Y", (TX,), BinOp("<<", Load("X", (TX,)), Const(1)), line=1),)
     with pytest.raises(Unsupported, match="operator << on tensor values"):
         _run(body)
+
+
+SOURCE_ONLY = '''
+import tilelang.language as T
+
+
+def copy_by_thread(M, threads):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), C: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=THREADS) as bx:
+            tx = T.get_thread_binding()
+            C[tx] = A[tx]
+    return main
+
+
+func = copy_by_thread(8, 8)
+'''
+
+
+def test_the_source_reader_refuses_per_thread_code_in_a_block_of_threads_it_cannot_count():
+    from tir_lifter.text_frontend import lift_source
+    known = lift_source(SOURCE_ONLY.replace("THREADS", "8"), "copy_by_thread.py")
+    assert known.kernels[0].thread_dims == (8,) and not known.unsupported
+    unknown = lift_source(SOURCE_ONLY.replace("THREADS", "(8, 2)"), "copy_by_thread.py")
+    assert any("thread count the source reader cannot tell" in reason for _, reason in unknown.unsupported), \
+        unknown.unsupported
