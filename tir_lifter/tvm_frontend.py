@@ -169,9 +169,9 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     walker.tensor_data = {func.buffer_map[p].data.__chandle__(): func.buffer_map[p]
                           for p in func.params if p in func.buffer_map}
     body, grid = _one_launch(walker.stmt(func.body))
-    body, allocs = _fold_reduce_staging(body, walker.allocs)
     if not uses_thread_index(body):
         body = without_block_barriers(body)
+    body, allocs = _fold_reduce_staging(body, walker.allocs)
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
                   onchip_views=tuple(walker.onchip_views),
