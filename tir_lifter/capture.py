@@ -313,7 +313,8 @@ def run_file(path: str, budget: float) -> Capture:
         """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
         try:
             func = jit.get_tir(*args, **kwargs)
-            outputs = _output_tensors(func, _eager_out_idx(jit, func) or ())
+            named = jit.signature.bind_partial(*args, **kwargs).arguments
+            outputs = _output_tensors(func, _eager_out_idx(jit, func) or (), _dynamic_sizes(func, named))
         except Exception:  # noqa: BLE001 - the run goes on without outputs
             outputs = ()
         capture.alive.append(outputs)
@@ -509,6 +510,7 @@ def run_file(path: str, budget: float) -> Capture:
     return capture
 
 
+_KEEPS_VALUES = {"requires_grad_", "retain_grad", "share_memory_"}  # in place, but no element changes
 _IN_PLACE = {"__setitem__"} | {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
                                                          "or", "xor", "lshift", "rshift", "matmul")}
 
@@ -597,11 +599,17 @@ def _out_idx(value: Any) -> tuple[int, ...] | None:
         return None
 
 
-def _meta_tensor(buffer: Any) -> Any:
+def _meta_tensor(buffer: Any, sizes: dict | None = None) -> Any:
     import torch
     dtype = getattr(torch, str(buffer.dtype).replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
                     torch.float32)
-    return torch.empty([int(d) for d in buffer.shape], dtype=dtype, device="meta")
+    shape = list(buffer.shape)
+    if sizes:  # an output shaped by the launch's dynamic sizes (``T.empty((M, N))``, ``M = T.dynamic("M")``)
+        from tvm import arith
+        from tvm import tirx as tir
+        shape = [arith.Analyzer().simplify(tir.stmt_functor.substitute(d, sizes)) if not isinstance(d, int) else d
+                 for d in shape]
+    return torch.empty([int(d) for d in shape], dtype=dtype, device="meta")
 
 
 def _kernel_out_idx(jit: Any, args: tuple, kwargs: dict) -> tuple[int, ...] | None:
@@ -622,11 +630,28 @@ def _eager_out_idx(jit: Any, func: Any) -> tuple[int, ...] | None:
     return out or None
 
 
-def _output_tensors(func: Any, out_idx: tuple[int, ...]) -> tuple[tuple[str, Any], ...]:
-    """The ``out_idx`` parameters of ``func`` as meta tensors, by name (what a launch returns)."""
+def _output_tensors(func: Any, out_idx: tuple[int, ...], sizes: dict | None = None) -> tuple[tuple[str, Any], ...]:
+    """The ``out_idx`` parameters of ``func`` as meta tensors, by name (what a launch returns);
+    ``sizes`` gives the dynamic sizes (``T.dynamic("M")``) their launch values."""
     params = list(func.params)
     buffers = [func.buffer_map[params[i % len(params)]] for i in out_idx]
-    return tuple((buffer.name, _meta_tensor(buffer)) for buffer in buffers)
+    return tuple((buffer.name, _meta_tensor(buffer, sizes)) for buffer in buffers)
+
+
+def _dynamic_sizes(func: Any, named: dict[str, Any]) -> dict:
+    """The dynamic sizes of ``func`` (variables in its buffers' shapes) -> the sizes of the tensors
+    the launch passes for those buffers (by parameter name)."""
+    from tvm import tirx as tir
+    sizes: dict = {}
+    for param in func.params:
+        buffer = func.buffer_map.get(param)
+        tensor = named.get(buffer.name) if buffer is not None else None
+        if not _is_tensor(tensor) or len(tensor.shape) != len(buffer.shape):
+            continue
+        for dim, size in zip(buffer.shape, tensor.shape):
+            if isinstance(dim, tir.Var):
+                sizes[dim] = int(size)
+    return sizes
 
 
 def _returned(named: tuple[tuple[str, Any], ...]) -> Any:
@@ -677,7 +702,8 @@ class _MetaDevice:
             if capture is None:
                 return out
             name = getattr(func, "__name__", "")
-            if (name.endswith("_") and not name.startswith("__")) or name in _IN_PLACE or "out" in kwargs:
+            if ((name.endswith("_") and not name.startswith("__")) or name in _IN_PLACE or "out" in kwargs) \
+                    and name not in _KEEPS_VALUES:
                 # in place: what made the tensor is no longer its value (voided even past the limits below)
                 # (and so is everything it was computed from: it may be a view of them)
                 changed = kwargs.get("out", args[0] if args else None)
@@ -698,7 +724,8 @@ class _MetaDevice:
                 return out  # what is not remembered cannot be replayed (the spec is refused, never guessed)
             results = out if isinstance(out, (tuple, list)) else (out,)
             for index, value in enumerate(results):
-                if isinstance(value, torch.Tensor) and id(value) not in capture.derivations:
+                if isinstance(value, torch.Tensor) and id(value) not in capture.derivations \
+                        and not any(value is arg for arg in args):  # ``requires_grad_`` returns its tensor
                     item = index if isinstance(out, (tuple, list)) else None
                     capture.derivations[id(value)] = Derivation(func, tuple(args), dict(kwargs), item)
                     capture.alive.append(value)

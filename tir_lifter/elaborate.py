@@ -437,6 +437,11 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         if traced:
             return traced
     reference = _associate(name, references, kernel_count)
+    if reference is not None and traced_reason.startswith(f"{reference.name}'s result is compared"):
+        # the file's own call of that reference shows it is no spec of this kernel: not translated instead
+        report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}: {traced_reason}; pass --spec "
+                              f"{name}=\"C = ...\"", kernel.line))
+        return []
     if reference is not None:
         params = [a.arg for a in reference.args.args]
         if len(params) != len(inputs):
@@ -470,6 +475,9 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         except LiftInputError:
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
+    if capture is not None and group:
+        if capture.stopped_by and capture.stopped_by != "end of file":
+            others += f"; the file's run ended before its end, with {capture.stopped_by}"
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return []

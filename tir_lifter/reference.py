@@ -261,11 +261,14 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
     by_id_all: dict[int, str] = {}
     output_ids: set[int] = set()
     uncompared: dict[int, tuple[str, ...]] = {}  # per reference call: the outputs it returns no value for
+    copy_of: dict[int, tuple[str, ...]] = {}  # per reference call: its arguments given copies of the kernel's inputs
+    refused: dict[int, str] = {}  # per reference call: why what it returns cannot be paired with the outputs
     for launch in capture.launches:
         if not _among(launch.instance, instances):
             continue
         tensors = launch_tensors(launch, params)
         by_id = {id(t): p for p, t in tensors.items() if p in inputs}
+        copies = same_value_inputs(tensors, inputs, capture)
         by_id_all.update(by_id)
         output_ids |= {id(t) for t in dict(launch.outputs).values()} | \
             {id(t) for p, t in tensors.items() if p in written}
@@ -279,20 +282,31 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             args.update({n: UNREAD for n, v in args.items()  # a buffer the kernel writes, never read by it
                          if isinstance(v, torch.Tensor) and id(v) in scratch and id(v) not in by_id and n in unread})
             arg_tensors = {n: v for n, v in args.items() if isinstance(v, torch.Tensor)}
-            if not arg_tensors or any(id(v) not in by_id and id(v) not in viewed for v in arg_tensors.values()):
-                continue
             func_name = getattr(ref.func, "__name__", "")
-            if func_name in kernel_names:  # the kernel's own function, run by TileLang's elaboration
+            if not arg_tensors or func_name in kernel_names:  # the kernel's own function, run by TileLang
                 continue
-            binding = {n: ("value", v) if not isinstance(v, torch.Tensor) else ("tensor", by_id[id(v)])
-                       if id(v) in by_id else ("view", viewed[id(v)]) for n, v in args.items()}
+            if any(id(v) not in by_id and id(v) not in viewed for v in arg_tensors.values()):
+                # passed copies of the kernel's inputs (``q_ref`` beside the kernel's ``q_tl``): taken
+                # only when it reads a copy of each of them, as a reference does
+                copied = {n: next((copies[id(c)] for c in _copied_from(v, capture) if id(c) in copies), None)
+                          for n, v in arg_tensors.items()}
+                if None in copied.values() or set(copied.values()) != set(by_id.values()):
+                    continue
+                binding = {n: ("tensor", copied[n]) if n in copied else ("value", v) for n, v in args.items()}
+                copy_of[id(ref)] = tuple(n for n, v in arg_tensors.items() if id(v) not in by_id)
+            else:
+                binding = {n: ("value", v) if not isinstance(v, torch.Tensor) else ("tensor", by_id[id(v)])
+                           if id(v) in by_id else ("view", viewed[id(v)]) for n, v in args.items()}
             read = {kind_value[1] if kind_value[0] == "tensor" else kind_value[1][0]
                     for kind_value in binding.values() if kind_value[0] != "value"}
             # rank: reads every input of the kernel, is named after it, is named like a reference
-            rank = (len(read) < len(by_id),
+            rank = (len(read) < len(set(by_id.values())),
                     instances[0].name.lower() not in func_name.lower(), not _REFERENCE.search(func_name))
             outputs = _returned_outputs(launch, params, written, capture)
             outputs, uncompared[id(ref)] = _compared_outputs(number, outputs, launch, params, written, capture)
+            combined = _compared_with_combined_outputs(number, outputs, launch, params, written, capture)
+            if combined:
+                refused[id(ref)] = f"{getattr(ref.func, '__name__', 'the reference')}'s result is compared {combined}"
             candidates.append((rank, ref, binding, outputs))
     if not candidates:
         return [], NOT_FOUND
@@ -320,13 +334,17 @@ def find_reference(instances: list[Instance], params: list[str], written: list[s
             names = sorted({getattr(c[1].func, "__name__", "?") for c in candidates if c[0] == best})
             return [], (f"several functions are called with the kernel's inputs ({', '.join(names)}) and the file "
                         "compares none of their results with the kernel's")
-    return [_traced_spec(ref, binding, outputs, written, instances, params, capture, path, uncompared.get(id(ref), ()))
+    why = [refused[id(c[1])] for c in chosen.values() if id(c[1]) in refused]
+    if why:
+        return [], why[0]
+    return [_traced_spec(ref, binding, outputs, written, instances, params, capture, path, uncompared.get(id(ref), ()),
+                         copy_of.get(id(ref), ()))
             for _, ref, binding, outputs in chosen.values()], ""
 
 
 def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], outputs: tuple[str, ...],
                  written: list[str], instances: list[Instance], params: list[str], capture: Capture,
-                 path: str, uncompared: tuple[str, ...] = ()) -> TracedSpec:
+                 path: str, uncompared: tuple[str, ...] = (), copies: tuple[str, ...] = ()) -> TracedSpec:
     real_shapes, dtypes = _launched_shapes(instances, params, capture)
     arguments = tuple(Argument(n, value) if kind == "tensor" else Argument(n, value[0], view=value[1])
                       if kind == "view" else Argument(n, None, value) for n, (kind, value) in binding.items())
@@ -341,6 +359,9 @@ def _traced_spec(ref: ReferenceCall, binding: dict[str, tuple[str, Any]], output
     unread = [a.name for a in arguments if a.value is UNREAD]
     if unread:
         via += f"; {', '.join(unread)} passed buffers the kernel writes, which {name} never reads (given None)"
+    if copies:
+        via += (f"; {', '.join(copies)} given the kernel's input{'s' if len(copies) > 1 else ''}, of which the "
+                "file passes an unchanged copy (clone, detach, contiguous, a device move, a view of the same shape)")
     if sizes:
         via += f"; {', '.join(sizes)} given the reduced value of the size each names or equals"
     if uncompared:
@@ -382,6 +403,44 @@ def named_reference(func: Any, inputs: list[str], written: list[str], instances:
     spec.origin = spec.origin.replace(", re-run by torch", " (not called by the file: bound to the kernel's inputs "
                                       "in order, as TileLang's profiler calls a reference), re-run by torch")
     return spec
+
+
+# copies that change no element when they keep the dtype and the shape (``x.view(-1, N)`` of an (M, N) ``x``)
+_SAME_VALUES = ("clone", "detach", "contiguous", "cuda", "cpu", "to", "view", "reshape", "flatten")
+
+
+def _copied_from(tensor: Any, capture: Capture) -> list[Any]:
+    """``tensor`` and the tensors it was copied from unchanged (``x.detach().clone()``,
+    ``x.cuda()``), nearest first, as long as none of them was changed in place."""
+    import torch
+    chain = [tensor]
+    while True:
+        made = capture.derivations.get(id(chain[-1]))
+        if made is None or made.func is None or made.index is not None or not made.args \
+                or not isinstance(made.args[0], torch.Tensor) \
+                or getattr(made.func, "__name__", "") not in _SAME_VALUES \
+                or any(isinstance(a, torch.Tensor) for a in list(made.args[1:]) + list(made.kwargs.values())):
+            return chain
+        before = made.args[0]
+        changed = capture.derivations.get(id(before))
+        if before.dtype != chain[-1].dtype or tuple(before.shape) != tuple(chain[-1].shape) \
+                or (changed is not None and changed.func is None):
+            return chain
+        chain.append(before)
+
+
+def same_value_inputs(tensors: dict[str, Any], inputs: list[str], capture: Capture) -> dict[int, str]:
+    """id of a tensor -> the kernel input that is an unchanged copy of it (``q_tl`` and ``q_ref``
+    both ``query.detach().clone()``: what the file computes from ``query`` or from another copy of
+    it is computed from the kernel's input).  A tensor two inputs are copies of is left out (the
+    kernel's inputs are then equal, which a proof over independent inputs does not know)."""
+    sources: dict[int, set[str]] = {}
+    for param, tensor in tensors.items():
+        if param in inputs:
+            for copy in _copied_from(tensor, capture)[1:]:
+                sources.setdefault(id(copy), set()).add(param)
+    direct = {id(t): p for p, t in tensors.items() if p in inputs}
+    return {**{key: next(iter(params)) for key, params in sources.items() if len(params) == 1}, **direct}
 
 
 def _viewed_inputs(tensors: dict[str, Any], inputs: list[str], capture: Capture) -> dict[int, tuple[str, Any]]:
@@ -427,6 +486,8 @@ def _returned_outputs(launch: Launch, params: list[str], written: list[str], cap
     """The tensors a launch returns (``out_idx``); every written one when it returns none."""
     out_idx = launch.out_idx or _instance_out_idx(launch.instance, capture) or ()
     returned = tuple(params[i % len(params)] for i in sorted(out_idx)) if params else ()
+    if not returned and launch.outputs:  # an eager kernel's ``T.empty`` outputs, in the order it returns them
+        returned = tuple(name for name, _ in launch.outputs)
     return returned if returned and all(r in written for r in returned) else tuple(written)
 
 
@@ -455,6 +516,52 @@ def _compared_outputs(number: int, outputs: tuple[str, ...], launch: Launch, par
     if len(set(mapped)) != len(mapped):
         return outputs, ()
     return tuple(mapped), tuple(o for o in outputs if o not in mapped)
+
+
+def _compared_with_combined_outputs(number: int, outputs: tuple[str, ...], launch: Launch, params: list[str],
+                                    written: list[str], capture: Capture) -> str:
+    """How the file compares a value of reference call ``number`` with a tensor it computes from
+    several of the kernel's outputs together (``quant.float() * scale[:, None]`` against the
+    reference's one value), when the reference returns fewer values than ``outputs``: a function
+    of several outputs is no spec the lifter checks; "" otherwise."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+    flat = [t for t in tree_flatten(capture.results.get(number))[0] if isinstance(t, torch.Tensor)]
+    if not flat or len(flat) >= len(outputs):
+        return ""
+    tensors = {**dict(launch.outputs), **{p: t for p, t in launch_tensors(launch, params).items() if p in written}}
+    output_of = {id(t): p for p, t in tensors.items() if p in written}
+    for actual, expected, line in compared_pairs(capture):
+        for mine, other in ((actual, expected), (expected, actual)):
+            if not any(mine is value for value in flat) or id(other) in output_of:
+                continue
+            made_from = _outputs_read(other, output_of, capture)
+            if len(made_from) > 1:
+                at = f" at line {line}" if line else ""
+                return (f"with a value the file computes from the kernel's outputs {', '.join(sorted(made_from))} "
+                        f"together{at}, not with one output: a function of several outputs is not a spec the "
+                        "lifter checks")
+    return ""
+
+
+def _outputs_read(tensor: Any, output_of: dict[int, str], capture: Capture) -> set[str]:
+    """The kernel outputs the file's torch calls read to compute ``tensor``."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+    found: set[str] = set()
+    stack, seen = [tensor], set()
+    while stack and len(seen) < 2000:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if id(current) in output_of:
+            found.add(output_of[id(current)])
+            continue
+        made = capture.derivations.get(id(current))
+        if made is not None and made.func is not None:
+            stack.extend(t for t in tree_flatten((made.args, made.kwargs))[0] if isinstance(t, torch.Tensor))
+    return found
 
 
 def _result_compared(ref: ReferenceCall, capture: Capture, compared: set[int]) -> bool:
@@ -512,12 +619,14 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
                         id(made.args[0]) in output_of and all(isinstance(x, torch.dtype) for x in made.args[1:]) \
                         and set(made.kwargs) <= {"dtype"}:
                     output_of[id(tensor)] = output_of[id(made.args[0])]
-        input_of = {id(t): p for p, t in tensors.items() if p not in written}
+        input_of = same_value_inputs(tensors, [p for p in tensors if p not in written], capture)
         expected: dict[str, tuple[Any, int | None]] = {}
+        partners: dict[str, set[int]] = {}  # output -> ids of the values it is compared with
         for a, b, line in pairs:
             for actual, value in ((a, b), (b, a)):
                 if id(actual) in output_of and id(value) not in output_of:
                     expected.setdefault(output_of[id(actual)], (value, line))
+                    partners.setdefault(output_of[id(actual)], set()).add(id(value))
         if not expected:
             continue
         changed = [w for w in written
@@ -525,13 +634,17 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
         if changed:  # the file changed the kernel's output in place: what it compares is not what the kernel wrote
             return None, f"the file changes the kernel's output {', '.join(changed)} in place"
         missing = [w for w in written if w not in expected]
-        if missing:
+        compared = [w for w in written if w in expected]
+        if missing and not _one_to_one(compared, partners):
+            several = [w for w in compared if len(partners.get(w, ())) > 1]
+            why = (f"{', '.join(several)} with more than one value" if several
+                   else "one value with several of the kernel's outputs")
             return None, (f"the file compares {', '.join(expected)} but not {', '.join(missing)} with a value it "
-                          "computes")
+                          f"computes, and {why}")
         real_shapes, dtypes = _launched_shapes(instances, params, capture)
         sizes = {d for shape in real_shapes.values() for d in shape if d > 1} | \
             {int(d) for t in outputs.values() for d in t.shape if int(d) > 1}
-        targets = [expected[w][0] for w in written]
+        targets = [expected[w][0] for w in compared]
         try:
             used, constants = _check_replay(targets, capture, input_of, sizes)
         except SpecError as exc:
@@ -544,14 +657,23 @@ def find_inline_reference(instances: list[Instance], params: list[str], written:
             continue
         lines = sorted({line for _, line in expected.values() if line})
         where = f" (line {', '.join(map(str, lines))})" if lines else ""
-        spec = TracedSpec(text=f"{', '.join(written)} = the file's own expected value{where}",
-                          inputs=tuple(used), outputs=tuple(written),
-                          origin="the torch calls that compute it, re-run by torch at the reduced sizes",
+        origin = "the torch calls that compute it, re-run by torch at the reduced sizes"
+        if missing:  # said as the reference path says it (``_traced_spec``)
+            origin += (f"; {', '.join(missing)} not compared (the file compares no value with "
+                       f"{'it' if len(missing) == 1 else 'them'}; it compares {', '.join(compared)})")
+        spec = TracedSpec(text=f"{', '.join(compared)} = the file's own expected value{where}",
+                          inputs=tuple(used), outputs=tuple(compared), origin=origin,
                           func=_replay(targets, capture, input_of),
                           arguments=tuple(Argument(p, p) for p in used), real_shapes=real_shapes, dtypes=dtypes,
                           path=path, constants=constants)
         return spec, ""
     return None, reason
+
+
+def _one_to_one(compared: list[str], partners: dict[str, set[int]]) -> bool:
+    """Each compared output is compared with exactly one value, and no value with two outputs."""
+    values = [next(iter(partners[w])) for w in compared if len(partners.get(w, ())) == 1]
+    return bool(compared) and len(values) == len(compared) and len(set(values)) == len(values)
 
 
 _CASTS = ("to", "float", "half", "bfloat16", "double")
@@ -583,7 +705,15 @@ def _check_replay(targets: list[Any], capture: Capture, input_of: dict[int, str]
         name = getattr(made.func, "__name__", "?")
         values = [part for leaf in tree_flatten((made.args, made.kwargs))[0]
                   for part in ((leaf.start, leaf.stop, leaf.step) if isinstance(leaf, slice) else (leaf,))]
+        if name == "__getitem__" and _whole_slices(made):  # ``full[..., :SEQ_LEN]`` of a SEQ_LEN axis: no change
+            values = [v for v in values if isinstance(v, torch.Tensor)]
         if any(word in name for word in _NOT_REPLAYED) or not any(isinstance(v, torch.Tensor) for v in values):
+            held = sorted({v for v in values if isinstance(v, int) and not isinstance(v, bool) and v in sizes})
+            if held:
+                shown = ", ".join(repr(v) for v in made.args if not isinstance(v, torch.Tensor))
+                raise SpecError(f"the file computes an expected value from {name}({shown}), not from the kernel's "
+                                f"inputs, with {', '.join(map(str, held))}, "
+                                f"{'a real size' if len(held) == 1 else 'real sizes'} that the reduced sizes change")
             raise SpecError(f"an expected value the file compares with comes from {name}(...), not from the "
                             "kernel's inputs")
         for value in values:
@@ -599,6 +729,26 @@ def _check_replay(targets: list[Any], capture: Capture, input_of: dict[int, str]
     if not used:
         raise SpecError("the file's expected values read none of the kernel's inputs")
     return list(used), tuple(sorted(constants))
+
+
+def _whole_slices(made: Any) -> bool:
+    """``x[..., :n, :n]`` that keeps every element of ``x``: each slice from 0 by 1 up to at least
+    its axis's real length, which it still is at the reduced sizes (never longer)."""
+    import torch
+    if len(made.args) != 2 or made.kwargs or not isinstance(made.args[0], torch.Tensor):
+        return False
+    tensor, index = made.args
+    index = index if isinstance(index, tuple) else (index,)
+    if not index or not all(isinstance(i, slice) or i is Ellipsis for i in index) or \
+            sum(i is Ellipsis for i in index) > 1 or len(index) - (Ellipsis in index) > tensor.dim():
+        return False
+    at = index.index(Ellipsis) if Ellipsis in index else len(index)
+    axes = list(range(at)) + list(range(tensor.dim() - (len(index) - at - 1), tensor.dim()))
+    for item, axis in zip([i for i in index if i is not Ellipsis], axes):
+        if item.start not in (None, 0) or item.step not in (None, 1) or \
+                not (item.stop is None or (isinstance(item.stop, int) and item.stop >= tensor.shape[axis])):
+            return False
+    return True
 
 
 def _replay(targets: list[Any], capture: Capture, input_of: dict[int, str]) -> Any:
@@ -621,8 +771,8 @@ def _replay(targets: list[Any], capture: Capture, input_of: dict[int, str]) -> A
             name = getattr(made.func, "__name__", "")
             args = list(tree_map(value, made.args))
             kwargs = {k: tree_map(value, v) for k, v in made.kwargs.items() if k != "device"}
-            if name in ("cuda", "cpu"):
-                return args[0]
+            if name in ("cuda", "cpu") or (name == "__getitem__" and _whole_slices(made)):
+                return args[0]  # a device move, or a slice keeping every element: whole at any size
             if name == "to":  # the device moves of the file's run: CPU here
                 args = [args[0]] + [a for a in args[1:] if not isinstance(a, (str, torch.device, int))]
                 if len(args) == 1 and not kwargs:
