@@ -90,7 +90,7 @@ def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tu
 PER_THREAD_NOTE = ("per-thread code run by each thread, statement by statement, assuming TileLang's ThreadSync "
                    "puts a __syncthreads between statements whose shared-memory accesses conflict across threads "
                    "(no two threads' accesses of one element inside one statement, or of global memory between "
-                   "two barriers, conflict)")
+                   "two barriers, conflict; equal values written and atomic updates excepted)")
 
 
 def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> CheckResult:
