@@ -476,6 +476,13 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
     if capture is not None and group:
+        from .reference import references_of_other_tensors
+        called = references_of_other_tensors(group, names, written, capture)
+        if called:
+            others += (f"; the file compares its outputs with what {', '.join(called)} "
+                       f"return{'s' if len(called) == 1 else ''}, called with tensors other than the kernel's "
+                       "inputs or unchanged copies of them (a reference of several kernels together, or of inputs "
+                       "made otherwise)")
         if capture.stopped_by and capture.stopped_by != "end of file":
             others += f"; the file's run ended before its end, with {capture.stopped_by}"
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",

@@ -518,6 +518,42 @@ def _compared_outputs(number: int, outputs: tuple[str, ...], launch: Launch, par
     return tuple(mapped), tuple(o for o in outputs if o not in mapped)
 
 
+_RESHAPES = ("view", "reshape", "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "detach")
+
+
+def references_of_other_tensors(instances: list[Instance], params: list[str], written: list[str],
+                                capture: Capture) -> list[str]:
+    """The functions whose results the file compares with this kernel's outputs (or a reshaped
+    view of them, ``post_mix.view(..., 1)``) that it called with tensors that are not the
+    kernel's inputs (a reference of several kernels together: ``mhc_pre_ref(residual, fn, ...)``
+    against the second kernel's outputs)."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+    output_ids: set[int] = set()
+    for launch in capture.launches:
+        if _among(launch.instance, instances):
+            tensors = launch_tensors(launch, params)
+            output_ids |= {id(t) for t in dict(launch.outputs).values()} | \
+                {id(t) for p, t in tensors.items() if p in written}
+
+    def of_output(tensor: Any) -> bool:
+        for _ in range(8):
+            if id(tensor) in output_ids:
+                return True
+            made = capture.derivations.get(id(tensor))
+            if made is None or made.func is None or getattr(made.func, "__name__", "") not in _RESHAPES \
+                    or not made.args or not isinstance(made.args[0], torch.Tensor):
+                return False
+            tensor = made.args[0]
+        return False
+    compared = {id(other) for a, b, _ in compared_pairs(capture) for mine, other in ((a, b), (b, a))
+                if of_output(mine)}
+    return sorted({getattr(ref.func, "__name__", "?") for number, ref in enumerate(capture.references)
+                   if ref.via == "call" and number not in capture.wrappers
+                   and any(id(leaf) in compared for leaf in tree_flatten(capture.results.get(number))[0]
+                           if isinstance(leaf, torch.Tensor))})
+
+
 def _compared_with_combined_outputs(number: int, outputs: tuple[str, ...], launch: Launch, params: list[str],
                                     written: list[str], capture: Capture) -> str:
     """How the file compares a value of reference call ``number`` with a tensor it computes from

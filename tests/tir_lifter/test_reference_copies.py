@@ -95,6 +95,34 @@ def main(M=96, N=48):
 main()
 '''
 
+STOPPED = '''
+import torch
+
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def rotate_rows(X, block_M):
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float32)
+    Y = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bm:
+        for i, j in T.Parallel(block_M, N):
+            Y[bm * block_M + i, j] = X[bm * block_M + i, (j + 1) % N]
+    return Y
+
+
+def rolled(x):
+    return torch.roll(x, -1, dims=1)
+
+
+x = torch.randn(96, 48, device="cuda")
+y = rotate_rows(x, 32)
+nonzero = torch.nonzero(y)  # the run's stand-in holds no values for this: the run stops here
+torch.testing.assert_close(y, rolled(x))
+'''
+
 SUBTRACT = "tile[i, j] = tile[i, j] - row_max[i]"
 FILES = {
     "partial.py": PARTIAL,
@@ -113,6 +141,7 @@ FILES = {
     "ones_sized.py": PARTIAL.replace("x - x.max(dim=1, keepdim=True).values)",
                                      "x - x.max(dim=1, keepdim=True).values * torch.ones(M, N, device=\"cuda\"))"),
     "combined.py": COMBINED,
+    "stopped.py": STOPPED,
 }
 
 
@@ -227,3 +256,32 @@ def test_a_value_computed_from_several_outputs_together_is_no_spec(reports):
     report = reports[1]["combined.py"]
     assert report.verdict == "unsupported", _messages(report)
     assert any("computes from the kernel's outputs R, Y together" in m for m in _messages(report)), _messages(report)
+
+
+def test_a_function_compared_with_a_view_of_the_outputs_but_called_with_other_tensors_is_named():
+    from tir_lifter.capture import Comparison, Instance, Launch, ReferenceCall
+    from tir_lifter.reference import references_of_other_tensors
+
+    def pipeline_ref(x):  # the reference of two kernels together: x -> Y (first kernel) -> Z (this one)
+        return x * 2 + 1
+    x, y, z = torch.zeros(4, 3), torch.zeros(4, 3), torch.zeros(4, 3)
+    instance = Instance("add_one", 1)
+    capture = Capture()
+    capture.launches.append(Launch(instance, named=(("Y", y), ("Z", z))))
+    capture.references.append(ReferenceCall(pipeline_ref, (("x", x),)))
+    expected = pipeline_ref(x).view(-1)
+    capture.results[0] = expected
+    flat = z.view(-1)
+    capture.derivations[id(flat)] = Derivation(torch.Tensor.view, (z, -1), {})
+    capture.comparisons.append(Comparison(flat, expected, 9))
+    assert references_of_other_tensors([instance], ["Y", "Z"], ["Z"], capture) == ["pipeline_ref"]
+    capture.comparisons.clear()  # compared with nothing of this kernel: not named
+    assert references_of_other_tensors([instance], ["Y", "Z"], ["Z"], capture) == []
+
+
+@pytest.mark.tilelang
+def test_a_kernel_without_spec_says_the_run_stopped_before_the_files_checks(reports):
+    report = reports[1]["stopped.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    assert any("no spec for kernel rotate_rows" in m and "the file's run ended before its end, with "
+               "NotImplementedError" in m and "at line 25" in m for m in _messages(report)), _messages(report)
