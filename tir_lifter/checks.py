@@ -26,6 +26,7 @@ from verifier.report import ERROR, NOTE, WARNING, Counterexample, Diagnostic
 from verifier.term_walk import mentions, uninterpreted_declarations
 
 from .backends import FloatBackend, Z3Backend, identity_roundings, rounding_functions
+from .bits import int_range, is_integer_dtype
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
                              is_mask, mask_values, random_inputs, sampled_array)
 from .errors import InfiniteValue
@@ -64,8 +65,9 @@ def written_buffers(kernel: Kernel) -> dict[str, bool]:
 
 def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]] | None = None
                      ) -> dict[str, np.ndarray]:
-    """One Z3 real per input element; outputs start as fresh unknowns (``C_init``) or 0
-    for atomically accumulated ones."""
+    """One Z3 real per input element (an integer, as a real, for a tensor of an integer dtype:
+    its range is added to the solver by ``integer_ranges``); outputs start as fresh unknowns
+    (``C_init``) or 0 for atomically accumulated ones."""
     from .size_env import eval_size
     written = written_buffers(kernel)
     masks = mask_values(kernel, sizes, shapes)
@@ -81,7 +83,8 @@ def symbolic_tensors(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tu
                 array[index] = z3.RealVal(0)
             else:
                 suffix = "_init" if buf.name in written else ""
-                array[index] = z3.Real(f"{buf.name}{suffix}{list(index)}")
+                label = f"{buf.name}{suffix}{list(index)}"
+                array[index] = z3.ToReal(z3.Int(label)) if is_integer_dtype(buf.dtype) else z3.Real(label)
         tensors[buf.name] = array
     return tensors
 
@@ -91,6 +94,20 @@ PER_THREAD_NOTE = ("per-thread code run by each thread, statement by statement, 
                    "puts a __syncthreads between statements whose shared-memory accesses conflict across threads "
                    "(no two threads' accesses of one element inside one statement, or of global memory between "
                    "two barriers, conflict; equal values written and atomic updates excepted)")
+
+
+def integer_ranges(kernel: Kernel, tensors: dict[str, np.ndarray]) -> list[Any]:
+    """Each symbolic element of an integer tensor lies in its dtype's range."""
+    out = []
+    for buf in kernel.params:
+        array = tensors.get(buf.name)
+        if array is None or is_mask(array) or not is_integer_dtype(buf.dtype):
+            continue
+        lo, hi = int_range(buf.dtype)
+        for term in np.asarray(array, dtype=object).reshape(-1):
+            if z3.is_expr(term) and z3.is_to_real(term):
+                out.append(z3.And(term.arg(0) >= lo, term.arg(0) <= hi))
+    return out
 
 
 def check_kernel(kernel: Kernel, spec: Spec | None, reduction: Reduction) -> CheckResult:
@@ -231,7 +248,7 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}; assuming {exp_algebra.ASSUMPTIONS}"]
     solver = z3.Solver()
     solver.set("timeout", _SOLVER_TIMEOUT_MS)
-    solver.add(z3.Or(diffs))
+    solver.add(z3.Or(diffs), *integer_ranges(kernel, tensors))
     status = _check_small_first(solver, tensors)
     if status == z3.unsat:
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"]
@@ -305,7 +322,8 @@ def _check_small_first(solver: z3.Solver, tensors: dict[str, np.ndarray]) -> Any
     one the float re-check reproduces (a conversion saturating at 2^31 differs by a relative
     1e-9 only, a truncated fraction by a whole unit)."""
     inputs = [t for array in tensors.values() if not is_mask(array) for t in np.asarray(array, dtype=object).reshape(-1)
-              if z3.is_arith(t) and z3.is_const(t) and not z3.is_rational_value(t)]
+              if z3.is_arith(t) and (z3.is_const(t) or z3.is_to_real(t) and z3.is_const(t.arg(0)))
+              and not z3.is_rational_value(t)]
     solver.push()
     solver.add(*[z3.And(t >= -8, t <= 8) for t in inputs])
     if solver.check() == z3.sat:

@@ -14,6 +14,7 @@ import numpy as np
 from verifier.report import Counterexample
 
 from .backends import FloatBackend
+from .bits import BIT_OPERATIONS, REINTERPRET, int_range, is_integer_dtype, width
 from .interpreter import Machine
 from .program import (BinOp, Call, Const, If, Kernel, Load, Loop, Region, Store, TileOp, While, expr_children,
                       walk_expr, walk_stmts)
@@ -95,7 +96,13 @@ def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[i
     from .checks import written_buffers
     written = written_buffers(kernel)
     out: dict[str, np.ndarray] = {}
+    patterns = bit_patterns(kernel)
     for buf in kernel.params:
+        if buf.name in patterns:
+            shape = (shapes or {}).get(buf.name) or tuple(eval_size(d, sizes) for d in buf.shape)
+            lo, hi = int_range(buf.dtype)
+            out[buf.name] = np.random.default_rng(len(out) + 11).integers(lo, hi, size=shape, endpoint=True)
+            continue
         if buf.name in written or not (buf.dtype == "bool" or buf.dtype in _INTEGER_MASKS and _only_compared(kernel,
                                                                                                            buf.name)):
             continue
@@ -112,16 +119,47 @@ def mask_values(kernel: Kernel, sizes: dict[str, int], shapes: dict[str, tuple[i
 
 
 _INTEGER_MASKS = ("uint8", "int8")
+
+
+def _copies(kernel: Kernel, name: str) -> set[str]:
+    """Tensor ``name`` and the on-chip buffers the kernel copies it into (copies of copies too)."""
+    names = {name}
+    for stmt in walk_stmts(kernel.body):  # statements come in program order: copies before uses
+        if isinstance(stmt, TileOp) and stmt.kind == "copy" and stmt.operands[0].buffer in names:
+            names.add(stmt.operands[1].buffer)
+    return names
+
+
+def bit_patterns(kernel: Kernel) -> list[str]:
+    """The integer input tensors (32 bits wide at most) a bit operation reads: sampled."""
+    from .checks import written_buffers
+    written = written_buffers(kernel)
+    return [b.name for b in kernel.params if b.name not in written and is_integer_dtype(b.dtype)
+            and width(b.dtype) <= 32 and _bit_read(kernel, b.name)]
+
+
+def _bit_read(kernel: Kernel, name: str) -> bool:
+    """Some bit operation or reinterpret of the kernel reads an element of tensor ``name`` (or of a
+    copy of it): its elements are bit patterns, run as one sample of integers."""
+    names = _copies(kernel, name)
+    for stmt in walk_stmts(kernel.body):
+        exprs = [stmt.value] if isinstance(stmt, Store) else \
+            [o for o in stmt.operands if not isinstance(o, Region)] if isinstance(stmt, TileOp) else []
+        for expr in exprs:
+            for node in walk_expr(expr):
+                if isinstance(node, Call) and node.fn in (*BIT_OPERATIONS, REINTERPRET) and \
+                        any(isinstance(e, Load) and e.buffer in names for e in walk_expr(node)):
+                    return True
+    return False
+
+
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 
 def _only_compared(kernel: Kernel, name: str) -> bool:
     """Every read of tensor ``name``, and of the on-chip copies made of it, compares one
     element with a constant: never arithmetic, an index or a tile op's operand."""
-    names = {name}
-    for stmt in walk_stmts(kernel.body):  # statements come in program order: copies before uses
-        if isinstance(stmt, TileOp) and stmt.kind == "copy" and stmt.operands[0].buffer in names:
-            names.add(stmt.operands[1].buffer)
+    names = _copies(kernel, name)
     exprs: list[Any] = []
     for stmt in walk_stmts(kernel.body):
         if isinstance(stmt, TileOp):
@@ -174,7 +212,11 @@ def describe_masks(masks: dict[str, np.ndarray], kernel: Kernel | None = None) -
     from .index_inputs import describe_samples
     bools = [f"{name} (bool) fixed to one sampled value ({int(v.sum())} of {v.size} true), other values not proven"
              for name, v in masks.items() if is_bool_mask(v)]
-    return "; ".join(bools + (describe_samples(kernel, set(masks)) if kernel is not None else []))
+    indexed = {s.name for s in kernel.samples} if kernel is not None else set()
+    patterns = [f"{name} ({kernel.buffer(name).dtype}, read as bits) fixed to one sampled value (each element drawn "
+                f"from {'..'.join(map(str, int_range(kernel.buffer(name).dtype)))}), other values not proven"
+                for name, v in masks.items() if kernel is not None and not is_bool_mask(v) and name not in indexed]
+    return "; ".join(bools + patterns + (describe_samples(kernel, set(masks)) if kernel is not None else []))
 
 
 def _objects(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -25,7 +25,7 @@ from verifier.placements import Partial, Placement, R, Replicate, Shard, parse_p
 from verifier.report import ERROR, Counterexample, Diagnostic
 
 from .backends import FloatBackend, Z3Backend
-from .checks import ROUNDING_NOTE, _without_roundings, symbolic_tensors, written_buffers
+from .checks import ROUNDING_NOTE, _without_roundings, integer_ranges, symbolic_tensors, written_buffers
 from .counterexample import fmt, random_inputs
 from .errors import LiftInputError, Unsupported
 from .interpreter import Machine
@@ -309,7 +309,8 @@ def _prove(kernel: Kernel, spec: Spec, mesh_name: str, world: int, placements: d
                            f"gives {list(expected.shape)}", line)], []
     solver = z3.Solver()
     solver.set("timeout", 20000)
-    solver.add(z3.Or([assembled[i] != expected[i] for i in np.ndindex(expected.shape)]))
+    solver.add(z3.Or([assembled[i] != expected[i] for i in np.ndindex(expected.shape)]),
+               *integer_ranges(kernel, global_tensors))
     status = solver.check()
     sizes_text = ", ".join(f"{k}={v}" for k, v in global_sizes.items())
     if status == z3.unsat and problem is None:

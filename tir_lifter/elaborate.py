@@ -435,6 +435,7 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             inline, inline_reason = find_inline_reference(group, names, written, capture, path)
             traced, traced_reason = ([inline] if inline is not None else []), traced_reason or inline_reason
         if traced:
+            _bit_pattern_dtypes(traced, kernel)
             return traced
     reference = _associate(name, references, kernel_count)
     if reference is not None and traced_reason.startswith(f"{reference.name}'s result is compared"):
@@ -488,6 +489,18 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return []
+
+
+def _bit_pattern_dtypes(specs: list[Spec], kernel: Any) -> None:
+    """A tensor the kernel reads as bits is given to the reference in the kernel's dtype (its
+    sample's values as the file's ``uint8``), when the run did not show the file's tensor."""
+    import torch
+
+    from .counterexample import bit_patterns
+    for spec in specs:
+        for name in bit_patterns(kernel):
+            if name in spec.inputs and name not in spec.dtypes:
+                spec.dtypes[name] = getattr(torch, kernel.buffer(name).dtype)
 
 
 def _associate(name: str, references: dict[str, ast.FunctionDef], kernel_count: int) -> ast.FunctionDef | None:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .backends import InfinityArithmetic
+from .bits import BIT_OPERATIONS, IN_RANGE, REINTERPRET, bit_operation, fits, reinterpret
 from .errors import InfiniteValue, Unsupported
 from .program import (FRAGMENT, GLOBAL, PARALLEL, SYNC_THREADS, THREAD_INDEX, WARP_GROUP, WARP_SHUFFLE, BinOp, Call,
                       Const, Expr, GridAxis, GridLaunch, If, Kernel, Load, Loop, Region, Select, Stmt, Store, TileOp, UnOp,
@@ -702,8 +703,25 @@ class Machine:
         if target is None:
             return value
         if isinstance(value, (bool, np.bool_, int, np.integer)):  # indices, masks, constants: concrete
-            return _convert_index(value, target)
+            result = _convert_index(value, target)
+            return self.backend.const(result) if isinstance(result, float) else result
         return self.backend.convert(value, source or "float32", target)
+
+    def bits(self, expr: Call, values: list[Any], line: int | None) -> Any:
+        """A typed integer operation (``bits``) on integers the run knows: indices, loop
+        counters, elements of sampled integer tensors; on any other value it is not modelled
+        (a sum or product of such values keeps the real arithmetic it had)."""
+        known = all(_is_int(v) and not isinstance(v, (bool, np.bool_)) for v in values)
+        if expr.fn == IN_RANGE:
+            return fits(int(values[0]), expr.dtype, line, f"{expr.args[0]}") if known else values[0]
+        if not known:
+            raise Unsupported(line, f"{expr.fn} of a tensor value is not modelled (only of integers the run knows: "
+                              "indices and elements of sampled integer tensors)")
+        values = [int(v) for v in values]
+        if expr.fn == REINTERPRET:
+            number = reinterpret(values[0], expr.source, expr.dtype, line)
+            return number if isinstance(number, int) else self.backend.const(number)
+        return bit_operation(expr.fn, values, expr.dtype, line)
 
     def index(self, expr: Expr, env: dict[str, Any]) -> int:
         value = self.value(expr, env, None)
@@ -746,6 +764,8 @@ class Machine:
                 return self._shuffle(expr, env, line)
             if expr.fn == "cast":
                 return self.convert(self.value(expr.args[0], env, line), expr.source, expr.dtype)
+            if expr.fn in (*BIT_OPERATIONS, REINTERPRET, IN_RANGE):
+                return self.bits(expr, [self.value(arg, env, line) for arg in expr.args], line)
             args = [_lift(backend, self.value(arg, env, line)) for arg in expr.args]
             return backend.call(expr.fn, args)
         if isinstance(expr, Select):
@@ -791,11 +811,14 @@ def _buffers(stmt: Stmt) -> set[str]:
 
 def _convert_index(value: Any, target: str) -> Any:
     """A cast of an index-valued (concrete) integer or truth value: exact, as compiled."""
-    from verifier.rules.casts import int_range, kind
+    from verifier.rules.casts import float_format, int_range, kind, round_value
     if kind(target) == "bool":
         return bool(value)
-    if kind(target) == "float":
-        return int(value)  # lifted to the backend's number where it meets tensor values
+    if kind(target) == "float":  # the integer itself when the format holds it (lifted where it meets
+        fmt = float_format(target)  # tensor values), else its rounding to the format
+        number = round_value(int(value), fmt) if fmt else float(np.float32(int(value))) if target == "float32" \
+            else float(int(value))
+        return int(value) if number == int(value) else number
     lo, hi = int_range(target)
     return (int(value) - lo) % (hi - lo + 1) + lo
 

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import z3
 
+from .bits import BIT_OPERATIONS, REINTERPRET
+from .counterexample import bit_patterns
 from .program import (GLOBAL, PARALLEL, WARP_GROUP, Call, Const, GridLaunch, If, Kernel, Load, Loop, Region, Select,
                       Stmt, Store, TileOp, UnOp, Var, While, walk_expr, walk_stmts)
 from .source_lines import statement_columns
@@ -82,6 +84,7 @@ class _Shape:
     order: list[int] = field(default_factory=list)
     around: dict[int, list[int]] = field(default_factory=dict)
     narrowing: set[int] = field(default_factory=set)
+    decoding: set[int] = field(default_factory=set)  # statements with a bit operation or reinterpret
     to_integer: set[int] = field(default_factory=set)
     deciding: set[int] = field(default_factory=set)
     loops: set[int] = field(default_factory=set)
@@ -100,6 +103,9 @@ def _shape(kernel: Kernel) -> _Shape:
                 around.setdefault(stmt.line, list(stack))
             if isinstance(stmt, Store) and _narrows(stmt.value):
                 shape.narrowing.add(stmt.line)
+            if isinstance(stmt, Store) and any(isinstance(n, Call) and n.fn in (*BIT_OPERATIONS, REINTERPRET)
+                                               for n in walk_expr(stmt.value)):
+                shape.decoding.add(stmt.line)
             if isinstance(stmt, Store) and _narrows(stmt.value, to_integer=True):
                 shape.to_integer.add(stmt.line)
             if isinstance(stmt, Store) and stmt.line is not None:
@@ -167,10 +173,15 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
     the kernel's and the spec's output arrays on the witness's inputs.  ``(written_at, "")`` when
     nothing is more precise."""
     name, index = cell
-    element_of = {term.get_id(): (tensor, tuple(int(i) for i in idx))
-                  for tensor, array in tensors.items() for idx, term in np.ndenumerate(np.asarray(array, dtype=object))
-                  if z3.is_expr(term) and z3.is_const(term) and not z3.is_rational_value(term) and not z3.is_true(term)
-                  and not z3.is_false(term)}
+    element_of = {}
+    for tensor, array in tensors.items():
+        for idx, term in np.ndenumerate(np.asarray(array, dtype=object)):
+            # an integer tensor's element is the real of an integer unknown: either form is the element
+            for form in ((term, term.arg(0)) if z3.is_expr(term) and z3.is_to_real(term) else (term,)):
+                if z3.is_expr(form) and z3.is_const(form) and not z3.is_rational_value(form) \
+                        and not z3.is_int_value(form) and not z3.is_true(form) and not z3.is_false(form):
+                    element_of[form.get_id()] = (tensor, tuple(int(i) for i in idx))
+                    element_of[term.get_id()] = (tensor, tuple(int(i) for i in idx))
     memo: dict[int, frozenset] = {}
     have, should = _inputs(got[index], element_of, memo), _inputs(want[name][index], element_of, memo)
     shape = _shape(kernel)
@@ -259,6 +270,16 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         converted = [ln for ln in order if ln in narrowing and ln in candidates]
         if converted:
             return converted[0], "it converts the value to a narrower type"
+        decoding = [ln for ln in order if ln in shape.decoding and ln in candidates]
+        patterns = bit_patterns(kernel)
+        # the same inputs, another value, one statement on the way decoding bits, and every element
+        # of the tensors read as bits read inside their edges (no misplaced load of them)
+        if len(decoding) == 1 and patterns and all(
+                (t, tuple(int(i) for i in idx)) in reads for t in patterns
+                for idx in np.ndindex(np.shape(tensors[t]))) and \
+                not any(ln in guarded for (t, _), lines in reads.items() if t in patterns for ln in lines):
+            return decoding[0], f"it decodes the bits of {'/'.join(patterns)} into a value other than the spec's " \
+                                "(from the same inputs)"
     return written_at, ""
 
 

@@ -109,7 +109,7 @@ class TracedSpec:
         from verifier.ir import Span
         kwargs: dict[str, Any] = {}
         spans = SpanFinder(self.path, self.path)
-        recorder = Recorder(spans, simulated=False)
+        recorder = Recorder(spans, simulated=False, fold_constants=True)
         generator = torch.Generator().manual_seed(0)
         leaves: dict[str, Any] = {}
         for arg in self.arguments:

@@ -19,6 +19,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Callable
 
+from .bits import IN_RANGE, REINTERPRET, is_integer_dtype, width
 from .errors import LiftInputError, Unsupported
 from .program import (FRAGMENT, GLOBAL, LOCAL, PARALLEL, PIPELINED, SERIAL, SHARED, BinOp, Buffer, Call, Const,
                       Expr, GridAxis, GridLaunch, If, Kernel, LiftResult, Load, Loop, Region, Select, Stmt, Store, TileOp,
@@ -118,7 +119,7 @@ _TILE_CALLS = {"tl.tileop.copy", "tl.tileop.fill", *_GEMMS, "tl.wait_wgmma", "tl
                "tirx.exp", "tirx.exp2", "tirx.log", "tirx.log2", "tirx.sqrt", "tirx.rsqrt", "tirx.fabs", "tirx.tanh",
                "tirx.sigmoid", "tirx.if_then_else", "tir.exp", "tir.if_then_else", "tl.clamp",
                "tl.tileop.im2col", "tl.tileop.tma_copy", "tl.mbarrier_wait_parity", "tirx.ptx_arrive_barrier",
-               "tl.sync_grid", "tirx.tvm_warp_shuffle"} | \
+               "tl.sync_grid", "tirx.tvm_warp_shuffle", "tirx.reinterpret"} | \
     _NO_OPS | _BLOCK_BARRIERS | {
                    f"tirx.{name}" for name in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
                                                "shift_right")}
@@ -636,7 +637,10 @@ class _Walker:
                   "Min": "min", "Max": "max", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "EQ": "==", "NE": "!=",
                   "And": "and", "Or": "or"}
         if kind in binary:
-            return _ceildiv(fold_const(BinOp(binary[kind], self.expr(node.a), self.expr(node.b))))
+            made = _ceildiv(fold_const(BinOp(binary[kind], self.expr(node.a), self.expr(node.b))))
+            if kind in ("Add", "Sub", "Mul") and is_integer_dtype(str(node.dtype)) and width(str(node.dtype)) < 32:
+                return Call(IN_RANGE, (made,), str(node.dtype))  # C computes it as an int; TIR wraps it
+            return made
         if kind == "Not":
             return UnOp("not", self.expr(node.a))
         if kind == "BufferLoad":
@@ -652,7 +656,14 @@ class _Walker:
             if name == "if_then_else":
                 return Select(*(self.expr(a) for a in node.args))
             if name.startswith(("bitwise_", "shift_")):
-                return _bit_operation(name, [str(a.dtype) for a in node.args], [self.expr(a) for a in node.args])
+                return _bit_operation(name, [str(a.dtype) for a in node.args], [self.expr(a) for a in node.args],
+                                      str(node.dtype))
+            if name == REINTERPRET:
+                source, target = _dtype_name(node.args[0].dtype), _dtype_name(node.dtype)
+                if not is_integer_dtype(source) or width(target) is None or width(target) != width(source):
+                    raise Unsupported(None, f"reinterpret of {source} as {target} is not modelled (only an integer's "
+                                      "bits as a number of the same width)")
+                return Call(REINTERPRET, (self.expr(node.args[0]),), target, source)
             if name == "clamp":
                 x, lo, hi = (self.expr(a) for a in node.args)
                 return BinOp("min", BinOp("max", x, lo), hi)
@@ -671,18 +682,23 @@ def _one_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> tuple[int, in
     return ranges[0][0], ranges[-1][1]
 
 
-def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
+def _bit_operation(name: str, dtypes: list[str], args: list[Expr], dtype: str) -> Expr:
     """Bit operations that are exact arithmetic: on truth values (a mask ``(i < n) & (j != -1)``),
-    a shift by a constant (``x << k`` = x * 2^k, ``x >> k`` = floor(x / 2^k) in two's complement),
-    a low-bits mask (``x & (2^k - 1)`` = x mod 2^k, non-negative, as two's complement gives) and
-    ``x ^ 1`` (the lowest bit flipped)."""
+    and on integers of 32 bits or more (index arithmetic) a shift by a constant (``x << k`` =
+    x * 2^k, ``x >> k`` = floor(x / 2^k) in two's complement), a low-bits mask (``x & (2^k - 1)``
+    = x mod 2^k, non-negative, as two's complement gives) and ``x ^ 1`` (the lowest bit flipped).
+    Any other on integers is kept as the typed operation (``bits.bit_operation``), run on the
+    integers the run knows."""
     if all(dtype == "bool" for dtype in dtypes):
         if name == "bitwise_not":
             return UnOp("not", args[0])
         logical = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "!="}.get(name)
         if logical is not None:
             return BinOp(logical, args[0], args[1])
-    if all(dtype.startswith(("int", "uint")) for dtype in dtypes) and len(args) == 2:
+    if not all(is_integer_dtype(d) for d in dtypes + [dtype]):
+        raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values "
+                                "and integers)")
+    if len(args) == 2 and all(width(d) >= 32 for d in dtypes + [dtype]):
         value, amount = args
         if name == "bitwise_and" and _constant_int(amount) is None:  # the mask may come first
             value, amount = amount, value
@@ -696,13 +712,9 @@ def _bit_operation(name: str, dtypes: list[str], args: list[Expr]) -> Expr:
                 return BinOp("%", value, Const(k + 1))
             if name == "bitwise_xor" and k == 1:  # flips the lowest bit: x + 1 - 2 (x mod 2) (a phase parity)
                 return BinOp("-", BinOp("+", value, Const(1)), BinOp("*", Const(2), BinOp("%", value, Const(2))))
-        # any other: exact on the integers an index is (a thread index, a loop counter), wrapped to
-        # the dtype as a cast wraps; on tensor values the interpreter refuses it
-        op = {"shift_left": "<<", "shift_right": ">>", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-        if name in op and dtypes[0] == dtypes[1]:
-            return Call("cast", (BinOp(op[name], args[0], args[1]),), dtypes[0], dtypes[0])
-    raise Unsupported(None, f"bit operation {name} on {', '.join(dtypes)} is not modelled (only on truth values "
-                            f"and on integers of one dtype)")
+    # any other: the typed operation on the integers the run knows (an index, a thread index, a loop
+    # counter, a sampled tensor's element: ``bits.bit_operation``); on tensor values it is refused
+    return Call(name, tuple(args), dtype, dtypes[0])
 
 
 def _dtype_name(dtype: Any) -> str:

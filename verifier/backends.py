@@ -355,7 +355,40 @@ def _truncate(value):
         return z3.If(term, z3.IntVal(1), z3.IntVal(0))
     if term.is_int():
         return term
+    whole = integral_term(term)
+    if whole is not None:  # an integer by construction (a sum of products of integer inputs): itself
+        return whole
     return z3.If(term >= 0, z3.ToInt(term), -z3.ToInt(-term))
+
+
+def integral_term(term) -> Any:
+    """The Int term equal to real ``term`` when it is an integer by construction, else None."""
+    return _integral(term, {}) if isinstance(term, z3.ArithRef) else None
+
+
+def _integral(term, memo: dict) -> Any:
+    """The Int term equal to real ``term`` when it is an integer by construction: integer
+    numerals, ``ToReal`` of an Int term, and sums, differences, products and selections of
+    those; None otherwise."""
+    key = term.get_id()
+    if key in memo:
+        return memo[key]
+    out = None
+    if z3.is_rational_value(term):
+        out = z3.IntVal(term.numerator_as_long()) if term.denominator_as_long() == 1 else None
+    elif z3.is_to_real(term):
+        out = term.arg(0)
+    elif z3.is_add(term) or z3.is_mul(term) or z3.is_sub(term) or z3.is_app_of(term, z3.Z3_OP_UMINUS):
+        parts = [_integral(child, memo) for child in term.children()]
+        if all(p is not None for p in parts):
+            out = z3.Sum(parts) if z3.is_add(term) else z3.Product(parts) if z3.is_mul(term) else \
+                parts[0] - z3.Sum(parts[1:]) if z3.is_sub(term) else -parts[0]
+    elif z3.is_app_of(term, z3.Z3_OP_ITE):
+        branches = [_integral(child, memo) for child in term.children()[1:]]
+        if all(b is not None for b in branches):
+            out = z3.If(term.arg(0), branches[0], branches[1])
+    memo[key] = out
+    return out
 
 
 def as_term(value, integer: bool = False):

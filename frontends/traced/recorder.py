@@ -66,6 +66,7 @@ SHARED_COUNTER = frozenset({"aten.detach.default", "aten.alias.default"})   # al
 ALIASES = {"aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
            "_c10d_functional._wrap_tensor_autograd.default"}
 SMALL_CONSTANT = 64          # elements: spelled out as scalar records
+FOLDED_CONSTANT = 1 << 14    # ... when the recorder folds constants (a reference re-run at reduced sizes)
 # ops recorded as their values when every tensor they read is a small constant
 FOLDED_ON_CONSTANTS = frozenset({"aten.as_strided.default", "aten.nonzero.default"})
 CONSTANT_FACTORIES = frozenset({"aten.arange.default", "aten.arange.start", "aten.arange.start_step",
@@ -216,10 +217,14 @@ def flat_tensors(value: Any) -> list[tuple[int, Any]]:
 class Recorder(TorchDispatchMode):
     """One run's recorder.  ``simulated`` runs compute fake collective values (taint tracking)."""
 
-    def __init__(self, spans: SpanFinder, simulated: bool) -> None:
+    def __init__(self, spans: SpanFinder, simulated: bool, fold_constants: bool = False) -> None:
         super().__init__()
         self.spans = spans
         self.simulated = simulated
+        # record an op that reads only constants as the value torch computed (spelled out, at any
+        # size): its semantics are then torch's own (integer bit operations in the tensor's width)
+        self.fold_constants = fold_constants
+        self._folded_storage: set[int] = set()  # storages of constants read through a dtype view
         self.names = NameTable()
         self.recording = Recording()
         self.recording.shapes = self.names.shapes
@@ -486,6 +491,14 @@ class Recorder(TorchDispatchMode):
         tensors = [t for t in [*args, *(kwargs or {}).values()] if isinstance(t, torch.Tensor)]
         return bool(tensors) and all(self.names.current(t) in self._constants for t in tensors)
 
+    def _made_outside(self, args, kwargs) -> bool:
+        """Every tensor the op reads is a constant: made outside the recording (never bound, not
+        changed in place since) or computed from such constants only."""
+        values = [*args, *(kwargs or {}).values()]
+        tensors = [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(t, torch.Tensor)]
+        return bool(tensors) and all(self.names.current(t) in self._constants
+                                     or self.names.lookup(t) is None and not self.names.is_stale(t) for t in tensors)
+
     def _python_scalar(self, value: bool | int | float, span: Span) -> str:
         dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
         name = self.names.fresh("c")
@@ -496,7 +509,8 @@ class Recorder(TorchDispatchMode):
         """A tensor made outside the recording (a python scalar torch wrapped, a module constant)."""
         paused, self.paused = self.paused, True   # our own reads of the constant are not the user's ops
         try:
-            values = tensor.detach().reshape(-1).tolist() if tensor.numel() <= SMALL_CONSTANT else None
+            small = tensor.numel() <= (FOLDED_CONSTANT if self.fold_constants else SMALL_CONSTANT)
+            values = tensor.detach().reshape(-1).tolist() if small else None
             digest = None if values is not None else \
                 hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
         finally:
@@ -553,12 +567,22 @@ class Recorder(TorchDispatchMode):
         if kind in FOLDED_ON_CONSTANTS and isinstance(out, torch.Tensor) and self._only_constants(args, kwargs):
             self._constant(out, span)  # bookkeeping on small constants (DTensor / FSDP meshes): its values
             return                     # are recorded, not the storage arithmetic or data-dependent shape
+        if self.fold_constants and isinstance(out, torch.Tensor) and (not func.is_view or kind == "aten.view.dtype") \
+                and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments) \
+                and self._made_outside(args, kwargs):
+            if func.is_view:  # the same bits read as another dtype: a write through either is not followed
+                self._folded_storage.add(out.untyped_storage().data_ptr())
+            self._constant(out, span)  # torch's value of an op on constants only
+            return
         if kind in DATA_DEPENDENT:
             self._data_dependent(kind, func, args, kwargs, span)
             if kind in ("aten._local_scalar_dense.default", "aten.is_nonzero.default", "aten.equal.default",
                         "aten.item.default", "aten.allclose.default"):
                 return
         arg_names, attrs, written = self._arguments(func, args, kwargs, span)
+        if self._folded_storage and any(t.untyped_storage().data_ptr() in self._folded_storage for t in written):
+            self.problem(span, "an in-place write into a tensor also read as another dtype (a folded view) is not "
+                               "followed")
         if kind in SIZED_BY_VALUES and isinstance(out, torch.Tensor):
             attrs["count"] = int(out.shape[0])   # a data-dependent size: the one of the path recorded
         if kind == "aten.as_strided.default" and args and isinstance(args[0], torch.Tensor):

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import z3
 
-from ..backends import NumpyBackend, as_term, fresh_array
+from ..backends import NumpyBackend, as_term, fresh_array, integral_term
 from ..ir import Mesh
 from ..placements import V
 from ..registry import REGISTRY, OpRule, RankContext, ShapeError, norm_dim, register
@@ -165,7 +165,9 @@ def round_to_int(xp, x, mode: str) -> Any:
         term = as_term(term)
         if isinstance(term, z3.ArithRef) and term.is_int():
             return term
-        term = z3.ToReal(term) if isinstance(term, z3.ArithRef) and term.is_int() else term
+        whole = integral_term(term)
+        if whole is not None:  # an integer by construction (a sum of products of integer inputs): itself
+            return whole
         floor = z3.ToInt(term)
         return floor if mode == "floor" else z3.If(term >= 0, floor, -z3.ToInt(-term))
 
