@@ -21,7 +21,8 @@ input elements, none of its own element's, and on the witness's inputs the same 
 tensors or where the spec reads nothing: every load is right together, the write put it in the
 wrong place.  The value only gains elements, or loses elements its own block did read: the loads
 were right and something after them let the elements in or kept them out: a conversion of a
-float to an integer the value came through, else a condition on indices it came through (a
+float to an integer the value came through, else a warp shuffle (in per-thread code the lanes'
+elements reach one lane's value only through it), else a condition on indices it came through (a
 ``T.if_then_else`` store, an ``if``), is named.  A loss of elements no block ever read is a
 loop's (it stopped short), not a condition's; a loss of elements other blocks read and this one
 never did, through no loop, is the condition's around their reads (false in this block).  A NaN
@@ -40,8 +41,8 @@ import z3
 
 from .bits import BIT_OPERATIONS, REINTERPRET
 from .counterexample import bit_patterns
-from .program import (GLOBAL, PARALLEL, WARP_GROUP, Call, Const, GridLaunch, If, Kernel, Load, Loop, Region, Select,
-                      Stmt, Store, TileOp, UnOp, Var, While, walk_expr, walk_stmts)
+from .program import (GLOBAL, PARALLEL, WARP_GROUP, WARP_SHUFFLE, Call, Const, GridLaunch, If, Kernel, Load, Loop,
+                      Region, Select, Stmt, Store, TileOp, UnOp, Var, While, walk_expr, walk_stmts)
 from .source_lines import statement_columns
 
 
@@ -158,6 +159,12 @@ def masking_line(kernel: Kernel, through: tuple[int, ...]) -> int | None:
     return lines[0] if lines else None
 
 
+def _shuffles(kernel: Kernel) -> set[int]:
+    """Lines of stores of a warp shuffle (another lane's value)."""
+    return {stmt.line for stmt in walk_stmts(kernel.body) if isinstance(stmt, Store) and stmt.line is not None
+            and any(isinstance(e, Call) and e.fn == WARP_SHUFFLE for e in walk_expr(stmt.value))}
+
+
 def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarray, want: dict[str, np.ndarray],
                 tensors: dict[str, np.ndarray], reads: dict[tuple[str, tuple[int, ...]], set[int]],
                 through: tuple[int, ...], written_at: int | None, guarded: tuple[int, ...] = (),
@@ -215,6 +222,14 @@ def faulty_line(kernel: Kernel, cell: tuple[str, tuple[int, ...]], got: np.ndarr
         converted = [ln for ln in order if ln in shape.to_integer and ln in candidates]
         if converted:
             return converted[0], "it converts the value to an integer"
+        # per-thread code: what the block's lanes read reaches one lane's value only through a warp
+        # shuffle, so elements the block read and the value lost (or gained) passed one from a wrong lane
+        exchanged = sorted(_shuffles(kernel) & candidates, key=lambda ln: rank.get(ln, len(order)))
+        if exchanged and (dropped or all(own(element) for element in extra)):
+            return exchanged[0], (f"its warp shuffle brings {tensor} elements the spec does not use here (which "
+                                  "another lane read) into the value" if extra else
+                                  f"its warp shuffle leaves {tensor} elements the spec uses (which other lanes "
+                                  "read) out of the value")
         deciding = [ln for ln in order if ln in shape.deciding and ln in candidates]
         if deciding:
             return deciding[0], (f"its condition lets {tensor} elements the spec does not use here into the value"
