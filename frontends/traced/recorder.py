@@ -214,6 +214,12 @@ def flat_tensors(value: Any) -> list[tuple[int, Any]]:
     return []
 
 
+def _tensor_arguments(args, kwargs) -> list:
+    """The tensors an op reads, those inside a list argument (``stack``'s) included."""
+    values = [*args, *(kwargs or {}).values()]
+    return [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(t, torch.Tensor)]
+
+
 class Recorder(TorchDispatchMode):
     """One run's recorder.  ``simulated`` runs compute fake collective values (taint tracking)."""
 
@@ -491,11 +497,20 @@ class Recorder(TorchDispatchMode):
         tensors = [t for t in [*args, *(kwargs or {}).values()] if isinstance(t, torch.Tensor)]
         return bool(tensors) and all(self.names.current(t) in self._constants for t in tensors)
 
+    @staticmethod
+    def _exactly_folded(kind: str, out, args, kwargs) -> bool:
+        """An op whose value torch computes as the rules would, bar float rounding the rules leave
+        out: an integer or bool result, the same bits read as another dtype, or a conversion of
+        integers (a float op on constants keeps its exact rule)."""
+        if not out.dtype.is_floating_point or kind == "aten.view.dtype":
+            return True
+        tensors = _tensor_arguments(args, kwargs)
+        return kind.startswith(("aten._to_copy.", "aten.to.")) and not any(t.dtype.is_floating_point for t in tensors)
+
     def _made_outside(self, args, kwargs) -> bool:
         """Every tensor the op reads is a constant: made outside the recording (never bound, not
         changed in place since) or computed from such constants only."""
-        values = [*args, *(kwargs or {}).values()]
-        tensors = [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(t, torch.Tensor)]
+        tensors = _tensor_arguments(args, kwargs)
         return bool(tensors) and all(self.names.current(t) in self._constants
                                      or self.names.lookup(t) is None and not self.names.is_stale(t) for t in tensors)
 
@@ -569,7 +584,7 @@ class Recorder(TorchDispatchMode):
             return                     # are recorded, not the storage arithmetic or data-dependent shape
         if self.fold_constants and isinstance(out, torch.Tensor) and (not func.is_view or kind == "aten.view.dtype") \
                 and not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments) \
-                and self._made_outside(args, kwargs):
+                and self._made_outside(args, kwargs) and self._exactly_folded(kind, out, args, kwargs):
             if func.is_view:  # the same bits read as another dtype: a write through either is not followed
                 self._folded_storage.add(out.untyped_storage().data_ptr())
             self._constant(out, span)  # torch's value of an op on constants only

@@ -103,3 +103,20 @@ def test_a_known_integer_converted_to_a_narrow_float_is_rounded_as_the_hardware_
     from tir_lifter.interpreter import _convert_index
     assert _convert_index(2049, "float16") == 2048.0 and _convert_index(255, "float16") == 255
     assert _convert_index(2 ** 24 + 1, "float32") == 2.0 ** 24 and _convert_index(500, "float8_e4m3fn") == 448.0
+
+
+def test_the_reference_recorder_folds_integer_ops_on_constants_and_keeps_float_arithmetic():
+    torch = pytest.importorskip("torch")
+    from frontends.traced.recorder import Recorder
+    from frontends.traced.spans import SpanFinder
+    recorder = Recorder(SpanFinder(__file__, __file__), simulated=False, fold_constants=True)
+    packed = torch.tensor([[0x8F, 0x71]] * 40, dtype=torch.uint8)  # 80 bytes: more than a small constant
+    with torch.no_grad(), recorder:
+        signed = ((packed & 15).to(torch.int8) << 4) >> 4  # int8 wraps: torch's value, not x * 16 // 16
+        (signed.to(torch.float32) / 3).sum()
+    kinds = [op.kind for op in recorder.recording.ops]
+    assert not any("shift" in k or "bitwise" in k or "_to_copy" in k for k in kinds), kinds
+    assert "aten.div.Tensor" in kinds and not recorder.recording.fingerprints  # spelled out, no unknown leaf
+    values = [op.attrs["s"] for op in recorder.recording.ops if op.kind == "aten.scalar_tensor.default"]
+    # 0x8F's low nibble 15 is -1 as a signed int4: in the int8 result and in its float32 conversion
+    assert sum(v == -1 and isinstance(v, int) for v in values) == 40 and sum(v == -1.0 for v in values) == 80
