@@ -24,7 +24,7 @@ from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 from .capture import Capture, Instance, run_file
 from .errors import LiftInputError, Rejected, Unsupported
 from .infer import infer_spec
-from .instantiate import SM_COUNT_NAME, Elaborated, elaborate_instance
+from .instantiate import _MAX_TILE_SHIFT, SM_COUNT_NAME, Elaborated, elaborate_instance
 from .spec import Spec, SpecError, parse_spec, spec_from_reference
 
 _REFERENCE = re.compile(r"(?i)^(ref|reference|torch_ref|naive)|_ref(erence)?$|^ref_|_ref_")
@@ -170,6 +170,8 @@ def _check_kernel(name: str, group: list[Instance], references: dict[str, ast.Fu
         _check_elaborated(name, instance, elaborated, references, specs, path, kernel_count, capture, group, sub)
         elaborated, sub = _other_sm_counts(name, instance, elaborated, references, specs, path, kernel_count, capture,
                                            group, sub, lift)
+        elaborated, sub = _larger_tiles(name, instance, elaborated, references, specs, path, kernel_count, capture,
+                                        group, sub, lift)
         if _equal_tiles_apart(elaborated) and any(d.severity == ERROR and d.check != "unsupported"
                                                   for d in sub.diagnostics):
             sub = _latent_or_real(name, instance, elaborated, references, specs, path, kernel_count, capture, group,
@@ -323,6 +325,42 @@ def _other_sm_counts(name: str, instance: Instance, elaborated: Elaborated, refe
         trial = Report(file=path, mesh={})
         _check_elaborated(name, instance, other, references, specs, path, kernel_count, capture, group, trial)
         elaborated, sub = other, trial
+    return elaborated, sub
+
+
+_TOO_LARGE = "are still too large to check"
+
+
+def _larger_tiles(name: str, instance: Instance, elaborated: Elaborated, references: dict[str, ast.FunctionDef],
+                  specs: dict[str, str], path: str, kernel_count: int, capture: Capture, group: list[Instance],
+                  sub: Report, lift: Any) -> tuple[Elaborated, Report]:
+    """Reduced sizes too large to check because sizes the kernel writes as literals (a group of 128,
+    a 64-row tile of its own) keep the problem sizes large while the reduced tiles cut them into
+    many blocks: the tiles are raised (4, 8, 16, ... in the order of their real values, never above
+    them) while that is so, and the first instance small enough is the one checked."""
+    shift = 0
+    while any(d.check == "unsupported" and _TOO_LARGE in d.message for d in sub.diagnostics) and \
+            any(reduced < real for _, real, reduced in elaborated.tiles) and shift < _MAX_TILE_SHIFT:
+        shift += 1
+        try:
+            other = elaborate_instance(instance, lift, sms=_sm_count_of(elaborated) or 2, shift=shift)
+        except Unsupported:
+            break
+        if other.tiles == elaborated.tiles:
+            continue
+        if not other.real_built:  # larger tiles may pass where the file's own do not build
+            break
+        first = next(d.message for d in sub.diagnostics if _TOO_LARGE in d.message)
+        raised = ", ".join(f"{n} from {r}" for (n, _, r), (_, _, o) in zip(elaborated.tiles, other.tiles) if o != r)
+        other = replace(other, raised=f"tiles raised ({raised}), at the smaller ones the "
+                        f"{first.split(': ', 1)[-1].split(' (about')[0]}")
+        trial = Report(file=path, mesh={})
+        _check_elaborated(name, instance, other, references, specs, path, kernel_count, capture, group, trial)
+        elaborated, sub = other, trial
+    if shift:
+        tiles = ", ".join(f"{n}={r} (real {o})" for n, o, r in elaborated.tiles)
+        sub.diagnostics = [replace(d, message=f"{d.message}, with the tiles raised as far as {tiles}")
+                           if d.check == "unsupported" and _TOO_LARGE in d.message else d for d in sub.diagnostics]
     return elaborated, sub
 
 

@@ -54,11 +54,13 @@ class Elaborated:
     # comparisons of a constant with sizes (T.min(T.ceildiv(K, block_K), 8)): below (-1), at (0) or
     # above (1) the constant at the real sizes, the case the reduced sizes must keep
     comparisons: tuple[tuple[BinOp, int], ...] = ()
+    raised: str = ""  # why the tiles are larger than 2, 4, 8, ...
+    real_built: bool = True  # the same build at the real tiles and sizes succeeded
 
     def describe(self) -> str:
         changed_counts = tuple(c for c in self.counts if c[1] != c[2])
         parts = [f"{n}={r} (from {o})" for n, o, r in self.tiles + self.fixed + changed_counts] + list(self.derived)
-        return ", ".join(parts)
+        return ", ".join(parts + ([self.raised] if self.raised else []))
 
 
 def _is_int(value: Any) -> bool:
@@ -138,15 +140,16 @@ def _with_module_sizes(func: Any, sizes: dict[str, int], build: Callable[[dict],
 
 
 def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], tied: bool = False,
-                       sms: int = 2) -> Elaborated:
+                       sms: int = 2, shift: int = 0) -> Elaborated:
     """Reduce ``instance`` and lift the PrimFunc TileLang builds for it (``tied``: tiles equal in
     the call reduced alike, the file's own case, instead of made distinct; ``sms``: the stand-in
-    GPU's SM count in the reduced build, when the build asks for it)."""
+    GPU's SM count in the reduced build, when the build asks for it; ``shift``: tiles 2, 4, 8, ...
+    times ``2 ** shift``, never above their real values)."""
     if instance.factory is not None:
         arguments = dict(instance.kwargs)
         module = {k: v for k, v in _module_sizes(instance.factory).items() if k not in arguments}
         build = _with_module_sizes(instance.factory, module, lambda kwargs: instance.factory(**kwargs))
-        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift, tied, sms)
+        return _reduce_and_lift(instance, {**arguments, **module}, {}, build, lift, tied, sms, shift)
     if instance.primfunc is not None:  # a module-level PrimFunc: checked at its own (literal) sizes
         return Elaborated(lift(instance.primfunc, instance.name), (), (), ())
     jit = instance.jit
@@ -171,12 +174,12 @@ def elaborate_instance(instance: Instance, lift: Callable[[Any, str], Kernel], t
     def build(kwargs: dict[str, Any]) -> Any:
         return jit.get_tir(**kwargs)
     return _reduce_and_lift(instance, arguments, tensors, _with_module_sizes(function, module, build), lift, tied,
-                            sms)
+                            sms, shift)
 
 
 def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                      build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tied: bool = False,
-                     sms: int = 2) -> Elaborated:
+                     sms: int = 2, shift: int = 0) -> Elaborated:
     """Distinct reduced tiles first; when TileLang refuses them (a gemm needing two tiles equal
     that are equal in the real call), or their divisions cannot be paired with the real build's,
     tiles with equal real values are reduced alike: a mix-up between them changes nothing at the
@@ -187,7 +190,7 @@ def _reduce_and_lift(instance: Instance, arguments: dict[str, Any], tensors: dic
     if asked:
         arguments, build = {**arguments, _SMS: REAL_SM_COUNT}, _with_sm_count(build)
     reads = sm_count_reads()
-    elaborated = _reduce_and_lift_counted(instance, arguments, tensors, build, lift, tied, sms)
+    elaborated = _reduce_and_lift_counted(instance, arguments, tensors, build, lift, tied, sms, shift)
     if asked and sm_count_reads() == reads:  # never asked for: not one of this kernel's sizes
         elaborated = replace(elaborated, counts=tuple(c for c in elaborated.counts if c[0] != _SMS))
     return elaborated
@@ -204,7 +207,7 @@ def _with_sm_count(build: Callable[[dict], Any]) -> Callable[[dict], Any]:
 
 def _reduce_and_lift_counted(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                              build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel],
-                             tied: bool = False, sms: int = 2) -> Elaborated:
+                             tied: bool = False, sms: int = 2, shift: int = 0) -> Elaborated:
     ints = {k: v for k, v in arguments.items() if _is_int(v)}
     tiles = {k: v for k, v in ints.items() if _TILE.search(k) and not _KEEP.search(k) and not _TILE_COUNT.search(k)
              and v >= 2}
@@ -217,7 +220,7 @@ def _reduce_and_lift_counted(instance: Instance, arguments: dict[str, Any], tens
     if scales:  # computed from the sizes they are built with, when those are given as ints
         build = _scaling(build, scales, arguments)
     try:
-        elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, tiles, tied, sms)
+        elaborated = _reduced_tiles(instance, arguments, tensors, build, lift, tiles, tied, sms, shift)
     except Unsupported as exc:
         if not exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: "):
             raise
@@ -257,23 +260,38 @@ def _per_thread_retries(instance: Instance, arguments: dict[str, Any], tensors: 
 
 def _reduced_tiles(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
                    build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
-                   tied: bool, sms: int) -> Elaborated:
-    if tied:
-        return _reduce_with(instance, arguments, tensors, build, lift, tiles, _tied_powers(tiles), sms)
-    return _reduced(instance, arguments, tensors, build, lift, tiles, sms)
+                   tied: bool, sms: int, shift: int = 0) -> Elaborated:
+    if not tied:
+        return _reduced(instance, arguments, tensors, build, lift, tiles, sms, shift)
+    try:
+        return _reduce_with(instance, arguments, tensors, build, lift, tiles,
+                            _raised_powers(tiles, _tied_powers(tiles), shift), sms)
+    except Unsupported as exc:
+        if not _too_small(exc):
+            raise
+        return _with_larger_tiles(instance, arguments, tensors, build, lift, tiles, sms, exc, shift, tied=True)
 
 
 def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
              build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
-             sms: int = 2) -> Elaborated:
-    distinct, tied = _distinct_powers(tiles), _tied_powers(tiles)
+             sms: int = 2, shift: int = 0) -> Elaborated:
+    distinct = _raised_powers(tiles, _distinct_powers(tiles), shift)
+    tied = _raised_powers(tiles, _tied_powers(tiles), shift)
     try:
         elaborated = _reduce_with(instance, arguments, tensors, build, lift, tiles, distinct, sms)
     except Unsupported as exc:
-        if tied == distinct or not (exc.reason.startswith("TileLang could not build") or
-                                    exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: ")):
+        per_thread = exc.reason.startswith(f"{instance.name} has {_PER_THREAD}: ")
+        if per_thread and tied != distinct:
+            return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
+        if not _too_small(exc):
             raise
-        return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
+        if tied != distinct:
+            try:
+                return _reduce_with(instance, arguments, tensors, build, lift, tiles, tied, sms)
+            except Unsupported as again:
+                if not _too_small(again):
+                    raise
+        return _with_larger_tiles(instance, arguments, tensors, build, lift, tiles, sms, exc, shift)
     if elaborated.divisions or tied == distinct or not elaborated.kernel.sizes:
         return elaborated
     # the real build folds divisions by equal tiles together, so the reduced one cannot be paired
@@ -283,6 +301,92 @@ def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, t
     except Unsupported:
         return elaborated
     return again if again.divisions else elaborated
+
+
+_NOT_BUILT = "TileLang could not build"
+_ONE_WIDE = "a size computed from them is 1 where the real one is more"
+
+
+def _too_small(exc: Unsupported) -> bool:
+    """The reduced tiles are what TileLang, the factory or its on-chip buffers refuse."""
+    return exc.reason.startswith(_NOT_BUILT) or _ONE_WIDE in exc.reason
+
+
+def _with_larger_tiles(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
+                       build: Callable[[dict], Any], lift: Callable[[Any, str], Kernel], tiles: dict[str, int],
+                       sms: int, failure: Unsupported, start: int = 0, tied: bool = False) -> Elaborated:
+    """Tiles raised, all together and in the order of their real values, through 4, 8, 16, ...
+    (``_raised_powers``, never above a real value) until TileLang builds the kernel with no
+    on-chip axis 1 wide where the real one is wider: a factory asserting ``block_M == 2 *
+    block_N`` or ``block_I == 64``, a layout needing a tile of 16, ``min(block_N, kv_block // 2)``
+    coming out 1.  The first assignment that builds is the one checked; none: ``failure``.
+    ``tied``: only tiles equal in the call reduced alike (the file's own case) are tried."""
+    import time
+    deadline = time.process_time() + _TILE_SEARCH_CPU_S
+    budgeted = _within(build, deadline)
+    # a quick look first: with the file's own sizes, tiles that still fail where the smallest ones
+    # did (the same statement) are refused for the same reason, and the full search is not run;
+    # only when the file's own sizes build that way at the real tiles (an eager kernel's sizes come
+    # from its tensors, which this build does not have)
+    orders = (_tied_powers(tiles),) if tied else (_distinct_powers(tiles), _tied_powers(tiles))
+    refused = None
+    at_real = _error(build, {**arguments, **tiles})
+    if at_real == "no error":
+        refused = _failure(build, {**arguments, **_raised_powers(tiles, orders[0], start)})
+    elif f"({at_real})" in failure.reason:  # the real tiles fail the same way: not a matter of tile sizes
+        raise failure
+    for shift in range(start + 1, _MAX_TILE_SHIFT + 1):
+        tried = []
+        for powers in orders:
+            raised, base = _raised_powers(tiles, powers, shift), _raised_powers(tiles, powers, start)
+            if raised in tried:
+                continue
+            tried.append(raised)
+            if refused is not None and _failure(budgeted, {**arguments, **raised}) == refused:
+                continue
+            try:
+                elaborated = _reduce_with(instance, arguments, tensors, budgeted, lift, tiles, raised, sms)
+            except Unsupported as exc:
+                if not _too_small(exc):
+                    raise
+                if time.process_time() > deadline:
+                    raise Unsupported(failure.line, f"{failure.reason}; larger tiles (up to {raised}) were tried "
+                                      f"for {_TILE_SEARCH_CPU_S} CPU s without a build TileLang accepts") from None
+                continue
+            if not elaborated.real_built:  # larger tiles may pass where the file's own do not build
+                raise Unsupported(failure.line, f"{failure.reason}; larger tiles {raised} build, but the file's own "
+                                  "tiles do not, so they are not checked in their place") from None
+            why = ", ".join(f"{n} from {base[n]}" for n in tiles if raised[n] != base[n])
+            return replace(elaborated, raised=f"tiles raised ({why}), the smaller ones refused: {failure.reason}")
+        if all(raised[n] == tiles[n] for n in tiles for raised in tried):
+            break
+    raise failure
+
+
+_MAX_TILE_SHIFT = 7
+_TILE_SEARCH_CPU_S = 30.0  # TileLang builds that fail deep in its lowering take a second each
+
+
+class _OutOfTime(Exception):
+    """The larger-tiles search spent its CPU time: no further build is tried."""
+
+
+def _within(build: Callable[[dict], Any], deadline: float) -> Callable[[dict], Any]:
+    """``build`` refusing to run once the CPU clock passes ``deadline``."""
+    import time
+
+    def build_within(kwargs: dict[str, Any]) -> Any:
+        if time.process_time() > deadline:
+            raise _OutOfTime("the CPU time for larger tiles is spent")
+        return build(kwargs)
+    return build_within
+
+
+def _raised_powers(tiles: dict[str, int], base: dict[str, int], shift: int) -> dict[str, int]:
+    """``base`` (2, 4, 8, ...) times ``2 ** shift``, each capped at its real value: the order of
+    the real values kept, tiles distinct in ``base`` still distinct unless both reach equal real
+    values."""
+    return {name: min(tiles[name], value << shift) for name, value in base.items()}
 
 
 def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -378,7 +482,8 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
         comparisons = _pair_comparisons(kernel, real_kernel, {**real_values, **{n: problem[n] for n in concrete}})
     return Elaborated(kernel, divisions, tuple((n, tiles[n], reduced_tiles[n]) for n in tiles),
                       tuple((n, problem[n], concrete[n]) for n in concrete), tuple(dynamic),
-                      counts=tuple((n, v, base[n]) for n, v in counts.items()), comparisons=comparisons)
+                      counts=tuple((n, v, base[n]) for n, v in counts.items()), comparisons=comparisons,
+                      real_built=real_func is not None)
 
 
 _PER_THREAD = "per-thread code"
@@ -518,12 +623,17 @@ def _raised(build: Callable[[dict], Any], concrete: dict[str, int], real: dict[s
     failure = _failure(build, concrete)
     builds = 1
     while failure is not None:
-        for name in concrete:
-            for value in _raise_candidates(concrete[name], real[name], tiles, reduced_tiles):
-                trial = {**concrete, name: value}
+        named = _named_at(failure, concrete)
+        # the sizes the failing statement names raised together first (``assert S % chunk == 0
+        # and DK % BK == 0``: no single raise gets past it), then one size at a time
+        for group in ([named] if len(named) > 1 else []) + [[name] for name in concrete]:
+            steps = [_raise_candidates(concrete[name], real[name], tiles, reduced_tiles) for name in group]
+            for index in range(max((len(s) for s in steps), default=0)):
+                trial = {**concrete, **{name: s[min(index, len(s) - 1)] for name, s in zip(group, steps) if s}}
                 builds += 1
                 found = _failure(build, trial)
                 if found is None:
+                    trial = _lowered(build, trial, concrete, group)
                     return trial, build(trial)
                 if found != failure:  # past the assertion that stopped it
                     concrete, failure = trial, found
@@ -536,6 +646,34 @@ def _raised(build: Callable[[dict], Any], concrete: dict[str, int], real: dict[s
         else:
             return None
     return concrete, build(concrete)
+
+
+def _lowered(build: Callable[[dict], Any], raised: dict[str, int], before: dict[str, int],
+             group: list[str]) -> dict[str, int]:
+    """Sizes raised together set back, one at a time, to their value before the raise while the
+    kernel still builds: only the sizes the statement needed larger stay larger."""
+    if len(group) < 2:
+        return raised
+    for name in group:
+        trial = {**raised, name: before[name]}
+        if before[name] != raised[name] and _failure(build, trial) is None:
+            raised = trial
+    return raised
+
+
+def _named_at(failure: tuple[str, str, int], concrete: dict[str, int]) -> list[str]:
+    """The fixed sizes the statement a build failed at names (all of them when it names none)."""
+    import linecache
+    _, path, line = failure
+    try:
+        tree = ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        return list(concrete)
+    statements = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and not hasattr(node, "body")
+                  and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    names = {n.id for stmt in statements for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    named = [name for name in concrete if name in names]
+    return named or list(concrete)
 
 
 def _failure(build: Callable[[dict], Any], kwargs: dict) -> tuple[str, str, int] | None:

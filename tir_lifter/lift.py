@@ -19,7 +19,7 @@ from .distributed import check_distributed, parse_mesh, parse_shards
 from .errors import LiftInputError, Unsupported
 from .infer import infer_spec
 from .program import Kernel, LiftResult, count_ops
-from .sizes import concrete_cost, plan
+from .sizes import concrete_cost, describe_cost, plan
 from .spec import Spec, parse_spec, spec_from_reference
 from .text_frontend import lift_source
 
@@ -234,7 +234,8 @@ def _check(kernel: Kernel, build: Callable[[dict], Kernel], spec: Spec | None, r
             raise Unsupported(kernel.line, "the kernel has only literal sizes, too large to check and with no named "
                               "size to reduce; write it as a factory over named sizes (def matmul(M, N, K, block_M, "
                               "...)) or print it at small sizes")
-        raise Unsupported(kernel.line, f"reduced sizes {reduction.describe()} are still too large to check")
+        raise Unsupported(kernel.line, f"reduced sizes {reduction.describe()} are still too large to check "
+                          f"({describe_cost(kernel, reduction.sizes)}; the limit is {_MAX_COST:,})")
     if not _bounds_guard_on(report.file):
         build = _without_guard(build)
     result = check_kernel(build(reduction.sizes), spec, reduction)

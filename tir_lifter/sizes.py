@@ -429,19 +429,46 @@ def _same_case(div: BinOp, trial: dict[str, int], original: dict[str, int | None
 
 def concrete_cost(kernel: Kernel, sizes: dict[str, int]) -> int:
     """Rough count of element operations of one run, to refuse runs that would not finish."""
+    blocks, per_block, trips, _ = _cost_parts(kernel, sizes)
+    return blocks * per_block * trips
+
+
+def describe_cost(kernel: Kernel, sizes: dict[str, int]) -> str:
+    """What makes a run costly, in the kernel's terms: blocks, on-chip elements, loop trips and
+    the largest on-chip buffer with its shape at these sizes."""
+    blocks, per_block, trips, largest = _cost_parts(kernel, sizes)
+    text = f"about {blocks * per_block * trips:,} element operations: {blocks:,} blocks, {per_block:,} on-chip " \
+           f"elements per block, {trips:,} serial loop trips"
+    return text + (f"; largest on-chip buffer {largest}" if largest else "")
+
+
+def _cost_parts(kernel: Kernel, sizes: dict[str, int]) -> tuple[int, int, int, str]:
     launches = [kernel.grid] + [s.axes for s in walk_stmts(kernel.body) if isinstance(s, GridLaunch)]
     blocks = max(math.prod(max(eval_size(a.extent, sizes), 1) for a in axes) for axes in launches)
-    per_block = 0
+    per_block, largest, widest = 0, "", 0
     for buf in kernel.allocs:
-        count = 1
-        for d in buf.shape:
-            count *= max(eval_size(d, sizes), 1)
+        dims = [max(eval_size(d, sizes), 1) for d in buf.shape]
+        count = math.prod(dims)
         per_block += count
-    loops = 1
-    for stmt in walk_stmts(kernel.body):
+        if count > widest:
+            widest, largest = count, f"{buf.name} {dims}"
+    return blocks, max(per_block, 1), _trips(kernel.body, sizes), largest
+
+
+def _trips(stmts: tuple, sizes: dict[str, int]) -> int:
+    """How many times the innermost serial loop bodies run: nested loops multiply, loops one after
+    the other add (a split kernel's three passes over ``num_split`` are 3 * 7 runs, not 7 ** 3);
+    a loop whose extent is not a size (a run-time trip count) counts once."""
+    total = 0
+    for stmt in stmts:
         if isinstance(stmt, Loop) and stmt.kind != "parallel":
             try:
-                loops *= max(eval_size(stmt.extent, sizes), 1)
+                extent = max(eval_size(stmt.extent, sizes), 1)
             except KeyError:
-                pass
-    return blocks * max(per_block, 1) * loops
+                extent = 1
+            total += extent * _trips(stmt.body, sizes)
+        elif isinstance(stmt, (Loop, While, GridLaunch)):
+            total += _trips(stmt.body, sizes)
+        elif isinstance(stmt, If):
+            total += max(_trips(stmt.then, sizes), _trips(stmt.orelse, sizes))
+    return max(total, 1)
