@@ -524,12 +524,7 @@ class Machine:
             if len(extents) != 1:
                 raise Unsupported(line, "a loop around a tile op or barrier whose trip count differs between "
                                   "threads is not modelled")
-            self._loop_lines.append(stmt.line)
-            for value in range(int(extents.pop())):
-                env[stmt.var] = value
-                self._lockstep(stmt.body, env, threads)
-            self._loop_lines.pop()
-            env.pop(stmt.var, None)
+            self._uniform_loop(stmt, env, threads, int(extents.pop()))
             return
         if isinstance(stmt, If):
             taken = set(self._condition(stmt, env, threads).values())
@@ -565,6 +560,15 @@ class Machine:
                               "registers, is not modelled")
         self.exec_stmt(stmt, env)
 
+    def _uniform_loop(self, stmt: Loop, env: dict[str, Any], threads: tuple[int, ...], trips: int) -> None:
+        """A loop every thread runs ``trips`` times: its body statement by statement, all threads together."""
+        self._loop_lines.append(stmt.line)
+        for value in range(trips):
+            env[stmt.var] = value
+            self._lockstep(stmt.body, env, threads)
+        self._loop_lines.pop()
+        env.pop(stmt.var, None)
+
     def _thread_step(self, stmt: Stmt, env: dict[str, Any], threads: tuple[int, ...]) -> None:
         """Per-thread statements: a loop with the same trip count in every thread and a branch every
         thread takes the same way go on statement by statement; any other statement is one step,
@@ -572,12 +576,7 @@ class Machine:
         if isinstance(stmt, Loop):
             extents = set(self._per_thread(stmt.extent, env, threads, stmt.line).values())
             if len(extents) == 1:
-                self._loop_lines.append(stmt.line)
-                for value in range(int(extents.pop())):
-                    env[stmt.var] = value
-                    self._lockstep(stmt.body, env, threads)
-                self._loop_lines.pop()
-                env.pop(stmt.var, None)
+                self._uniform_loop(stmt, env, threads, int(extents.pop()))
                 return
         elif isinstance(stmt, If):
             taken = self._condition(stmt, env, threads)
