@@ -227,8 +227,10 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "kernels composed along autograd are not checked", instance.line))
         if not forward_too:
             return
-    launched = [instance] if capture is not None and any(launch.instance is instance for launch in capture.launches) \
-        else group  # a reference bound through another instance's launch is that instance's
+    # a reference bound through another instance's launch or profiler is that instance's
+    launched = [instance] if capture is not None and (
+        any(launch.instance is instance for launch in capture.launches)
+        or any(ref.via == "profiler" and ref.instance is instance for ref in capture.references)) else group
     for spec in _spec_for(name, elaborated, references, specs, path, kernel_count, sub, capture, launched):
         if getattr(spec, "traced", False):  # a reference argument named like a tile gets its reduced value
             spec.tile_sizes = {n: (real, reduced) for n, real, reduced in elaborated.tiles + elaborated.fixed}

@@ -4,7 +4,9 @@ A factory built twice with arguments that are no size (a flag, a scale) builds t
 is checked, against the reference the file compares its own launch with. Before, the instances
 counted as one reduced instance (only sizes and tiles were compared), and the references of all
 launches were tried on each: the right file below was a false violation (the doubling instance
-checked against the copy's reference), and a wrong second instance could go unchecked.
+checked against the copy's reference), and a wrong second instance could go unchecked. An
+instance given its reference through its own profiler (``profiler.assert_allclose(ref)``) is
+checked against that one only.
 
 A kernel launched in the backward of a ``torch.autograd.Function`` computes values the file
 compares only through the gradients autograd returns (``x.grad``): composing kernels along
@@ -22,6 +24,9 @@ EAGER_SCALE = 'import torch\nimport tilelang\nimport tilelang.language as T\n\n\
 FILES = {
     "flags.py": FLAGS,
     "flags_wrong.py": FLAGS.replace("copy_or_double(256, 64, False)(z)", "copy_or_double(256, 64, True)(z)"),
+    "flags_profiler.py": FLAGS.split("x = torch.randn")[0] + (
+        "for double, ref in ((True, ref_double), (False, ref_copy)):\n"
+        "    copy_or_double(256, 64, double).get_profiler().assert_allclose(ref, rtol=0.01, atol=0.01)\n"),
     "scale_autograd.py": SCALE,
     "scale_autograd_wrong_backward.py": SCALE.replace("return scale(M, N, 3.0)(dy.contiguous())",
                                                       "return scale(M, N, 2.0)(dy.contiguous())"),
@@ -42,6 +47,14 @@ def _messages(report) -> list[str]:
 @pytest.mark.tilelang
 def test_two_instances_differing_in_a_flag_are_each_checked_against_their_own_reference(reports):
     report = reports["flags.py"]
+    assert report.verdict == "verified", _messages(report)
+    proven = " ".join(report.proven)
+    assert "Y = ref_double(X)" in proven and "Y = ref_copy(X)" in proven
+
+
+@pytest.mark.tilelang
+def test_each_instance_is_checked_against_the_reference_its_own_profiler_was_given(reports):
+    report = reports["flags_profiler.py"]
     assert report.verdict == "verified", _messages(report)
     proven = " ".join(report.proven)
     assert "Y = ref_double(X)" in proven and "Y = ref_copy(X)" in proven
