@@ -312,19 +312,20 @@ def run_file(path: str, budget: float) -> Capture:
     def eager_launch(jit: Any, instances: tuple[Instance, ...], args: tuple, kwargs: dict) -> Any:
         """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
         try:
-            func = jit.get_tir(*args, **kwargs)
             named = jit.signature.bind_partial(*args, **kwargs).arguments
-            outputs = _output_tensors(func, _eager_out_idx(jit, func) or (), _dynamic_sizes(func, named))
+        except TypeError:
+            named = None
+        try:
+            func = jit.get_tir(*args, **kwargs)
+            outputs = () if named is None else \
+                _output_tensors(func, _eager_out_idx(jit, func) or (), _dynamic_sizes(func, named))
         except Exception:  # noqa: BLE001 - the run goes on without outputs
             outputs = ()
         capture.alive.append(outputs)
-        try:
-            named = jit.signature.bind_partial(*args, **kwargs).arguments
+        if named is not None:
             tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
             backward_of = _autograd_node()
             capture.launches.extend(Launch(instance, (), None, tensors, outputs, backward_of) for instance in instances)
-        except TypeError:
-            pass
         return _returned(outputs)
 
     def is_eager(jit: Any, args: tuple, kwargs: dict) -> bool:

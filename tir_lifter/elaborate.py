@@ -220,7 +220,7 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "launches are not modelled", instance.line))
         return
     backward_of, forward_too = _backward_launches(instance, capture)
-    if backward_of and not (specs.get(name) or (specs.get("") if kernel_count == 1 else None)):
+    if backward_of and not _given_spec(name, specs, kernel_count):
         # what it computes there reaches the file's comparisons only through the gradients autograd returns
         sub.add(Diagnostic("unsupported", ERROR, f"{name}: launched in the backward of {backward_of} (by autograd): the "
                            "file compares what it computes there only through the gradients autograd returns, and "
@@ -460,7 +460,7 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
     names = [b.name for b in kernel.params]
     written = list(written_buffers(kernel))
     inputs = [n for n in names if n not in written]
-    text = specs.get(name) or (specs.get("") if kernel_count == 1 else None)
+    text = _given_spec(name, specs, kernel_count)
     if text:
         try:
             return [parse_spec(text, names, path)]
@@ -541,6 +541,11 @@ def _bit_pattern_dtypes(specs: list[Spec], kernel: Any) -> None:
         for name in bit_patterns(kernel):
             if name in spec.inputs and name not in spec.dtypes:
                 spec.dtypes[name] = getattr(torch, kernel.buffer(name).dtype)
+
+
+def _given_spec(name: str, specs: dict[str, str], kernel_count: int) -> str | None:
+    """The user's ``--spec`` for this kernel (``NAME=...``, or an unnamed one in a one-kernel file)."""
+    return specs.get(name) or (specs.get("") if kernel_count == 1 else None)
 
 
 def _associate(name: str, references: dict[str, ast.FunctionDef], kernel_count: int) -> ast.FunctionDef | None:

@@ -531,9 +531,7 @@ class Machine:
             if len(taken) != 1:
                 raise Unsupported(line, "a tile op, T.Parallel loop or barrier that only some of the threads reach "
                                   "is not modelled")
-            self._loop_lines.append(stmt.line)
-            self._lockstep(stmt.then if taken.pop() else stmt.orelse, env, threads)
-            self._loop_lines.pop()
+            self._uniform_branch(stmt, env, threads, taken.pop())
             return
         if isinstance(stmt, While):
             raise Unsupported(line, "a while loop around a tile op or barrier in per-thread code is not modelled")
@@ -548,12 +546,7 @@ class Machine:
         registers = {name for s in walk_stmts((stmt,)) for name in _buffers(s)
                      if self.scopes.get(name, "").startswith("local")}
         if registers and isinstance(stmt, TileOp) and stmt.kind == "fill":  # each thread fills its own registers
-            for t in threads:
-                self.thread = t
-                try:
-                    self.exec_stmt(stmt, self._thread_env(env, t))
-                finally:
-                    self.thread = None
+            self._each_thread_runs(stmt, env, threads)
             return
         if registers:
             raise Unsupported(line, f"a tile op or T.Parallel loop on {sorted(registers)[0]}, in each thread's "
@@ -569,6 +562,21 @@ class Machine:
         self._loop_lines.pop()
         env.pop(stmt.var, None)
 
+    def _uniform_branch(self, stmt: If, env: dict[str, Any], threads: tuple[int, ...], taken: bool) -> None:
+        """A branch every thread takes the same way: its statements, all threads together."""
+        self._loop_lines.append(stmt.line)  # what the branch stores came through its condition too
+        self._lockstep(stmt.then if taken else stmt.orelse, env, threads)
+        self._loop_lines.pop()
+
+    def _each_thread_runs(self, stmt: Stmt, env: dict[str, Any], threads: tuple[int, ...]) -> None:
+        """``stmt`` run whole by each thread in turn, with its own index and registers."""
+        for t in threads:
+            self.thread = t
+            try:
+                self.exec_stmt(stmt, self._thread_env(env, t))
+            finally:
+                self.thread = None
+
     def _thread_step(self, stmt: Stmt, env: dict[str, Any], threads: tuple[int, ...]) -> None:
         """Per-thread statements: a loop with the same trip count in every thread and a branch every
         thread takes the same way go on statement by statement; any other statement is one step,
@@ -581,20 +589,13 @@ class Machine:
         elif isinstance(stmt, If):
             taken = self._condition(stmt, env, threads)
             if len(set(taken.values())) == 1:
-                self._loop_lines.append(stmt.line)
-                self._lockstep(stmt.then if next(iter(taken.values())) else stmt.orelse, env, threads)
-                self._loop_lines.pop()
+                self._uniform_branch(stmt, env, threads, next(iter(taken.values())))
                 return
         if isinstance(stmt, Store) and threads == self._all_threads() and \
                 any(isinstance(e, Call) and e.fn == WARP_SHUFFLE for e in walk_expr(stmt.value)):
             self._shuffled_store(stmt, env, threads)
         else:
-            for t in threads:
-                self.thread = t
-                try:
-                    self.exec_stmt(stmt, self._thread_env(env, t))
-                finally:
-                    self.thread = None
+            self._each_thread_runs(stmt, env, threads)
         self._window["shared"] = {}
 
     def _shuffled_store(self, stmt: Store, env: dict[str, Any], threads: tuple[int, ...]) -> None:
