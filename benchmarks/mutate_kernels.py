@@ -360,8 +360,11 @@ def main() -> None:
         errors = [d for d in body.get("diagnostics", []) if d.get("severity") == "error" and d["check"] != "unsupported"]
         through = {int(n) for d in errors for n in re.findall(r"\d+", (re.findall(
             r"comes through lines ([\d, and]+)", d["message"]) or [""])[0])}
+        through |= {int(n) for d in errors for n in re.findall(r"builds it at line (\d+)", d["message"])}
+        windows = [(int(a), int(b)) for d in errors for a, b in re.findall(r"between lines (\d+) and (\d+)", d["message"])]
         named = "exact" if any(d.get("line") == mutant.line for d in errors) else \
-            "listed" if mutant.line in through else "no" if errors else ""
+            "listed" if mutant.line in through else \
+            "window" if any(a <= mutant.line <= b for a, b in windows) else "no" if errors else ""
         latent = any(d.get("check") == "latent" for d in body.get("diagnostics", []))
         rows.append({"kernel": mutant.kernel, "operator": mutant.operator, "line": mutant.line, "verdict": verdict,
                      "truth": truth.get(path, "unknown"), "line_named": named, "latent": latent,
@@ -376,7 +379,8 @@ def main() -> None:
     violations = [r for r in rows if r["verdict"] == "violations"]
     named = collections.Counter(r["line_named"] for r in violations)
     print(f"violations naming the mutated line: {named['exact']} as their line, {named['listed']} more among the "
-          f"lines the wrong value came through, {named['no']} not, of {len(violations)}")
+          f"lines the wrong value came through or the call that built the kernel, {named['window']} a dropped "
+          f"statement inside the lines the report says it belongs between, {named['no']} not, of {len(violations)}")
     print(f"latent findings (worded as sizes the file does not build): {sum(r['latent'] for r in rows)}")
     by_operator = collections.Counter((r["operator"], r["verdict"]) for r in rows)
     for (operator, verdict), count in sorted(by_operator.items()):

@@ -51,6 +51,7 @@ class Instance:
     origin: str = "call"
     factory: Any = None  # a plain Python function of the file that returned the PrimFunc
     pass_configs: tuple[tuple[str, Any], ...] = ()  # the compiler options it is built with (``pass_configs``)
+    called_at: int | None = None  # the line of the file whose call asked for it (its sizes and dtypes)
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,8 @@ def run_file(path: str, budget: float) -> Capture:
         jitted.add(getattr(func, "__code__", None))
         configs = {**dict(getattr(jit, "pass_configs", None) or {}), **dict(kwargs.get("pass_configs") or {})}
         return Instance(getattr(func, "__name__", "kernel"), _def_line(func, path), jit, tuple(args),
-                        tuple(sorted(kwargs.items())), None, origin, pass_configs=_named_configs(configs))
+                        tuple(sorted(kwargs.items())), None, origin, pass_configs=_named_configs(configs),
+                        called_at=_caller_line(path))
 
     def jit_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         return jit_launch(self, args, kwargs, compiling=False)
@@ -466,8 +468,10 @@ def run_file(path: str, budget: float) -> Capture:
             func = _function_of(frame) if isinstance(arg, tirx.PrimFunc) and args is not None \
                 and code not in jitted else None
             if func is not None:  # a factory of the file (a nested one too) returned a PrimFunc
+                caller = frame.f_back
+                called_at = caller.f_lineno if caller is not None and caller.f_code.co_filename == path else None
                 instance = record(Instance(code.co_name, code.co_firstlineno, None, (), tuple(sorted(args.items())),
-                                           None, "call", func))
+                                           None, "call", func, called_at=called_at))
                 produced_instances.append((arg, instance))
 
     # the budget is CPU seconds (SIGPROF), so a loaded machine does not cut the run short

@@ -184,7 +184,8 @@ def _dtype_findings(kernel: Kernel, spec: Spec, found: list[Diagnostic]) -> list
         have, want = kernel.buffer(name).dtype, wanted.get(name)
         if want is None or have == want:
             continue
-        said = f"the kernel's output {name} is {have}, the reference's {want}"
+        built = f" as the file builds it at line {kernel.built_at}" if kernel.built_at is not None else ""
+        said = f"the kernel's output {name} is {have}{built}, the reference's {want}"
         if kind(have) == kind(want):
             notes.append(Diagnostic("dtype", NOTE, f"{said}: equal up to the rounding to {have}",
                                     kernel.line))
@@ -438,10 +439,10 @@ def _fault_diagnostic(kernel: Kernel, sizes: dict[str, int], fault: Any) -> Diag
     message, line = f"kernel {fault.message} on reduced sizes {_sizes(sizes)}", fault.line
     missing = missing_initialization(kernel, fault.buffer, fault.line) if fault.buffer else None
     if missing is not None:  # the faulty statement is one that is not there: name where it belongs
-        after, anchor, what = missing
+        after, anchor, what, start = missing
         message = (f"kernel {fault.message} (line {fault.line}) on reduced sizes {_sizes(sizes)}; nothing before "
-                   f"that read writes {fault.buffer}: its initialization belongs after line {after}, before the "
-                   f"{what} at line {anchor}")
+                   f"that read writes {fault.buffer}: its initialization belongs before the {what} at line {anchor}, "
+                   f"after its allocation in the scope opened at line {start} (between lines {start} and {anchor})")
         line = after
     return Diagnostic(fault.check, ERROR, message, line, example)
 

@@ -474,7 +474,8 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     real_values.update(const_values)
     dynamic = _dynamic_sizes(kernel, chosen)
     sizes = tuple((n, real_values.get(n)) for n in chosen) + tuple((n, None) for n in dynamic)
-    kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=kernel.grid_line or instance.line)
+    kernel = replace(kernel, sizes=sizes, line=instance.line, grid_line=kernel.grid_line or instance.line,
+                     built_at=instance.called_at)
     divisions: tuple[tuple[BinOp, BinOp], ...] = ()
     comparisons: tuple[tuple[BinOp, int], ...] = ()
     if real_kernel is not None:

@@ -413,13 +413,15 @@ def _statement_columns(kernel: Kernel) -> dict[int, int]:
     return dict(statement_columns(tree))
 
 
-def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tuple[int, int, str] | None:
+def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tuple[int, int, str, int] | None:
     """Where the initialization of ``buffer`` belongs when the statement on ``line`` reads it
     before anything was written to it and no statement before that one (in program order)
-    writes it: ``(after, anchor, what)``, the source statement after which it belongs, the
-    line of the outermost loop around the read (else the reading statement itself), and that
-    statement's kind.  None when some earlier statement writes the buffer (the read is then of
-    an element that write missed: not a missing initialization) or a line is unknown."""
+    writes it: ``(after, anchor, what, start)``, the source statement after which it belongs,
+    the line of the outermost loop around the read (else the reading statement itself), that
+    statement's kind, and the line that opens the scope holding the anchor (the loop or
+    ``T.Kernel`` around it): anywhere from there to the anchor is where the missing statement
+    goes.  None when some earlier statement writes the buffer (the read is then of an element
+    that write missed: not a missing initialization) or a line is unknown."""
     if line is None:
         return None
     path, wrote = _path_to(kernel.body, line, _aliases(kernel, buffer))
@@ -441,7 +443,11 @@ def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tup
     before = [ln for ln, col in columns.items() if ln < anchor.line and col <= columns[anchor.line]]
     if not before or (kernel.line is not None and max(before) < kernel.line):
         return None
-    return max(before), anchor.line, "loop" if loops else "statement"
+    around = path.index(anchor)
+    start = path[around - 1].line if around else kernel.grid_line
+    if start is None or start >= anchor.line:
+        start = max(before)
+    return max(before), anchor.line, "loop" if loops else "statement", start
 
 
 # --- output elements no block writes: a loop that stops short, not the grid ------------------

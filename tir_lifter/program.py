@@ -270,6 +270,7 @@ class Kernel:
     barriers: tuple[tuple[str, tuple[int, ...]], ...] = ()  # T.alloc_barrier buffer -> arrive count of each
     samples: tuple = ()  # index_inputs.IndexSample of each integer index tensor (drawn as the file draws it)
     thread_dims: tuple[int, ...] = ()  # the block's threads per axis (x, y, z), when the frontend knows them
+    built_at: int | None = None  # the line of the file's call that built it (its sizes and dtypes come from there)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views + self.onchip_views):

@@ -10,11 +10,16 @@
   its blocks run over the tiles stopped short, not the grid.
 * A read of an accumulator nothing initialized, in a loop over tiles whose every iteration copies
   it out: its initialization belongs inside that loop, before the loop that accumulates.
+* A dropped initialization is a statement that is not there: the report gives the lines it
+  belongs between (the scope that allocates the buffer, up to the loop that reads it).
+* An output dtype the reference does not have: the call of the file that built the kernel so.
 
 Mutants of the bundled kernels, each a confirmed violation at its mutated line, and the right
 kernel verified.
 """
 from __future__ import annotations
+
+import re
 
 import pytest
 from lifter_helpers import EXAMPLES, lift_files, line_of
@@ -27,6 +32,10 @@ MASK = "T.if_then_else(bx * block_N + j <= by * block_M + i, scores[i, j], 0)"
 STORE = "T.copy(scores, B[by * block_M, bx * block_N])"
 LOAD = "T.copy(A[by * block_M, bx * block_N], scores)"
 CLEAR = "T.clear(C_local)"
+SOFTMAX = (EXAMPLES / "two_pass_softmax.py").read_text()
+MAX_FILL = "T.fill(row_max, -T.infinity(T.float32))"
+TYPED = (EXAMPLES / "typed_elementwise.py").read_text()
+TYPED_CALL = "kernel = elementwise_add(M, N, 32, 32, T.float32, T.float32)"
 
 
 def _mutate(source: str, old: str, new: str) -> str:
@@ -42,6 +51,8 @@ FILES = {
     "tril_load_row_off.py": _mutate(TRIL, LOAD, LOAD.replace("by * block_M", "by * block_M + 1")),
     "persistent_no_clear.py": _mutate(PERSISTENT, CLEAR, "pass"),
     "persistent_short_waves.py": _mutate(PERSISTENT, "T.serial(waves)", "T.serial(waves - 1)"),
+    "softmax_no_max_fill.py": _mutate(SOFTMAX, MAX_FILL, "pass  # dropped"),
+    "typed_int_output.py": _mutate(TYPED, TYPED_CALL, TYPED_CALL.replace("T.float32)", "T.int32)")),
 }
 
 
@@ -104,3 +115,21 @@ def test_tiles_left_unwritten_by_a_persistent_kernel_name_its_tile_loop(lifted):
     coverage = [d for d in errors if d.check == "coverage"]
     assert coverage and coverage[0].line == line_of(path, "for w in T.serial("), [(d.check, d.line) for d in errors]
     assert "stops before writing them" in coverage[0].message
+
+
+def test_a_dropped_first_initialization_is_placed_between_its_scope_and_its_reading_loop(lifted):
+    path, errors = _errors(lifted, "softmax_no_max_fill.py")
+    uninitialized = [d for d in errors if d.check == "uninitialized-read"]
+    assert uninitialized, [(d.check, d.line) for d in errors]
+    dropped, loop = line_of(path, "pass  # dropped"), line_of(path, "for nt in T.serial(")
+    window = re.search(r"between lines (\d+) and (\d+)", uninitialized[0].message)
+    assert window, uninitialized[0].message
+    start, end = map(int, window.groups())
+    assert start < dropped < end == loop and start >= line_of(path, "with T.Kernel("), uninitialized[0].message
+
+
+def test_an_integer_output_dtype_names_the_call_that_built_it(lifted):
+    path, errors = _errors(lifted, "typed_int_output.py")
+    spec = [d for d in errors if d.check == "spec"]
+    assert spec and f"int32 as the file builds it at line {line_of(path, 'kernel = elementwise_add(')}" \
+        in spec[0].message, [d.message for d in errors]
