@@ -93,7 +93,10 @@ def _counterexample_tables(diagnostic: Diagnostic) -> list[Table]:
     for rank, entries in cex.per_rank.items():
         for name, value in entries.items():
             values.add_row(f"{rank}: {name}", _short(value))
-    tables.append(values)
+    if not values.rows and cex.value:  # a fault re-run on floats: what the run showed, not a value table
+        values.add_row("re-run", _short(cex.value))
+    if values.rows:
+        tables.append(values)
     return tables
 
 

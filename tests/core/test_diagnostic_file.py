@@ -49,3 +49,14 @@ def test_text_shows_the_other_files_line_and_its_code(tmp_path):
     text = out.getvalue()
     assert f"{tmp_path / 'regions.py'}:5: output 0 differs" in text
     assert "dist.all_reduce(x, op=MAX)" in text   # read from that file, not the checked one
+
+
+def test_a_fault_re_run_shows_what_the_run_showed_not_an_empty_value_table():
+    from verifier.report import Counterexample
+    from verify_agent.render import _counterexample_tables
+    fault = Counterexample({"sizes": {"M": 2}}, {}, {}, "line 3 reads acc[0] before anything was written", True,
+                           "re-run on floats")
+    tables = _counterexample_tables(Diagnostic("uninitialized-read", "error", "m", 3, fault))
+    assert [t.title for t in tables] == ["counterexample inputs", "re-run on floats"] and tables[1].row_count == 1
+    bare = Counterexample({"sizes": {"M": 2}}, {}, {}, "", True, "re-run on floats")
+    assert [t.title for t in _counterexample_tables(Diagnostic("x", "error", "m", 3, bare))] == ["counterexample inputs"]
