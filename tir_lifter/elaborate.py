@@ -477,6 +477,9 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         if traced:
             _bit_pattern_dtypes(traced, kernel)
             return traced
+    if traced_reason and capture is not None and capture.stopped_by and capture.stopped_by != "end of file":
+        # what the run did not reach (a reference called after the error) may be the kernel's
+        traced_reason += f"; the file's run ended before its end, with {capture.stopped_by}"
     reference = _associate(name, references, kernel_count)
     if reference is not None and traced_reason.startswith(f"{reference.name}'s result is compared"):
         # the file's own call of that reference shows it is no spec of this kernel: not translated instead
@@ -486,9 +489,13 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
     if reference is not None:
         params = [a.arg for a in reference.args.args]
         if len(params) != len(inputs):
+            passed = _passed_outputs(group or [], names, written, capture)
+            in_place = (f" and writes {', '.join(passed)}, which the file passes in (a kernel changing a tensor in "
+                        "place, what it leaves keeping the file's values, is not modelled)"
+                        if passed and len(params) == len(inputs) + len(passed) else "")
             report.add(Diagnostic("unsupported", ERROR, f"reference {reference.name} takes {len(params)} arguments "
                                   f"({', '.join(params)}) but the kernel reads {len(inputs)} tensors "
-                                  f"({', '.join(inputs)}); pass --spec {name}=\"...\"", reference.lineno))
+                                  f"({', '.join(inputs)}){in_place}; pass --spec {name}=\"...\"", reference.lineno))
             return []
         try:
             return [spec_from_reference(reference, inputs, written, path)]
@@ -517,18 +524,30 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             pass
     others = f" (the file's references {', '.join(references)} cannot be associated with it)" if references else ""
     if capture is not None and group:
-        from .reference import references_of_other_tensors
+        from .reference import _among, references_of_other_tensors
         called = references_of_other_tensors(group, names, written, capture)
         if called:
             others += (f"; the file compares its outputs with what {', '.join(called)} "
                        f"return{'s' if len(called) == 1 else ''}, called with tensors other than the kernel's "
                        "inputs or unchanged copies of them (a reference of several kernels together, or of inputs "
                        "made otherwise)")
+        if not any(_among(launch.instance, group) for launch in capture.launches) and \
+                not any(ref.via == "profiler" and _among(ref.instance, group) for ref in capture.references):
+            others += "; the file's run launches it nowhere (a launch inside a function only benchmarked is not run)"
         if capture.stopped_by and capture.stopped_by != "end of file":
             others += f"; the file's run ended before its end, with {capture.stopped_by}"
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return []
+
+
+def _passed_outputs(group: list[Instance], names: list[str], written: list[str], capture: Capture | None) -> list[str]:
+    """The buffers the kernel writes that a launch of it passes in (no ``out_idx`` outputs)."""
+    if capture is None:
+        return []
+    from .reference import _among, launch_tensors
+    return [w for w in written if any(_among(launch.instance, group) and w in launch_tensors(launch, names)
+                                      for launch in capture.launches)]
 
 
 def _bit_pattern_dtypes(specs: list[Spec], kernel: Any) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from .capture import REAL_SM_COUNT, Instance, sm_count, sm_count_reads
 from .errors import Rejected, Unsupported
-from .program import BinOp, Const, Kernel, Var
+from .program import BinOp, Const, Kernel, Var, uses_thread_index
 
 _TILE = re.compile(r"(?i)(block|tile|blk|chunk|^b[mnkhd]$|^b_?[mnkhd]$|^bs_|_bs$|^bsz|window_size$)")
 _COUNT = re.compile(r"(?i)(split|^num_(?!stages|threads|bits)|_parts?$)")
@@ -305,11 +305,13 @@ def _reduced(instance: Instance, arguments: dict[str, Any], tensors: dict[str, t
 
 _NOT_BUILT = "TileLang could not build"
 _ONE_WIDE = "a size computed from them is 1 where the real one is more"
+_NEVER_RUN = "nothing in it is checked"
 
 
 def _too_small(exc: Unsupported) -> bool:
     """The reduced tiles are what TileLang, the factory or its on-chip buffers refuse."""
-    return exc.reason.startswith(_NOT_BUILT) or _ONE_WIDE in exc.reason
+    return exc.reason.startswith(_NOT_BUILT) or _ONE_WIDE in exc.reason or \
+        (_NEVER_RUN in exc.reason and _PER_THREAD not in exc.reason)
 
 
 def _with_larger_tiles(instance: Instance, arguments: dict[str, Any], tensors: dict[str, tuple[int, ...]],
@@ -451,19 +453,20 @@ def _reduce_with(instance: Instance, arguments: dict[str, Any], tensors: dict[st
     if loops and real_kernel is None:
         raise Unsupported(instance.line, f"{instance.name} builds at raised sizes {concrete} only, and its real-size "
                           "build to compare their loops with failed")
-    if real_kernel is not None and _degenerate(kernel, real_kernel, loops):
+    # per-thread code is compared with its loops below, where larger tiles are tried first
+    unrun = not uses_thread_index(kernel.body)
+    if real_kernel is not None and _degenerate(kernel, real_kernel, loops, unrun):
         # a size computed from the reduced ones came out 1 where the real one is more (gcd(hidden,
         # h_blk), heads // groups): an index mixed up with it would not show; larger fixed sizes
         for trial in _larger(concrete):
             lifted = _lifted(lift, _try(build, dict(base, **trial, **symbolic(chosen))), instance.name)
-            if lifted is not None and not _degenerate(lifted, real_kernel, loops):
+            if lifted is not None and not _degenerate(lifted, real_kernel, loops, unrun):
                 concrete, kernel = trial, lifted
                 break
         else:
-            first = _degenerate(kernel, real_kernel, loops)[0]
-            raise Unsupported(instance.line, f"at the reduced sizes {first}: a size "
-                              "computed from them is 1 where the real one is more, so an index mixed up with it "
-                              "would not show")
+            first = _degenerate(kernel, real_kernel, loops, unrun)[0]
+            why = _NEVER_RUN if " runs never " in first else f"{_ONE_WIDE}, so an index mixed up with it would not show"
+            raise Unsupported(instance.line, f"at the reduced sizes {first}: {why}")
     _keeps_thread_relations(kernel, real_kernel, tiles, reduced_tiles, instance)
     real_values = dict(problem)
     const_values = _const_values(kernel, consts, tensors)
@@ -497,8 +500,8 @@ def _keeps_thread_relations(kernel: Kernel, real_kernel: Kernel | None, tiles: d
     it, divided by it) as at the real ones.  A thread count kept (``threads=128``) beside a reduced
     tile (``block_N`` 128 -> 2) makes an instance the file never runs: refused, never a finding.  So
     is a loop run once where the real build runs it more often (``for i in range(log2(block_N))``
-    over the lanes): what one lane exchange leaves for the next would go unchecked."""
-    from .program import uses_thread_index
+    over the lanes): what one lane exchange leaves for the next would go unchecked; and one run
+    never (``block_N * block_K // (threads * 4)`` chunks)."""
     if not uses_thread_index(kernel.body):
         return
     if real_kernel is None:
@@ -514,8 +517,10 @@ def _keeps_thread_relations(kernel: Kernel, real_kernel: Kernel | None, tiles: d
                                   f"{name}={r} (from {t}) as at the real sizes, so the reduced instance is not "
                                   "one the file runs")
     for found in _degenerate(kernel, real_kernel, loops=True):
+        why = _NEVER_RUN if " runs never " in found else \
+            "what one iteration leaves for the next would go unchecked"
         raise Unsupported(instance.line, f"{instance.name} has {_PER_THREAD}: at the reduced sizes {found}, so "
-                          "what one iteration leaves for the next would go unchecked")
+                          f"{why}")
 
 
 def _dynamic_sizes(kernel: Kernel, chosen: list[str]) -> list[str]:
@@ -788,9 +793,10 @@ def _lifted(lift: Callable[[Any, str], Kernel], func: Any, name: str) -> Kernel 
         return None
 
 
-def _degenerate(reduced: Kernel, real: Kernel, loops: bool = False) -> list[str]:
+def _degenerate(reduced: Kernel, real: Kernel, loops: bool = False, unrun: bool = True) -> list[str]:
     """On-chip buffers with an axis 1 wide at the reduced sizes and wider in the real build;
-    with ``loops``, loops and grid axes run once where the real build runs them more often."""
+    with ``unrun`` or ``loops``, loops and grid axes run never where the real build runs them;
+    with ``loops``, also those run once where the real build runs them more often."""
     real_shapes = {buf.name: buf.shape for buf in real.allocs}
     found = []
     for buf in reduced.allocs:
@@ -800,11 +806,14 @@ def _degenerate(reduced: Kernel, real: Kernel, loops: bool = False) -> list[str]
             found.append(f"{buf.name} is {[str(d) for d in buf.shape]} (real {[str(d) for d in shape]})")
     # a loop or grid axis run once where the real build runs it more often (a fixed size over a
     # tile the factory sets itself: S // 64 chunks): what one iteration leaves for the next is unchecked
+    # a loop run never where the real build runs it (``block_N * block_K // (threads * 4)`` chunks is 0
+    # at small tiles): nothing in it is checked, and what it would write is read uninitialized
     ours, theirs = _extents(reduced), _extents(real)
-    if loops and len(ours) == len(theirs):
-        found += [f"the {what} over {var} runs once (real {big.value} times)"
+    if len(ours) == len(theirs):
+        found += [f"the {what} over {var} runs {'never' if small.value == 0 else 'once'} (real {big.value} times)"
                   for (what, var, small), (_, _, big) in zip(ours, theirs)
-                  if small == Const(1) and isinstance(big, Const) and big.value > 1]
+                  if isinstance(small, Const) and isinstance(big, Const) and big.value > small.value
+                  and (small.value == 0 and (unrun or loops) or loops and small.value == 1)]
     return found
 
 

@@ -2,7 +2,9 @@
 needs at least 16 wide, tiles related by ``min(block_N, block_M // 2)`` (1 at the smallest tiles),
 two sizes asserted in one statement.  The reduction raises what is refused (tiles together, in the
 order of their real values, never above them; the sizes one failing statement names, together)
-until the build is accepted, and says so in every proven line.
+until the build is accepted, and says so in every proven line; so are tiles under which a loop runs
+never where the real build runs it (``block_M // 16`` strips at ``block_M = 2``: nothing in it would
+be checked, and the output it writes would look unwritten).
 
 Every right kernel is verified, its one-line wrong mutant a violation at that line; all files go
 through one elaboration child.  The estimate that refuses runs too large to check adds loops that
@@ -93,6 +95,33 @@ x = torch.randn(256, 96, device="cuda")
 torch.testing.assert_close(chunk_sums(256, 96)(x), x.unflatten(0, (-1, 64)).sum(1))
 '''
 
+STRIPS = '''
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[1])
+def scale_strips(M, N, block_M=64, dtype=T.float32):
+    strip = 16  # rows moved per step
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            part = T.alloc_fragment((strip, N), dtype)
+            for h in T.serial(block_M // strip):
+                T.copy(X[bx * block_M + h * strip, 0], part)
+                for i, j in T.Parallel(strip, N):
+                    part[i, j] = part[i, j] * 3.0
+                T.copy(part, Y[bx * block_M + h * strip, 0])
+
+    return main
+
+
+x = torch.randn(256, 4, device="cuda")
+torch.testing.assert_close(scale_strips(256, 4)(x), x * 3.0)
+'''
+
 FILES = {
     "wide_tiles.py": WIDE_TILES,
     "wide_tiles_wrong.py": WIDE_TILES.replace("T.copy(tile, Y[bx * block_M, 0])",
@@ -105,6 +134,9 @@ FILES = {
     "two_asserted.py": TWO_ASSERTED,
     "two_asserted_wrong.py": TWO_ASSERTED.replace("T.copy(X[bx * chunk, by * width], tile)",
                                                   "T.copy(X[bx * chunk, by], tile)"),
+    "strips.py": STRIPS,
+    "strips_wrong.py": STRIPS.replace("T.copy(part, Y[bx * block_M + h * strip, 0])",
+                                      "T.copy(part, Y[bx * block_M + h * strip, 1])"),
 }
 
 
@@ -119,7 +151,7 @@ def _messages(report) -> list[str]:
 
 
 @pytest.mark.tilelang
-@pytest.mark.parametrize("name", ["wide_tiles.py", "half_tiles.py", "two_asserted.py"])
+@pytest.mark.parametrize("name", ["wide_tiles.py", "half_tiles.py", "two_asserted.py", "strips.py"])
 def test_the_right_kernel_is_verified_at_raised_sizes(reports, name):
     assert reports[name].verdict == "verified", _messages(reports[name])
 
@@ -127,7 +159,8 @@ def test_the_right_kernel_is_verified_at_raised_sizes(reports, name):
 @pytest.mark.tilelang
 @pytest.mark.parametrize("name,line", [("wide_tiles_wrong.py", "T.copy(tile, Y[bx * block_M // 2, 0])"),
                                        ("half_tiles_wrong.py", "T.copy(part, Y[bx * block_M + h, 0])"),
-                                       ("two_asserted_wrong.py", "T.copy(X[bx * chunk, by], tile)")])
+                                       ("two_asserted_wrong.py", "T.copy(X[bx * chunk, by], tile)"),
+                                       ("strips_wrong.py", "T.copy(part, Y[bx * block_M + h * strip, 1])")])
 def test_the_wrong_mutant_is_a_violation_at_its_line(reports, name, line):
     report = reports[name]
     assert report.verdict == "violations", _messages(report)
@@ -154,6 +187,29 @@ def test_tiles_whose_derived_half_would_be_1_are_raised_together(reports):
 def test_two_sizes_one_assert_names_are_raised_together(reports):
     proven = " ".join(reports["two_asserted.py"].proven)
     assert "S=128 (from 256)" in proven and "D=64 (from 96)" in proven
+
+
+@pytest.mark.tilelang
+def test_tiles_under_which_a_loop_runs_never_are_raised_until_it_runs(reports):
+    # block_M // 16 strips is 0 at block_M = 2: Y would be left unwritten, a false coverage finding
+    proven = " ".join(reports["strips.py"].proven)
+    assert "block_M=16 (from 64)" in proven
+    assert "the loop over h runs never (real 4 times): nothing in it is checked" in proven
+
+
+def _one_loop(extent: int) -> Kernel:
+    return Kernel("strips", (Buffer("X", (Var("n"),), "float32", "global"),), (), (GridAxis("bx", Const(2)),),
+                  (Loop("h", Const(extent), "serial", ()),))
+
+
+def test_a_loop_run_never_where_the_real_build_runs_it_is_degenerate():
+    from tir_lifter.instantiate import _degenerate
+    assert _degenerate(_one_loop(0), _one_loop(4)) == ["the loop over h runs never (real 4 times)"]
+    assert _degenerate(_one_loop(0), _one_loop(4), loops=True) == ["the loop over h runs never (real 4 times)"]
+    assert _degenerate(_one_loop(1), _one_loop(4), loops=True) == ["the loop over h runs once (real 4 times)"]
+    # per-thread code is compared with its loops later (after larger tiles): not here
+    assert _degenerate(_one_loop(0), _one_loop(4), unrun=False) == []
+    assert _degenerate(_one_loop(1), _one_loop(4)) == [] and _degenerate(_one_loop(2), _one_loop(4)) == []
 
 
 def _loops_one_after_another(count: int) -> Kernel:
