@@ -707,6 +707,7 @@ class _MetaDevice:
     SMALL = 1 << 16
     DERIVATIONS = 200_000  # tensors whose making is remembered (for the file's inline expected values)
     KEPT_BYTES = 1 << 29  # CPU memory those tensors may hold alive (meta tensors hold none)
+    KEPT_SMALL_BYTES = 1 << 26  # and, past that, the tensors of at most SMALL elements made from such tensors only
 
     def __init__(self, capture: Capture | None = None) -> None:
         self._capture = capture
@@ -717,7 +718,8 @@ class _MetaDevice:
         from torch.utils._pytree import tree_flatten, tree_map
         small = self.SMALL
         capture, limit, byte_limit = self._capture, self.DERIVATIONS, self.KEPT_BYTES
-        kept = [0]
+        kept = [0, 0]  # bytes of the CPU tensors remembered: all of them, those remembered past the budget
+        small_limit = self.KEPT_SMALL_BYTES
 
         def remember(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
             if capture is None:
@@ -741,17 +743,27 @@ class _MetaDevice:
                         stack.extend(t for t in tree_flatten((made.args, made.kwargs))[0]
                                      if isinstance(t, torch.Tensor))
                 return out
-            if len(capture.derivations) >= limit or kept[0] >= byte_limit:
+            if len(capture.derivations) >= limit:
                 return out  # what is not remembered cannot be replayed (the spec is refused, never guessed)
             results = out if isinstance(out, (tuple, list)) else (out,)
-            for index, value in enumerate(results):
-                if isinstance(value, torch.Tensor) and id(value) not in capture.derivations \
-                        and not any(value is arg for arg in args):  # ``requires_grad_`` returns its tensor
-                    item = index if isinstance(out, (tuple, list)) else None
-                    capture.derivations[id(value)] = Derivation(func, tuple(args), dict(kwargs), item)
-                    capture.alive.append(value)
-                    if value.device.type != "meta":
-                        kept[0] += value.numel() * value.element_size()
+            made = [(index, value) for index, value in enumerate(results)
+                    if isinstance(value, torch.Tensor) and id(value) not in capture.derivations
+                    and not any(value is arg for arg in args)]  # ``requires_grad_`` returns its tensor
+            size = sum(value.numel() * value.element_size() for _, value in made if value.device.type != "meta")
+            if kept[0] >= byte_limit:
+                # past the budget (large inputs drawn on the CPU fill it), a tensor made from small ones
+                # only, as sequence offsets and index tables are, is still remembered, within a budget
+                # of its own: what it keeps alive is small
+                tensors = [value for _, value in made] + \
+                    [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                if kept[1] >= small_limit or any(t.numel() > small for t in tensors):
+                    return out
+                kept[1] += size
+            kept[0] += size
+            for index, value in made:
+                item = index if isinstance(out, (tuple, list)) else None
+                capture.derivations[id(value)] = Derivation(func, tuple(args), dict(kwargs), item)
+                capture.alive.append(value)
             return out
 
         def on_cuda(device: Any) -> bool:

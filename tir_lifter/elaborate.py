@@ -213,7 +213,8 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
                            "puts no barrier between the threads' shared-memory accesses, an order the lifter's reading "
                            "of the block's statements assumes", instance.line))
         return
-    aliased = _aliased_arguments(instance, capture, [b.name for b in kernel.params], set(written_buffers(kernel)))
+    aliased = _aliased_arguments(instance, capture, [b.name for b in kernel.params], set(written_buffers(kernel)),
+                                 kernel.signature)
     if aliased:
         sub.add(Diagnostic("unsupported", ERROR, f"{name}: a launch passes overlapping memory as {aliased}, which the "
                            "kernel writes: in place, a block may read what another block writes, and in-place "
@@ -248,15 +249,15 @@ def _check_elaborated(name: str, instance: Instance, elaborated: Elaborated, ref
         sub.proven = [f"{p} (tile/fixed sizes {elaborated.describe()})" for p in sub.proven]
 
 
-def _aliased_arguments(instance: Instance, capture: Capture | None, params: list[str], written: set[str]
-                       ) -> str | None:
+def _aliased_arguments(instance: Instance, capture: Capture | None, params: list[str], written: set[str],
+                       signature: tuple[str, ...] = ()) -> str | None:
     """Two parameters of one launch of ``instance``, one of them written by the kernel, given
     tensors whose memory overlaps (``kernel(x, x)``), as "X and Y"; else None."""
     from .reference import launch_tensors
     for launch in (capture.launches if capture is not None else ()):
         if launch.instance is not instance:
             continue
-        tensors = list(launch_tensors(launch, params).items()) + \
+        tensors = list(launch_tensors(launch, params, signature).items()) + \
             [(p, t) for p, t in launch.outputs if p in params]
         for number, (first, a) in enumerate(tensors):
             for second, b in tensors[number + 1:]:
@@ -297,7 +298,7 @@ def _with_index_samples(kernel: Any, instance: Instance, capture: Capture | None
         return kernel
     names = [b.name for b in kernel.params]
     launches = [launch for launch in capture.launches if launch.instance is instance]
-    tensors = launch_tensors(launches[0], names) if launches else {}
+    tensors = launch_tensors(launches[0], names, kernel.signature) if launches else {}
     return replace(kernel, samples=sample_plan(kernel, tensors, capture.derivations))
 
 

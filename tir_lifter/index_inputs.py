@@ -14,9 +14,11 @@ once (a paged KV cache's block table: ``torch.randperm(n)`` or ``torch.arange(n)
 table's shape, ``n`` its number of entries and the real size of that axis) is redrawn by the
 same call at that axis's reduced size, provided the reduced table still has one entry per row
 (else the relation the file built is lost and the kernel is ``unsupported``).  Anything else the
-file makes an index tensor with (offsets from a cumsum, in-place fills, a top-k of scores, a
-literal list) stays ``unsupported`` with what it was made by: an index tensor's domain is never
-guessed.
+file makes an index tensor with (in-place fills, a top-k of scores, a literal list) stays
+``unsupported`` with what it was made by: an index tensor's domain is never guessed.  Sequence
+offsets (``cu_seqlens``: a 0 joined to a ``cumsum`` of lengths) are refused naming the size their
+total is (the packed rows): a sample at the reduced sizes would have to be drawn together with
+that size, which the reduction (sizes first, then samples) does not do.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ _INTEGERS = ("int32", "int64", "int16", "uint32", "int8", "uint8")
 _CONVERSIONS = {"to", "int", "long", "cuda", "contiguous", "clone"}  # keep the values of what they convert
 _RESHAPES = {"view", "reshape"}  # keep the values in their order, another shape (never a view as another dtype)
 _TABLES = ("randperm", "arange")  # every row of an axis numbered once: shuffled, in order
+_OFFSETS = ("pad", "cat")  # a 0 joined to a cumulative sum: sequence offsets (``cu_seqlens``)
 _SEED = 23
 
 
@@ -126,7 +129,11 @@ def sample_plan(kernel: Kernel, tensors: dict[str, Any], derivations: dict[int, 
         if tensor is None:
             raise Unsupported(kernel.line, f"index tensor {name}: the launch that passes it was not recorded")
         made = _maker(tensor, derivations)
-        what = getattr(getattr(made, "func", None), "__name__", None) or "a value the run did not record"
+        what = getattr(getattr(made, "func", None), "__name__", None) or (
+            "a value the run did not record" if made is None else  # voided by an in-place change
+            "a tensor it then changes in place (an element assignment or an in-place op)")
+        if made is not None and what in _OFFSETS and _is_cumsum_of(made, derivations):
+            raise Unsupported(kernel.line, _offsets_reason(kernel, name, tensor, what, tensors))
         if made is None or what not in ("randint",) + _TABLES:
             raise Unsupported(kernel.line, f"the kernel reads {name} as an index; the file makes it with {what}, and "
                               "only an index tensor drawn by torch.randint(low, high, shape), or a table "
@@ -173,6 +180,32 @@ def _table_sample(kernel: Kernel, name: str, tensor: Any, made: Any, tensors: di
         raise Unsupported(kernel.line, f"index tensor {name} numbers {n} rows (torch.{what}({n})), the size of no "
                           "axis of the kernel's tensors, so its reduced size is unknown")
     return IndexSample(name, kernel.buffer(name).dtype, 0, axes, n, what)
+
+
+def _is_cumsum_of(made: Any, derivations: dict[int, Any]) -> bool:
+    """``made`` (a ``pad`` or ``cat``) has a ``torch.cumsum`` among what it joins: sequence offsets."""
+    first = made.args[0] if made.args else None
+    parts = first if isinstance(first, (tuple, list)) else (first,)
+    return any(getattr(getattr(_maker(part, derivations), "func", None), "__name__", None) == "cumsum"
+               for part in parts if part is not None)
+
+
+def _offsets_reason(kernel: Kernel, name: str, tensor: Any, what: str, tensors: dict[str, Any]) -> str:
+    """Why offsets ``[0, l0, l0 + l1, ...]`` are not sampled: their last entry is a size of the
+    kernel's tensors (the packed rows), so the reduced sizes would have to be drawn with them."""
+    joined = "torch.nn.functional.pad" if what == "pad" else f"torch.{what}"
+    why = (f"the kernel reads {name} as an index; the file makes it as sequence offsets ({joined} of a "
+           "torch.cumsum of lengths)")
+    try:
+        total = int(tensor.reshape(-1)[-1])
+    except (RuntimeError, IndexError, NotImplementedError):  # a meta tensor: no values
+        total = None
+    axes = [f"{param.name} axis {axis}" for param in kernel.params if param.name != name and param.name in tensors
+            for axis, size in enumerate(getattr(tensors[param.name], "shape", ())) if total is not None and size == total]
+    if axes:
+        why += (f", whose total {total} is the size of {' = '.join(axes)}: the reduced sizes would have to be "
+                "drawn with the lengths, which is not modelled")
+    return why + " (its domain is not guessed)"
 
 
 def _entries(shape: Any) -> int:

@@ -271,6 +271,9 @@ class Kernel:
     samples: tuple = ()  # index_inputs.IndexSample of each integer index tensor (drawn as the file draws it)
     thread_dims: tuple[int, ...] = ()  # the block's threads per axis (x, y, z), when the frontend knows them
     built_at: int | None = None  # the line of the file's call that built it (its sizes and dtypes come from there)
+    # every parameter of the PrimFunc in order, scalars (``max_seqlen: T.int32``) among the tensors: a
+    # launch passes its arguments, and ``out_idx`` counts its outputs, by these positions (empty: ``params``)
+    signature: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.params + self.allocs + tuple(view for view, _ in self.views + self.onchip_views):

@@ -219,16 +219,19 @@ def _run_ops(ops: tuple, out_names: list[str], outputs: tuple[str, ...], leaves:
     return out
 
 
-def launch_tensors(launch: Launch, params: list[str]) -> dict[str, Any]:
-    """Kernel parameter -> the tensor the launch passed for it."""
+def launch_tensors(launch: Launch, params: list[str], signature: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Kernel parameter -> the tensor the launch passed for it.  ``signature``: every parameter of
+    the PrimFunc in order, scalars among the tensors (TileLang passes arguments, and counts
+    ``out_idx``, by those positions); without it, ``params`` are the positions."""
     import torch
     if launch.named:
         return {k: v for k, v in launch.named if k in params}
-    out = {i % len(params) for i in (launch.out_idx or ())} if params else set()
-    passed = [p for i, p in enumerate(params) if i not in out]
+    positions = list(signature) if signature and set(params) <= set(signature) else list(params)
+    out = {i % len(positions) for i in (launch.out_idx or ())} if positions else set()
+    passed = [p for i, p in enumerate(positions) if i not in out]
     if len(passed) != len(launch.args):
         return {}
-    return {p: t for p, t in zip(passed, launch.args) if isinstance(t, torch.Tensor)}
+    return {p: t for p, t in zip(passed, launch.args) if p in params and isinstance(t, torch.Tensor)}
 
 
 def find_reference(instances: list[Instance], params: list[str], written: list[str], capture: Capture,

@@ -176,7 +176,8 @@ def from_primfunc(func: Any, name: str, source: str | None = None) -> Kernel:
     return Kernel(name=name, params=params, allocs=tuple(allocs), grid=grid, body=body,
                   sizes=(), threads=walker.threads, source=source, views=tuple(walker.views),
                   onchip_views=tuple(walker.onchip_views),
-                  barriers=tuple(walker.barriers.items()), thread_dims=walker.thread_dims)
+                  barriers=tuple(walker.barriers.items()), thread_dims=walker.thread_dims,
+                  signature=tuple(func.buffer_map[p].name if p in func.buffer_map else p.name for p in func.params))
 
 
 _SYNC_GRID = "sync_grid"

@@ -26,3 +26,21 @@ def test_large_cuda_tensors_are_meta_and_an_equality_check_on_them_lets_the_run_
         assert big.device.type == "meta" and small.device.type == "cpu"
         assert torch.equal(torch.isinf(big), torch.isinf(big)) is True
         assert torch.equal(small, small + 1) is False  # real values are still compared
+
+
+def test_offsets_made_after_large_inputs_filled_the_budget_are_still_remembered(monkeypatch):
+    # the file's large inputs (drawn on the CPU, then moved to cuda) may fill the memory the
+    # recorder keeps alive; the sequence offsets and index tables made after them are small and
+    # are still remembered, so the kernel's index tensors can be traced to what drew them
+    torch = pytest.importorskip("torch")
+    from tir_lifter.capture import Capture, _MetaDevice
+    monkeypatch.setattr(_MetaDevice, "KEPT_BYTES", 1 << 20)
+    capture = Capture()
+    with _MetaDevice(capture):
+        big = torch.randn(1 << 19)  # 2 MiB on the CPU: the budget of large tensors is spent
+        bigger = big * 2  # past that budget: not remembered
+        lengths = torch.randint(1, 9, (4,))
+        offsets = torch.nn.functional.pad(torch.cumsum(lengths, 0), (1, 0))
+    assert id(bigger) not in capture.derivations
+    assert capture.derivations[id(offsets)].func.__name__ == "pad"
+    assert capture.derivations[id(lengths)].func.__name__ == "randint"

@@ -27,6 +27,13 @@ FILES = {
     "gather_rows_sorted.py": GATHER.replace("torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\")",
                                             "torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\").sort()[0]"),
     "gather_rows_scale_of_no_size.py": GATHER.replace("1.0 / math.sqrt(D)", "1.0 / math.sqrt(100)"),
+    # a scalar parameter among the tensors (``rows: T.int32``): the launch's arguments are matched by
+    # the PrimFunc's positions, scalars included, so the index tensor is traced to what made it
+    "gather_rows_scalar_parameter_sorted.py": GATHER.replace("@tilelang.jit(out_idx=[2])", "@tilelang.jit(out_idx=[3])")
+    .replace("Idx: T.Tensor((N,), T.int32), Y:", "Idx: T.Tensor((N,), T.int32), rows: T.int32, Y:")
+    .replace("kernel(x, idx)", "kernel(x, idx, N)")
+    .replace("torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\")",
+             "torch.randint(0, M, (N,), dtype=torch.int32, device=\"cuda\").sort()[0]"),
     "paged_gather.py": PAGED,
     "paged_gather_first_page.py": PAGED.replace(PAGE_READ, "KV[BlockTable[b, 0], s, d]"),
     "paged_gather_profiler_func.py": PAGED.replace("assert_close(kernel(kv, block_table)",
@@ -72,6 +79,25 @@ def test_an_index_tensor_whose_range_is_no_size_or_not_drawn_by_randint_is_unsup
     made = reports[1]["gather_rows_sorted.py"]
     assert made.verdict == "unsupported", _messages(made)
     assert any("the file makes it with sort" in m and "not guessed" in m for m in _messages(made))
+
+
+@pytest.mark.tilelang
+def test_the_launch_of_a_kernel_with_a_scalar_parameter_traces_its_index_tensor(reports):
+    report = reports[1]["gather_rows_scalar_parameter_sorted.py"]
+    assert report.verdict == "unsupported", _messages(report)
+    assert any("the kernel reads Idx as an index; the file makes it with sort" in m for m in _messages(report))
+    assert not any("not recorded" in m for m in _messages(report))
+
+
+def test_a_launch_passes_its_arguments_by_the_positions_of_every_parameter_scalars_included():
+    torch = pytest.importorskip("torch")
+    from tir_lifter.capture import Instance, Launch
+    from tir_lifter.reference import launch_tensors
+    x, idx = torch.empty(4, device="meta"), torch.zeros(2, dtype=torch.int32)
+    launch = Launch(Instance("k", None), (x, idx, 7), (3,))  # ``kernel(x, idx, rows)``, ``out_idx=[3]``
+    assert launch_tensors(launch, ["X", "Idx", "Y"], ("X", "Idx", "rows", "Y")) == {"X": x, "Idx": idx}
+    # without the scalar's position the arguments do not line up: nothing is paired
+    assert launch_tensors(launch, ["X", "Idx", "Y"]) == {}
 
 
 @pytest.mark.tilelang
@@ -147,3 +173,51 @@ def test_a_table_numbering_every_row_once_is_redrawn_at_the_reduced_rows_or_refu
         plan(torch.arange, 0, 12, 2)
     with pytest.raises(Unsupported, match="not the 8 rows"):  # a part of a larger table
         plan(torch.randperm, 8)
+
+
+def test_sequence_offsets_from_a_cumsum_are_refused_naming_the_size_their_total_is():
+    # ``cu_seqlens = pad(cumsum(lengths), (1, 0))``: its last entry is the number of packed rows, a
+    # size of the kernel's tensors, so a sample at the reduced sizes would have to change that size too
+    import torch
+    from tir_lifter.capture import Derivation
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.index_inputs import sample_plan
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("X", (Const(7),), "float32", "global"), Buffer("Offsets", (Const(3),), "int32", "global"),
+              Buffer("Out", (Const(2),), "float32", "global"))
+    body = (Loop("i", Const(2), "serial", (Store("Out", (i,), Load("X", (Load("Offsets", (i,)),))),)),)
+    kernel = Kernel("k", params, (), (), body)
+    lengths = torch.tensor([3, 4])
+    summed = torch.cumsum(lengths, 0)
+    padded = torch.nn.functional.pad(summed, (1, 0))
+    offsets = padded.int()
+    x, out = torch.empty(7, device="meta"), torch.empty(2, device="meta")
+    derivations = {id(lengths): Derivation(torch.randint, (1, 5, (2,)), {}),
+                   id(summed): Derivation(torch.cumsum, (lengths, 0), {}),
+                   id(padded): Derivation(torch.nn.functional.pad, (summed, (1, 0)), {}),
+                   id(offsets): Derivation(torch.Tensor.int, (padded,), {})}
+    with pytest.raises(Unsupported) as refused:
+        sample_plan(kernel, {"X": x, "Offsets": offsets, "Out": out}, derivations)
+    assert "sequence offsets (torch.nn.functional.pad of a torch.cumsum of lengths)" in refused.value.reason
+    assert "whose total 7 is the size of X axis 0" in refused.value.reason
+
+
+def test_an_index_tensor_the_file_changes_in_place_is_refused_saying_so():
+    # ``indices = torch.full(...)`` then ``indices[b, t, :n] = torch.randperm(t)[:n]`` in a loop:
+    # no recorded call made its values
+    import torch
+    from tir_lifter.capture import Derivation
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.index_inputs import sample_plan
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("X", (Const(4),), "float32", "global"), Buffer("Idx", (Const(2),), "int32", "global"),
+              Buffer("Out", (Const(2),), "float32", "global"))
+    body = (Loop("i", Const(2), "serial", (Store("Out", (i,), Load("X", (Load("Idx", (i,)),))),)),)
+    filled = torch.tensor([3, 0], dtype=torch.int32)
+    x, out = torch.empty(4, device="meta"), torch.empty(2, device="meta")
+    with pytest.raises(Unsupported) as refused:
+        sample_plan(Kernel("k", params, (), (), body), {"X": x, "Idx": filled, "Out": out},
+                    {id(filled): Derivation(None, (), {})})
+    assert "the file makes it with a tensor it then changes in place" in refused.value.reason
