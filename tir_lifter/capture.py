@@ -113,9 +113,32 @@ class Capture:
     derivations: dict[int, Derivation] = field(default_factory=dict)  # id of a tensor -> how the file made it
     comparisons: list[Comparison] = field(default_factory=list)
     alive: list[Any] = field(default_factory=list)  # tensors whose ids are keys above stay alive
+    real_data: bool = False  # large tensors on ``cuda`` were made with real values (see ``run_file``)
+    spent: set[int] = field(default_factory=set)  # storages of those a kernel was launched with
+    first_run: str = ""  # how the run without real data ended, when this one is the second
 
     def kernel_used(self) -> None:
         self.wrappers.update(self.active)
+
+    def ending(self) -> str:
+        """How the run ended, in words (a second run with real data says so)."""
+        if not self.first_run:
+            return self.stopped_by
+        if self.first_run == self.stopped_by:
+            return f"{self.stopped_by} (also in a second run with real values for the tensors on cuda)"
+        return (f"{self.stopped_by} (in a second run with real values for the tensors on cuda; the first, without "
+                f"them, ended with {self.first_run})")
+
+    def launched_with(self, tensors: Any) -> None:
+        """With real data, the large tensors a kernel is launched with have no known values from then
+        on (the stand-in kernel writes none of its outputs): later ops see them as ``meta`` tensors,
+        as a run without real data does, never with the values they had before the launch."""
+        if not self.real_data:
+            return
+        for tensor in tensors:
+            if _is_tensor(tensor) and tensor.device.type == "cpu" and tensor.numel() > _MetaDevice.SMALL:
+                self.spent.add(tensor.untyped_storage().data_ptr())
+                self.alive.append(tensor)  # its memory is not reused by another tensor
 
 
 REAL_SM_COUNT = 132  # the stand-in GPU's streaming multiprocessors (an H100 SXM)
@@ -244,6 +267,7 @@ class _StubKernel:
         if self._capture is not None:
             self._capture.kernel_used()
             self._capture.alive.append(named)
+            self._capture.launched_with([*args, *kwargs.values()])
             if not kwargs:
                 backward_of = _autograd_node()
                 for instance in self._instances:
@@ -281,13 +305,15 @@ class _StubKernel:
         return lambda *args, **kwargs: None
 
 
-def run_file(path: str, budget: float) -> Capture:
-    """Execute ``path`` as ``__main__`` under the recording patches."""
+def run_file(path: str, budget: float, real_data: bool = False) -> Capture:
+    """Execute ``path`` as ``__main__`` under the recording patches.  ``real_data``: tensors asked for
+    on ``cuda`` up to ``_MetaDevice.REAL_DATA`` elements are made on the CPU with real values (for a file
+    that needs the values of its large tensors before it launches a kernel, see ``needs_data``)."""
     import tilelang
     import torch
     from tilelang.jit import JITImpl
 
-    capture = Capture()
+    capture = Capture(real_data=real_data)
     seen: set[str] = set()
     produced_instances: list[tuple[Any, Instance]] = []  # PrimFuncs returned by recorded factory calls
 
@@ -342,6 +368,7 @@ def run_file(path: str, budget: float) -> Capture:
         capture.alive.append(outputs)
         if named is not None:
             tensors = tuple((k, v) for k, v in named.items() if _is_tensor(v))
+            capture.launched_with([v for _, v in tensors])
             backward_of = _autograd_node()
             capture.launches.extend(Launch(instance, (), None, tensors, outputs, backward_of) for instance in instances)
         return _returned(outputs)
@@ -432,6 +459,14 @@ def run_file(path: str, budget: float) -> Capture:
         pass
     for name in ("synchronize", "empty_cache", "manual_seed", "manual_seed_all", "set_device", "init"):
         patches.append((torch.cuda, name, lambda *a, **k: None))
+    patches += [(torch.cuda, "Event", _TimingEvent), (torch.cuda, "device", _OneDevice), (torch.cuda, "Stream", _Stream),
+                (torch.cuda, "stream", _Stream.selected), (torch.cuda, "default_stream", lambda *a: _Stream()),
+                (torch.cuda, "current_stream", lambda *a: _Stream())]
+    try:
+        import torch.utils.cpp_extension as cpp_extension
+        patches.append((cpp_extension, "load", _cuda_extension_load(cpp_extension.load)))
+    except ImportError:
+        pass
     patches.append((torch, "Generator", _cpu_generator_class(torch)))
     saved = [(owner, name, owner.__dict__.get(name, getattr(owner, name, None))) for owner, name, _ in patches]
     # TileLang and the examples ask the (absent) GPU for its properties while building; these
@@ -447,6 +482,9 @@ def run_file(path: str, budget: float) -> Capture:
         patches.append((nvcc, "get_target_compute_version", lambda *a, **k: f"{_FAKE_GPU.major}.{_FAKE_GPU.minor}"))
     except ImportError:
         pass
+    gemm = _gemm_with_k_pack()
+    if gemm is not None:
+        patches.append((tilelang.language, "gemm", gemm))
 
     for owner, name, value in patches:
         setattr(owner, name, value)
@@ -503,7 +541,7 @@ def run_file(path: str, budget: float) -> Capture:
     try:
         with open(path, encoding="utf-8") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
-        with _MetaDevice(capture), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with _MetaDevice(capture, real_data), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             sys.setprofile(profile)
             threading.setprofile(profile)  # worker threads too (an autotuner builds its configs in a pool)
             try:
@@ -516,6 +554,8 @@ def run_file(path: str, budget: float) -> Capture:
         capture.stopped_by = f"time budget ({budget:.0f} s)"
     except BaseException as exc:  # the user's run ends at its first error; what it asked for is kept
         capture.stopped_by = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        if _in_triton(exc):
+            capture.stopped_by = f"a triton kernel, which needs a GPU driver ({capture.stopped_by})"
         lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == path]
         if lines:
             capture.stopped_by += f" at line {lines[-1]}"
@@ -568,6 +608,128 @@ class _PassConfigKeys:
 
     def __getitem__(self, name: str) -> Any:
         return self._real[name]
+
+
+class _TimingEvent:
+    """``torch.cuda.Event`` of the stand-in GPU: the file's timing runs, every interval is 1 ms
+    (as benchmarks return a fixed time); CPU torch's own class refuses to be made."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: Any) -> float:
+        return 1.0
+
+
+class _Stream:
+    """``torch.cuda.Stream`` of the stand-in GPU.  Launches are recorded in program order and each
+    kernel is checked on its own, so the stream a launch goes to changes nothing recorded."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_stream(self, *args: Any) -> None:
+        pass
+
+    def wait_event(self, *args: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> Any:
+        return event if event is not None else _TimingEvent()
+
+    def query(self) -> bool:
+        return True
+
+    @staticmethod
+    def selected(stream: Any = None) -> Any:
+        """``with torch.cuda.stream(s):``."""
+        return contextlib.nullcontext()
+
+
+class _OneDevice:
+    """``torch.cuda.device(i)`` of the stand-in GPU, its only device: selecting it changes nothing
+    (CPU torch's own context refuses, having no CUDA)."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.idx = device
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+class CudaExtensionError(RuntimeError):
+    """The file builds a CUDA C++ extension, which cannot be built or run without a GPU."""
+
+
+def _cuda_extension_load(load: Any) -> Any:
+    """``torch.utils.cpp_extension.load`` that refuses, with the reason, an extension with CUDA sources
+    (it needs the CUDA toolkit to build and a GPU to run); C++-only ones build as they would."""
+
+    def guarded(name: str, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        files = [sources] if isinstance(sources, str) else list(sources)
+        cuda = [os.path.basename(str(f)) for f in files if str(f).endswith((".cu", ".cuh"))]
+        if cuda or kwargs.get("with_cuda"):
+            raise CudaExtensionError(f"the file builds the CUDA C++ extension {name} ({', '.join(cuda) or 'with_cuda'}), "
+                                     f"which needs the CUDA toolkit and a GPU")
+        return load(name, sources, *args, **kwargs)
+    return guarded
+
+
+def _in_triton(exc: BaseException) -> bool:
+    """The error was raised while triton launched a kernel (no GPU driver here)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any("/triton/runtime/" in frame.filename or "/triton/backends/" in frame.filename for frame in frames)
+
+
+_NEEDS_DATA = ("meta tensor", "Meta tensors", "register_meta", "expected device meta")
+
+
+def needs_data(stopped_by: str) -> bool:
+    """The run stopped where the file needs the values of a tensor made on ``meta`` (``.item()``,
+    ``nonzero``, ``bincount``, a backward mixing ``meta`` and CPU tensors)."""
+    return any(text in stopped_by for text in _NEEDS_DATA)
+
+
+def _gemm_with_k_pack() -> Any:
+    """``T.gemm`` that also takes ``k_pack``, as TileLang's ``T.gemm`` did when the AMD examples were
+    written; None when the installed TileLang has no such knob.  Installed, the knob is the ROCm
+    dialect's ``T.gemm(..., k_pack=1|2)``: the same ``tl.tileop.gemm`` (``C (+)= op(A) @ op(B)``) with
+    a ``k_pack`` annotation that only its MFMA/WMMA lowering reads, which packs ``k_pack`` K steps
+    into one instruction and refuses a ``block_K`` that is not a multiple of the packed step, so
+    every K element is summed once either way.  Without ``k_pack`` the common ``T.gemm`` runs."""
+    try:
+        import tilelang.language as language
+        from tilelang.rocm.language.gemm_op import gemm as rocm_gemm
+    except ImportError:
+        return None
+    common = language.gemm
+    if "k_pack" in inspect.signature(common).parameters:
+        return None  # this TileLang's T.gemm takes it itself
+
+    def gemm(*args: Any, k_pack: Any = None, **kwargs: Any) -> Any:
+        if k_pack is None:
+            return common(*args, **kwargs)
+        return rocm_gemm(*args, k_pack=k_pack, **kwargs)
+    gemm.__doc__ = common.__doc__
+    return gemm
 
 
 def _autograd_node() -> str | None:
@@ -709,14 +871,30 @@ class _MetaDevice:
     KEPT_BYTES = 1 << 29  # CPU memory those tensors may hold alive (meta tensors hold none)
     KEPT_SMALL_BYTES = 1 << 26  # and, past that, the tensors of at most SMALL elements made from such tensors only
 
-    def __init__(self, capture: Capture | None = None) -> None:
-        self._capture = capture
+    REAL_DATA = 1 << 26  # elements of a tensor made with real values when the file needs them (``real_data``)
+    REAL_BYTES = 1 << 30  # bytes of all those tensors (the later ones are made on meta)
+    REAL_FLOPS = 1 << 34  # floating-point operations of one op run on those values (a costlier one runs on meta)
+
+    def __init__(self, capture: Capture | None = None, real_data: bool = False) -> None:
+        self._capture, self._real_data = capture, real_data
 
     def __enter__(self) -> "_MetaDevice":
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._pytree import tree_flatten, tree_map
-        small = self.SMALL
+        small, real_data, flops = self.SMALL, self._real_data, self.REAL_FLOPS
+        made = [0]  # bytes of the large tensors made on ``cuda`` with real values so far
+
+        def real(tensor: Any) -> bool:
+            """``tensor`` (on the CPU or meta) is to be a ``cuda`` tensor with real values."""
+            if tensor.numel() <= small:
+                return True
+            size = tensor.numel() * tensor.element_size()
+            if not real_data or tensor.numel() > self.REAL_DATA or made[0] + size > self.REAL_BYTES:
+                return False
+            made[0] += size
+            return True
+        spent = self._capture.spent if self._capture is not None else set()
         capture, limit, byte_limit = self._capture, self.DERIVATIONS, self.KEPT_BYTES
         kept = [0, 0]  # bytes of the CPU tensors remembered: all of them, those remembered past the budget
         small_limit = self.KEPT_SMALL_BYTES
@@ -781,13 +959,17 @@ class _MetaDevice:
 
             def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
                 name = getattr(func, "__name__", "")
+                if spent:  # memory a kernel was launched with: its values after the launch are not known
+                    args, kwargs = tree_map(lambda t: t.to("meta") if _in_storages(t, spent) else t, (args, kwargs))
+                if real_data and _costly(func, args, kwargs, small, flops):
+                    args, kwargs = tree_map(to_meta, (args, kwargs))  # as a run without real data would
                 if name == "cuda":
-                    return args[0] if _is_small(args[0], small) else args[0].to("meta")
+                    return args[0] if args[0].device.type == "cpu" and real(args[0]) else args[0].to("meta")
                 if name == "to":
                     device = args[1] if len(args) > 1 and isinstance(args[1], (str, torch.device, int)) \
                         else kwargs.get("device")
                     if device is not None and on_cuda(device):
-                        target = "cpu" if _is_small(args[0], small) else "meta"
+                        target = "cpu" if args[0].device.type == "cpu" and real(args[0]) else "meta"
                         if len(args) > 1 and isinstance(args[1], (str, torch.device, int)):
                             args = (args[0], target) + tuple(args[2:])
                         else:
@@ -796,7 +978,7 @@ class _MetaDevice:
                 if kwargs.get("device") is not None and on_cuda(kwargs["device"]):
                     kwargs["device"] = "meta"
                     out = func(*args, **kwargs)
-                    if isinstance(out, torch.Tensor) and out.numel() <= small:
+                    if isinstance(out, torch.Tensor) and real(out):
                         kwargs["device"] = "cpu"
                         return func(*args, **kwargs)
                     return out
@@ -816,6 +998,27 @@ class _MetaDevice:
         self._mode.__exit__(*exc)
 
 
-def _is_small(value: Any, limit: int) -> bool:
+def _costly(func: Any, args: tuple, kwargs: dict, small: int, limit: int) -> bool:
+    """An op on real tensors larger than ``small`` elements that takes more than ``limit`` floating-point
+    operations (torch's own count, on ``meta`` copies): run with real values it would hold the run in
+    one C call for longer than the run's CPU budget can interrupt."""
     import torch
-    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.numel() <= limit
+    from torch.utils._pytree import tree_flatten, tree_map
+    from torch.utils.flop_counter import FlopCounterMode
+    if not any(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel() > small
+               for t in tree_flatten((args, kwargs))[0]):
+        return False
+    metas = tree_map(lambda t: t.detach().to("meta") if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+                     and t.dim() > 0 else t, (args, kwargs))
+    try:
+        with FlopCounterMode(display=False) as counter:
+            func(*metas[0], **metas[1])
+    except Exception:  # noqa: BLE001 - no meta kernel (bincount): not a counted product either
+        return False
+    return counter.get_total_flops() > limit
+
+
+def _in_storages(value: Any, storages: set[int]) -> bool:
+    import torch
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.numel() > 0 and \
+        value.untyped_storage().data_ptr() in storages

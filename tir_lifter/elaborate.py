@@ -21,7 +21,7 @@ from typing import Any
 
 from verifier.report import ERROR, NOTE, WARNING, Diagnostic, Report
 
-from .capture import Capture, Instance, run_file
+from .capture import Capture, Instance, needs_data, run_file
 from .errors import LiftInputError, Rejected, Unsupported
 from .infer import infer_spec
 from .instantiate import _MAX_TILE_SHIFT, SM_COUNT_NAME, Elaborated, elaborate_instance
@@ -70,14 +70,21 @@ def run_request(request: dict[str, Any]) -> Report:
     report.extra["frontend"] = "tilelang"
     source = open(path, encoding="utf-8").read()
     capture = run_file(path, float(request.get("run_budget", 20.0)))
-    report.extra["run"] = capture.stopped_by
+    if not capture.instances and needs_data(capture.stopped_by):
+        # the file needs values of tensors made on meta before it asks for a kernel: run it again with them
+        # (a run that stops so after its kernels, the usual end of a file's checks, is not run again)
+        again = run_file(path, float(request.get("run_budget", 20.0)), real_data=True)
+        again.first_run = capture.stopped_by
+        capture = again
+    report.extra["run"] = capture.ending()
     instances = [i for i in capture.instances if wanted in (None, i.name)]
     if not instances:
         known = sorted({i.name for i in capture.instances})
         reason = (f"no kernel named {wanted} was elaborated (the file elaborated: {', '.join(known)})" if wanted and known
-                  else f"running the file elaborated no TileLang kernel (its run ended with {capture.stopped_by})")
+                  else f"running the file elaborated no TileLang kernel (its run ended with {capture.ending()})")
         report.add(Diagnostic("unsupported", ERROR, reason, None))
         report.seconds = time.perf_counter() - start
+        report.extra["cpu_seconds"] = round(time.process_time() - cpu_start, 3)
         return report
     references = _references(source)
     by_kernel: dict[str, list[Instance]] = {}
@@ -480,7 +487,7 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
             return traced
     if traced_reason and capture is not None and capture.stopped_by and capture.stopped_by != "end of file":
         # what the run did not reach (a reference called after the error) may be the kernel's
-        traced_reason += f"; the file's run ended before its end, with {capture.stopped_by}"
+        traced_reason += f"; the file's run ended before its end, with {capture.ending()}"
     reference = _associate(name, references, kernel_count)
     if reference is not None and traced_reason.startswith(f"{reference.name}'s result is compared"):
         # the file's own call of that reference shows it is no spec of this kernel: not translated instead
@@ -536,7 +543,7 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
                 not any(ref.via == "profiler" and _among(ref.instance, group) for ref in capture.references):
             others += "; the file's run launches it nowhere (a launch inside a function only benchmarked is not run)"
         if capture.stopped_by and capture.stopped_by != "end of file":
-            others += f"; the file's run ended before its end, with {capture.stopped_by}"
+            others += f"; the file's run ended before its end, with {capture.ending()}"
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return []

@@ -44,3 +44,38 @@ def test_offsets_made_after_large_inputs_filled_the_budget_are_still_remembered(
     assert id(bigger) not in capture.derivations
     assert capture.derivations[id(offsets)].func.__name__ == "pad"
     assert capture.derivations[id(lengths)].func.__name__ == "randint"
+
+
+def test_with_real_data_large_cuda_tensors_have_values_and_lose_them_at_a_kernel_launch():
+    torch = pytest.importorskip("torch")
+    from tir_lifter.capture import Capture, _MetaDevice, needs_data
+    capture = Capture(real_data=True)
+    with _MetaDevice(capture, real_data=True):
+        x = torch.randn(512, 256, device="cuda")
+        out = torch.zeros(512, 256, device="cuda")
+        assert x.device.type == "cpu" and torch.nonzero(torch.isnan(x)).numel() == 0
+        capture.launched_with([x, out])  # the stand-in kernel computes nothing into out
+        assert (out + 1).device.type == "meta" and (out[:4] * 1).device.type == "meta"  # views too
+        with pytest.raises(Exception) as raised:
+            torch.nonzero(out > 0)
+        assert needs_data(f"{type(raised.value).__name__}: {raised.value}")
+
+
+def test_without_real_data_the_values_of_large_cuda_tensors_are_not_there():
+    torch = pytest.importorskip("torch")
+    from tir_lifter.capture import Capture, _MetaDevice, needs_data
+    with _MetaDevice(Capture()):
+        x = torch.randn(512, 256, device="cuda")
+        with pytest.raises(Exception) as raised:
+            torch.nonzero(torch.isnan(x))
+    assert x.device.type == "meta" and needs_data(f"{type(raised.value).__name__}: {raised.value}")
+
+
+def test_with_real_data_a_product_too_costly_for_the_run_is_made_on_meta():
+    torch = pytest.importorskip("torch")
+    from tir_lifter.capture import Capture, _MetaDevice
+    with _MetaDevice(Capture(real_data=True), real_data=True):
+        a = torch.ones(4096, 4096, device="cuda")
+        small = torch.ones(512, 256, device="cuda")
+        assert a.device.type == "cpu" and (a @ a).device.type == "meta"  # 2 * 4096^3 operations
+        assert (small @ small.T).device.type == "cpu"
