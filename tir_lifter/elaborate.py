@@ -305,7 +305,13 @@ def _with_index_samples(kernel: Any, instance: Instance, capture: Capture | None
         return kernel
     names = [b.name for b in kernel.params]
     launches = [launch for launch in capture.launches if launch.instance is instance]
-    tensors = launch_tensors(launches[0], names, kernel.signature) if launches else {}
+    if not launches:
+        ended = f"; the file's run ended before its end, with {capture.stopped_by}" \
+            if capture.stopped_by and capture.stopped_by != "end of file" else ""
+        raise Unsupported(kernel.line, f"the kernel reads {', '.join(sorted(index_reads(kernel)))} as an index, and the "
+                          "file's run launches it nowhere (a launch inside a function only benchmarked is not run): "
+                          f"what the file passes it is not known{ended}")
+    tensors = launch_tensors(launches[0], names, kernel.signature)
     return replace(kernel, samples=sample_plan(kernel, tensors, capture.derivations))
 
 

@@ -221,3 +221,19 @@ def test_an_index_tensor_the_file_changes_in_place_is_refused_saying_so():
         sample_plan(Kernel("k", params, (), (), body), {"X": x, "Idx": filled, "Out": out},
                     {id(filled): Derivation(None, (), {})})
     assert "the file makes it with a tensor it then changes in place" in refused.value.reason
+
+
+def test_an_index_tensor_of_a_kernel_the_run_never_launches_says_so():
+    # the file launches the kernel only inside a function it hands to a benchmark, which the run does
+    # not call: the index tensor's maker is unknown, and the reason is the missing launch
+    from tir_lifter.capture import Capture, Instance
+    from tir_lifter.elaborate import _with_index_samples
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("X", (Const(4),), "float32", "global"), Buffer("Idx", (Const(2),), "int32", "global"),
+              Buffer("Out", (Const(2),), "float32", "global"))
+    body = (Loop("i", Const(2), "serial", (Store("Out", (i,), Load("X", (Load("Idx", (i,)),))),)),)
+    with pytest.raises(Unsupported) as refused:
+        _with_index_samples(Kernel("k", params, (), (), body), Instance("k", None), Capture())
+    assert "reads Idx as an index, and the file's run launches it nowhere" in refused.value.reason
