@@ -4,9 +4,10 @@ A kernel that reads an integer input tensor as an index (``KV[b, TopkIndices[b, 
 loop bound or a region start cannot take it as a symbolic input: the element it selects must be
 known.  The run (``capture.py``) records how the file made each tensor; when the tensor the file
 launches the kernel with is ``torch.randint(low, high, shape)`` (possibly followed by dtype or
-device conversions), with ``shape`` its real shape and ``high`` the real size of an axis of the
-kernel's tensors (the rows the indices select), the check draws it once the same way at the
-reduced sizes: ``randint(low, <that axis's reduced size>, <the reduced shape>)`` with a fixed
+device conversions, or by ``view`` / ``reshape`` / ``unsqueeze`` / ``squeeze`` / ``flatten``, which
+keep its values in order), with ``shape`` as many entries as the tensor and ``high`` the real size
+of an axis of the kernel's tensors (the rows the indices select), the check draws it once the
+same way at the reduced sizes: ``randint(low, <that axis's reduced size>, <the reduced shape>)`` with a fixed
 seed.  The one sample is used by the proof, the reference's re-run and every concrete run, and
 every proven line says so ("TopkIndices (int32) fixed to one sample of the file's
 torch.randint(0, KV axis 1), other values not proven").  A table numbering every row of an axis
@@ -32,7 +33,8 @@ from .program import Kernel, Load, Loop, Region, Store, TileOp, While, walk_expr
 
 _INTEGERS = ("int32", "int64", "int16", "uint32", "int8", "uint8")
 _CONVERSIONS = {"to", "int", "long", "cuda", "contiguous", "clone"}  # keep the values of what they convert
-_RESHAPES = {"view", "reshape"}  # keep the values in their order, another shape (never a view as another dtype)
+# keep the values in their order, another shape (never a view as another dtype; never ``expand``, which repeats them)
+_RESHAPES = {"view", "reshape", "unsqueeze", "squeeze", "flatten"}
 _TABLES = ("randperm", "arange")  # every row of an axis numbered once: shuffled, in order
 _OFFSETS = ("pad", "cat")  # a 0 joined to a cumulative sum: sequence offsets (``cu_seqlens``)
 _SEED = 23

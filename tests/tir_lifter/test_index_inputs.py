@@ -237,3 +237,30 @@ def test_an_index_tensor_of_a_kernel_the_run_never_launches_says_so():
     with pytest.raises(Unsupported) as refused:
         _with_index_samples(Kernel("k", params, (), (), body), Instance("k", None), Capture())
     assert "reads Idx as an index, and the file's run launches it nowhere" in refused.value.reason
+
+
+def test_an_index_tensor_given_another_shape_by_unsqueeze_keeps_its_randint_sample():
+    # ``torch.randint(0, M, (N,)).unsqueeze(-1)``: the same values in the same order, one more axis;
+    # ``expand`` repeats them and is refused
+    import torch
+    from tir_lifter.capture import Derivation
+    from tir_lifter.errors import Unsupported
+    from tir_lifter.index_inputs import sample_plan
+    from tir_lifter.program import Buffer, Const, Kernel, Load, Loop, Store, Var
+    i = Var("i")
+    params = (Buffer("X", (Const(6),), "float32", "global"), Buffer("Idx", (Const(4), Const(1)), "int32", "global"),
+              Buffer("Out", (Const(4),), "float32", "global"))
+    body = (Loop("i", Const(4), "serial", (Store("Out", (i,), Load("X", (Load("Idx", (i, Const(0))),))),)),)
+    kernel = Kernel("k", params, (), (), body)
+    drawn = torch.randint(0, 6, (4,))
+    shaped = drawn.unsqueeze(-1)
+    x, out = torch.empty(6, device="meta"), torch.empty(4, device="meta")
+    derivations = {id(drawn): Derivation(torch.randint, (0, 6, (4,)), {}),
+                   id(shaped): Derivation(torch.Tensor.unsqueeze, (drawn, -1), {})}
+    (sample,) = sample_plan(kernel, {"X": x, "Idx": shaped, "Out": out}, derivations)
+    assert sample.axes == (("X", 0),) and "torch.randint(0, X axis 0)" in sample.describe()
+    repeated = torch.randint(0, 6, (1, 1)).expand(4, 1)
+    derivations[id(repeated)] = Derivation(torch.Tensor.expand, (drawn, 4, 1), {})
+    with pytest.raises(Unsupported) as refused:
+        sample_plan(kernel, {"X": x, "Idx": repeated, "Out": out}, derivations)
+    assert "the file makes it with expand" in refused.value.reason
