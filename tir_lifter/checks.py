@@ -29,6 +29,7 @@ from .backends import FloatBackend, Z3Backend, identity_roundings, rounding_func
 from .bits import int_range, is_integer_dtype
 from .counterexample import (confirm_mismatch, describe_block, describe_masks, find_concrete_mismatch, fmt,
                              is_mask, mask_values, random_inputs, sampled_array)
+from .decide import decide, one_per_class
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
 from .localize import faulty_line, masking_line, misplacing_writer, missing_initialization, short_loop
@@ -37,6 +38,7 @@ from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
 
 _SOLVER_TIMEOUT_MS = 20000
+_NAMED_CONSTANTS = frozenset(exp_algebra.INFINITIES)  # constants whose name is their meaning: never renamed
 
 
 @dataclass
@@ -245,22 +247,21 @@ def _functional(kernel: Kernel, spec: Spec, reduction: Reduction, tensors: dict[
     if not diffs:  # every element the same term as the spec's (or none compared)
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"] if compared else []
     pairs = [(outputs[name][index], expected[name][index]) for name, index in cells]
-    if exp_algebra.mentions_exponentials([t for pair in pairs for t in pair]) and exp_algebra.prove_equal(pairs):
+    if exp_algebra.mentions_exponentials([t for pair in pairs for t in pair]) and \
+            exp_algebra.prove_equal(one_per_class(pairs, _NAMED_CONSTANTS)):
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}; assuming {exp_algebra.ASSUMPTIONS}"]
-    solver = z3.Solver()
-    solver.set("timeout", _SOLVER_TIMEOUT_MS)
-    solver.add(z3.Or(diffs), *integer_ranges(kernel, tensors))
-    status = _check_small_first(solver, tensors)
-    if status == z3.unsat:
+    decision = decide(diffs, integer_ranges(kernel, tensors), _input_unknowns(tensors), _SOLVER_TIMEOUT_MS,
+                      _NAMED_CONSTANTS)
+    if decision.status == z3.unsat:
         return [], [f"kernel computes {spec.text} ({spec.origin}){scope} {where}"]
-    if status == z3.unknown:
+    if decision.status == z3.unknown:
         # undecided: random inputs may still show a difference (a concrete run is evidence enough)
         witness = find_concrete_mismatch(kernel, spec, reduction.sizes, cells)
         if witness is None:
             return [Diagnostic("unsupported", ERROR, f"Z3 could not decide whether the kernel computes '{spec.text}' "
-                               f"({solver.reason_unknown()}); random inputs show no difference", kernel.line)], []
+                               f"({decision.reason}); random inputs show no difference", kernel.line)], []
         return [_spec_violation(kernel, spec, witness, where, _locate(kernel, witness, trace, expected, tensors))], []
-    model = solver.model()
+    model = decision.model
     bad = [cell for cell, diff in zip(cells, diffs) if z3.is_true(model.eval(diff, model_completion=True))]
     inputs = _model_inputs(kernel, model, tensors)
     witness = confirm_mismatch(kernel, spec, reduction.sizes, inputs, bad)
@@ -318,19 +319,22 @@ def _misplaced(trace: Trace, name: str) -> bool:
     return bool((trace.writers[name] == -1).any()) or bool(trace.conflict_cells.get(name))
 
 
-def _check_small_first(solver: z3.Solver, tensors: dict[str, np.ndarray]) -> Any:
-    """Look for a difference with every input in [-8, 8] first: a witness a user can read, and
-    one the float re-check reproduces (a conversion saturating at 2^31 differs by a relative
-    1e-9 only, a truncated fraction by a whole unit)."""
-    inputs = [t for array in tensors.values() if not is_mask(array) for t in np.asarray(array, dtype=object).reshape(-1)
-              if z3.is_arith(t) and (z3.is_const(t) or z3.is_to_real(t) and z3.is_const(t.arg(0)))
-              and not z3.is_rational_value(t)]
-    solver.push()
-    solver.add(*[z3.And(t >= -8, t <= 8) for t in inputs])
-    if solver.check() == z3.sat:
-        return z3.sat
-    solver.pop()
-    return solver.check()
+def _input_unknowns(tensors: dict[str, np.ndarray]) -> set[int]:
+    """The ids of the unknowns that stand for input elements (``x[0, 1]``, or the integer inside
+    ``ToReal``): a witness is looked for with them in [-8, 8] first, one a user can read and one
+    the float re-check reproduces (a conversion saturating at 2^31 differs by a relative 1e-9
+    only, a truncated fraction by a whole unit)."""
+    found: set[int] = set()
+    for array in tensors.values():
+        if is_mask(array):
+            continue
+        for term in np.asarray(array, dtype=object).reshape(-1):
+            if z3.is_expr(term) and z3.is_to_real(term):
+                term = term.arg(0)
+            if z3.is_expr(term) and z3.is_const(term) and not z3.is_rational_value(term) and \
+                    not z3.is_int_value(term):
+                found.add(term.get_id())
+    return found
 
 
 class TermForms:

@@ -39,7 +39,7 @@ ASSUMPTIONS = ("exponentials by algebra (e^(a+b) = e^a e^b, e^(k log y) = y^k fo
 _TO_BASE_TWO = {"exp_1_0": math.log2(math.e), "exp2_1_0": 1.0}
 _LOG_TO_BASE_TWO = {"log_1_0": math.log(2), "log2_1_0": 1.0}  # 2^(c * log y) = y^(c * this)
 _SOFTMAX = re.compile(r"softmax_(\d+)_(\d+)$")
-_INFINITIES = {"minus_infinity": -1, "plus_infinity": 1}  # the verifier's names for a masked score
+INFINITIES = {"minus_infinity": -1, "plus_infinity": 1}  # the verifier's names for a masked score
 _RELATIVE = 1e-5
 _MAX_POWER = 8
 
@@ -57,7 +57,7 @@ def mentions_exponentials(terms: list[Any]) -> bool:
 
 
 def _is_infinity(name: str) -> bool:
-    return name in _INFINITIES
+    return name in INFINITIES
 
 
 def _constant(term: Any) -> float | None:
@@ -188,7 +188,7 @@ class _Algebra:
         if not mentions([term], _is_infinity, self._infinite):
             return 0
         if z3.is_const(term):
-            return _INFINITIES[term.decl().name()]
+            return INFINITIES[term.decl().name()]
         kind, children = term.decl().kind(), term.children()
         if kind in (z3.Z3_OP_UMINUS, z3.Z3_OP_TO_REAL):
             return (-1 if kind == z3.Z3_OP_UMINUS else 1) * self.infinity_sign(children[0])
@@ -262,7 +262,7 @@ class _Reader:
             raise NotAlgebraic("a bound variable")
         kind, children = term.decl().kind(), term.children()
         if z3.is_const(term) and kind == z3.Z3_OP_UNINTERPRETED:
-            if term.decl().name() in _INFINITIES:
+            if term.decl().name() in INFINITIES:
                 raise NotAlgebraic("an infinity outside a masked score")
             return self._generator(("name", term.decl().name()))
         values = [self.value(c) for c in children] if kind in _ARITHMETIC else []

@@ -87,3 +87,81 @@ def uninterpreted_declarations(terms: Iterable[Any], seen: set[int] | None = Non
                 found.append(z3.FuncDeclRef(decl, ctx))
         stack.extend(_ARG(ref, node, k) for k in range(arity))
     return found
+
+
+def free_constants(term: Any, skipped: Callable[[str], bool] = lambda name: False) -> list[z3.ExprRef]:
+    """The unknowns of ``term`` (uninterpreted constants), in order of first appearance in a
+    left-to-right walk that visits each shared subterm once: two terms that are renamings of each
+    other list corresponding unknowns at the same positions.  Constants whose name ``skipped``
+    accepts are left out."""
+    if not z3.is_expr(term):
+        return []
+    return [z3.z3._to_expr_ref(node, term.ctx) for node in _free_constant_asts(term, skipped, {})]
+
+
+def _free_constant_asts(term: z3.ExprRef, skipped: Callable[[str], bool], names: dict[int, bool]) -> list:
+    """``free_constants`` as raw ASTs (alive as long as ``term``); ``names``: declaration id ->
+    whether ``skipped`` accepts it, shared by the caller across calls."""
+    ctx = term.ctx
+    ref = ctx.ref()
+    seen: set[int] = set()
+    found: list = []
+    stack = [term.as_ast()]
+    while stack:
+        node = stack.pop()
+        key = _ID(ref, node)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _KIND(ref, node) != z3.Z3_APP_AST:
+            continue
+        arity = _ARITY(ref, node)
+        if not arity:
+            decl = _DECL(ref, node)
+            if z3.Z3_get_decl_kind(ref, decl) == z3.Z3_OP_UNINTERPRETED:
+                decl_id = _DECL_ID(ref, decl)
+                if decl_id not in names:
+                    names[decl_id] = skipped(z3.FuncDeclRef(decl, ctx).name())
+                if not names[decl_id]:
+                    found.append(node)
+            continue
+        stack.extend(_ARG(ref, node, k) for k in reversed(range(arity)))
+    return found
+
+
+class Renamings:
+    """Keys of terms up to a renaming of their unknowns: the id of the term with its unknowns
+    replaced, in order of first appearance, by canonical constants of their sorts (Z3 shares equal
+    terms, so two terms get one key exactly when one is a renaming of the other).  The renamed
+    terms are kept alive, so no id is reused while keys are compared.  Constants whose name
+    ``skipped`` accepts are not renamed."""
+
+    def __init__(self, skipped: Callable[[str], bool] = lambda name: False) -> None:
+        self._skipped = skipped
+        self._names: dict[int, bool] = {}
+        self._canonical: dict[tuple[int, int], z3.ExprRef] = {}  # (position, sort id) -> constant
+        self._alive: list[z3.ExprRef] = []
+
+    def key(self, term: z3.ExprRef, extra: Callable[[list[int]], list[z3.ExprRef]] | None = None
+            ) -> tuple[int, list[int]]:
+        """(key, the ids of the renamed unknowns in order); ``extra(ids)`` gives constraints on those
+        unknowns that belong to the term (renamed with it: part of the key)."""
+        ctx = term.ctx
+        ref = ctx.ref()
+        nodes = _free_constant_asts(term, self._skipped, self._names)
+        ids = [_ID(ref, node) for node in nodes]
+        constraints = extra(ids) if extra is not None else []
+        whole = z3.And(term, *constraints) if constraints else term
+        if not nodes:
+            self._alive.append(whole)
+            return whole.get_id(), ids
+        sources, targets = (z3.Ast * len(nodes))(), (z3.Ast * len(nodes))()
+        for position, node in enumerate(nodes):
+            sort = z3.Z3_get_sort(ref, node)
+            slot = (position, z3.Z3_get_sort_id(ref, sort))
+            if slot not in self._canonical:
+                self._canonical[slot] = z3.Const(f"!{position}", z3.SortRef(sort, ctx))
+            sources[position], targets[position] = node, self._canonical[slot].as_ast()
+        renamed = z3.z3._to_expr_ref(z3.Z3_substitute(ref, whole.as_ast(), len(nodes), sources, targets), ctx)
+        self._alive.append(renamed)
+        return renamed.get_id(), ids

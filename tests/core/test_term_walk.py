@@ -1,7 +1,7 @@
 """verifier/term_walk.py: walks over Z3 terms through the C API give what a walk over z3py's wrappers gives."""
 import z3
 
-from verifier.term_walk import mentions, uninterpreted_declarations
+from verifier.term_walk import free_constants, mentions, uninterpreted_declarations
 
 
 def _names_by_wrappers(terms):
@@ -48,3 +48,16 @@ def test_uninterpreted_declarations_are_the_functions_applied_and_seen_terms_are
     seen: set[int] = set()
     uninterpreted_declarations(terms[:1], seen)
     assert uninterpreted_declarations(terms[:1], seen) == []  # all of it seen already
+
+
+def test_free_constants_lists_the_unknowns_in_order_of_first_appearance_and_no_function():
+    x, y, z = z3.Reals("x y z")
+    i = z3.Int("i")
+    exp = z3.Function("exp_1_0", z3.RealSort(), z3.RealSort())
+    term = z3.If(x > y, x * z3.ToReal(i), exp(z) / x) + y
+    assert [str(c) for c in free_constants(term)] == ["x", "y", "i", "z"]
+    # a renaming of the term lists the renamed unknowns at the same positions
+    a, b, c = z3.Reals("a b c")
+    j = z3.Int("j")
+    renamed = z3.If(a > b, a * z3.ToReal(j), exp(c) / a) + b
+    assert [str(u) for u in free_constants(renamed)] == ["a", "b", "j", "c"]
