@@ -259,10 +259,15 @@ class _StubKernel:
     outputs as meta tensors, benchmarks a fixed time."""
 
     def __init__(self, capture: Capture | None = None, instances: tuple[Instance, ...] = (),
-                 out_idx: tuple[int, ...] | None = None, primfunc: Any = None):
+                 out_idx: tuple[int, ...] | None = None, primfunc: Any = None, eager: Any = None):
         self._capture, self._instances, self._out_idx, self._primfunc = capture, instances, out_idx, primfunc
+        self._eager = eager  # an eager kernel compiled ahead (``.compile(n_stream=16)``): launched as called eagerly
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._eager is not None:
+            launched = self._eager(args, kwargs)
+            if launched is not None:
+                return launched
         named = self._outputs()
         if self._capture is not None:
             self._capture.kernel_used()
@@ -318,6 +323,7 @@ def run_file(path: str, budget: float, real_data: bool = False) -> Capture:
     produced_instances: list[tuple[Any, Instance]] = []  # PrimFuncs returned by recorded factory calls
 
     known: dict[str, Instance] = {}
+    tirs: dict[tuple, Any] = {}  # an eager kernel's PrimFunc by the signature of its call
 
     def record(instance: Instance) -> Instance:
         key = f"{instance.name}|{instance.args!r}|{instance.kwargs!r}|{id(instance.primfunc)}"
@@ -351,16 +357,33 @@ def run_file(path: str, budget: float, real_data: bool = False) -> Capture:
         eager = not compiling and is_eager(self, args, kwargs)
         if eager:
             return eager_launch(self, (instance,), args, kwargs)
-        return _StubKernel(capture, (instance,), _kernel_out_idx(self, args, kwargs))
+        return _StubKernel(capture, (instance,), _kernel_out_idx(self, args, kwargs),
+                           eager=compiled_eager(self, (instance,), kwargs))
+
+    def compiled_eager(jit: Any, instances: tuple[Instance, ...], compiled: dict) -> Any:
+        """The launch of an eager kernel compiled with some of its arguments (its ``T.empty`` outputs,
+        sized by the launch's tensors, are returned as an eager call returns them), or None when
+        the call is not an eager one."""
+        def launch(args: tuple, kwargs: dict) -> Any:
+            merged = {**compiled, **kwargs}
+            if not is_eager(jit, args, merged):
+                return None
+            capture.kernel_used()
+            return eager_launch(jit, instances, args, merged)
+        return launch
 
     def eager_launch(jit: Any, instances: tuple[Instance, ...], args: tuple, kwargs: dict) -> Any:
         """An eager kernel called with tensors: launched at once, its ``T.empty`` outputs returned."""
-        try:
-            named = jit.signature.bind_partial(*args, **kwargs).arguments
+        try:  # sizes declared with T.const (``n_stream``) are no parameters of the function
+            params = jit.signature.parameters
+            named = jit.signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params}).arguments
         except TypeError:
             named = None
         try:
-            func = jit.get_tir(*args, **kwargs)
+            key = (id(jit), _signature(args), _signature(tuple(sorted(kwargs.items()))))
+            if key not in tirs:  # as TileLang compiles an eager kernel once per signature
+                tirs[key] = jit.get_tir(*args, **kwargs)
+            func = tirs[key]
             outputs = () if named is None else \
                 _output_tensors(func, _eager_out_idx(jit, func) or (), _dynamic_sizes(func, named))
         except Exception:  # noqa: BLE001 - the run goes on without outputs
@@ -425,7 +448,8 @@ def run_file(path: str, budget: float, real_data: bool = False) -> Capture:
             called = {**kwargs, **dict(configs[0])} if configs else dict(kwargs)
         if not compiling and is_eager(self.jit_impl, args, called):  # an eager kernel runs (and returns) at the call
             return eager_launch(self.jit_impl, tuple(made), args, called)
-        return _StubKernel(capture, tuple(made), _kernel_out_idx(self.jit_impl, args, called))
+        return _StubKernel(capture, tuple(made), _kernel_out_idx(self.jit_impl, args, called),
+                           eager=compiled_eager(self.jit_impl, tuple(made), called))
 
     patches: list[tuple[Any, str, Any]] = [(JITImpl, "__call__", jit_call), (JITImpl, "compile", jit_compile),
                                            (tilelang, "compile", tilelang_compile)]
@@ -835,6 +859,15 @@ def _dynamic_sizes(func: Any, named: dict[str, Any]) -> dict:
             if isinstance(dim, tir.Var):
                 sizes[dim] = int(size)
     return sizes
+
+
+def _signature(values: Any) -> tuple:
+    """Tensors by shape and dtype, other values by their text: what an eager kernel is built for."""
+    if isinstance(values, (tuple, list)):
+        return tuple(_signature(v) for v in values)
+    if _is_tensor(values):
+        return ("tensor", tuple(values.shape), str(values.dtype))
+    return ("value", repr(values))
 
 
 def _returned(named: tuple[tuple[str, Any], ...]) -> Any:

@@ -8,6 +8,10 @@
   to instantiate dummy base class Event", "PyTorch was compiled without CUDA support").
 * A CUDA C++ extension (``torch.utils.cpp_extension.load`` of ``.cu`` sources) and a triton kernel
   stop the run with that reason, not with the toolkit's or driver's message.
+* An eager kernel compiled ahead with a ``T.const`` size (``kernel = f.compile(cols=64)``) and
+  launched with tensors returns its ``T.empty`` output, sized by the launch, as an eager call does
+  (it returned None: the file's comparison was not recorded, and the kernel was checked against a
+  spec inferred from its own tile ops, so a wrong factor was verified).
 * A file that needs the values of a large tensor before it asks for its kernel (``nonzero`` of a
   mask of it) stopped on ``meta`` without any kernel; it is run a second time with real values
   for its ``cuda`` tensors (up to ``_MetaDevice.REAL_DATA`` elements each) and checked. A tensor a
@@ -76,6 +80,29 @@ torch.testing.assert_close(double(512, 256)(x), x * 2)
 '''
 NEEDS_DATA_WRONG = NEEDS_DATA.replace("X[bx * block_M + i, j] * 2", "X[bx * block_M + i, j] * 3")
 
+COMPILED_EAGER = '''import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def double_rows(X, block_M: int = 32):
+    rows = T.dynamic("rows")
+    cols = T.const("cols")
+    X: T.Tensor([rows, cols], T.float32)
+    Y = T.empty([rows, cols], T.float32)
+    with T.Kernel(T.ceildiv(rows, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, cols):
+            Y[bx * block_M + i, j] = X[bx * block_M + i, j] * 2
+    return Y
+
+
+kernel = double_rows.compile(cols=64)
+x = torch.randn(256, 64, device="cuda")
+torch.testing.assert_close(kernel(x), x * 2)
+'''
+COMPILED_EAGER_WRONG = COMPILED_EAGER.replace("X[bx * block_M + i, j] * 2", "X[bx * block_M + i, j] * 3")
+
 RUNS = {
     "event.py": "import torch\nstart = torch.cuda.Event(enable_timing=True)\nend = torch.cuda.Event(enable_timing=True)\n"
                 "start.record()\nx = torch.ones(4, device='cuda') * 2\nend.record()\ntorch.cuda.synchronize()\n"
@@ -98,7 +125,9 @@ RUNS = {
 def kpack_reports(tmp_path_factory):
     pytest.importorskip("tilelang")
     return lift_files(tmp_path_factory.mktemp("k_pack"), {"right.py": KPACK_RIGHT, "wrong.py": KPACK_WRONG,
-                                                          "data.py": NEEDS_DATA, "data_wrong.py": NEEDS_DATA_WRONG})
+                                                          "data.py": NEEDS_DATA, "data_wrong.py": NEEDS_DATA_WRONG,
+                                                          "eager.py": COMPILED_EAGER,
+                                                          "eager_wrong.py": COMPILED_EAGER_WRONG})
 
 
 @pytest.fixture(scope="module")
@@ -176,4 +205,19 @@ def test_a_wrong_kernel_of_such_a_file_is_a_violation_at_its_line(kpack_reports)
     report = kpack_reports["data_wrong.py"]
     assert report.verdict == "violations", [d.message for d in report.diagnostics]
     assert any(d.check == "spec" and d.line == 12 for d in report.diagnostics), \
+        [(d.check, d.line) for d in report.diagnostics]
+
+
+@pytest.mark.tilelang
+def test_a_compiled_eager_kernel_is_checked_against_the_files_comparison(kpack_reports):
+    report = kpack_reports["eager.py"]
+    assert report.verdict == "verified", [d.message for d in report.diagnostics]
+    assert any("Y = the file's own expected value (line 20)" in p for p in report.proven), report.proven
+
+
+@pytest.mark.tilelang
+def test_a_wrong_compiled_eager_kernel_is_a_violation_at_its_line(kpack_reports):
+    report = kpack_reports["eager_wrong.py"]
+    assert report.verdict == "violations", [d.message for d in report.diagnostics]
+    assert any(d.check == "spec" and d.line == 14 for d in report.diagnostics), \
         [(d.check, d.line) for d in report.diagnostics]
