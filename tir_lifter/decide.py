@@ -5,14 +5,15 @@ disequalities (a division by a block's absolute maximum, a clamp) can keep Z3 bu
 time limit where each one alone takes milliseconds; and most elements ask the same question of
 other unknowns (row 5's element is row 0's with row 5's inputs).  So:
 
-1. with more than 8 disequalities, one call for all of them first, as before (cheap when they
-   are linear), within the time limit;
-2. then (at once with fewer, or when that call did not decide) the disequalities are sorted into
-   renaming classes (``term_walk.Renamings``): two are in one class when renaming the unknowns
-   of one (a bijection, sorts kept) gives the other, together with the dtype ranges of those
-   unknowns.  A renaming of an unsatisfiable formula is unsatisfiable, so one disequality per
-   class is asked, one call each, all within the time limit again; the first satisfiable one
-   gives the model.
+1. the disequalities are sorted into renaming classes (``term_walk.Renamings``): two are in one
+   class when renaming the unknowns of one (a bijection, sorts kept) gives the other, together
+   with the dtype ranges of those unknowns.  A renaming of an unsatisfiable formula is
+   unsatisfiable, so one disequality per class is asked;
+2. with more than 8 classes (or claims too large to sort cheaply: more than 200,000 subterms
+   walked), one call for all the disequalities first, as before (cheap when they are linear),
+   within the time limit;
+3. then (at once with fewer classes, or when that call did not decide) one call per class, all
+   within the time limit again; the first satisfiable one gives the model.
 
 Nothing is weakened: ``unsat`` means each class's disequality, with the ranges of its own
 unknowns, has no solution, and so none of the elements' (the ranges of other unknowns are
@@ -30,7 +31,8 @@ import z3
 
 from verifier.term_walk import Renamings, free_constants
 
-GROUP_MIN_CLAIMS = 8  # fewer claims are asked one by one at once
+GROUP_MIN_CLAIMS = 8  # fewer claims (or renaming classes) are asked one by one at once
+CLASS_WALK_LIMIT = 200_000  # subterms walked to sort many claims into classes before the call for all
 SMALL = 8  # a witness is looked for with every input in [-SMALL, SMALL] first
 
 
@@ -71,20 +73,19 @@ def decide(claims: list[Any], ranges: list[Any], inputs: set[int], timeout_ms: i
         return [by_unknown[i] for i in ids if i in by_unknown]
 
     decision = Decision(z3.unsat)
-    if len(claims) > GROUP_MIN_CLAIMS:
+    renamings = Renamings(fixed.__contains__)
+    classes = _classes(claims, renamings, bounds_of, CLASS_WALK_LIMIT if len(claims) > GROUP_MIN_CLAIMS else None)
+    if classes is None or len(classes) > GROUP_MIN_CLAIMS:
         deadline = time.monotonic() + timeout_ms / 1000.0
         unknowns = free_constants(z3.Or(*claims), fixed.__contains__)
         status = _ask(z3.Or(*claims), unknowns, bounds_of([u.get_id() for u in unknowns]), inputs, deadline,
                       timeout_ms, decision)
         if status != z3.unknown:
             return decision
-    renamings = Renamings(fixed.__contains__)
-    classes: dict[int, Any] = {}
-    for claim in claims:
-        classes.setdefault(renamings.key(claim, bounds_of)[0], claim)
+        classes = classes if classes is not None else _classes(claims, renamings, bounds_of, None)
     decision.classes = len(classes)
     deadline = time.monotonic() + timeout_ms / 1000.0
-    for claim in classes.values():
+    for claim in classes:
         unknowns = free_constants(claim, fixed.__contains__)
         status = _ask(claim, unknowns, bounds_of([u.get_id() for u in unknowns]), inputs, deadline, timeout_ms,
                       decision)
@@ -92,6 +93,17 @@ def decide(claims: list[Any], ranges: list[Any], inputs: set[int], timeout_ms: i
             return decision
     decision.status, decision.model = z3.unsat, None
     return decision
+
+
+def _classes(claims: list[Any], renamings: Renamings, bounds_of: Any, limit: int | None) -> list[Any] | None:
+    """One claim of each renaming class, in order; None once the walks over the claims have met
+    more than ``limit`` subterms (large claims, where the call for all at once goes first)."""
+    classes: dict[int, Any] = {}
+    for claim in claims:
+        if limit is not None and renamings.visited > limit:
+            return None
+        classes.setdefault(renamings.key(claim, bounds_of)[0], claim)
+    return list(classes.values())
 
 
 def _ask(claim: Any, unknowns: list, bounds: list, inputs: set[int], deadline: float, small_ms: int,

@@ -99,12 +99,14 @@ def free_constants(term: Any, skipped: Callable[[str], bool] = lambda name: Fals
     return [z3.z3._to_expr_ref(node, term.ctx) for node in _free_constant_asts(term, skipped, {})]
 
 
-def _free_constant_asts(term: z3.ExprRef, skipped: Callable[[str], bool], names: dict[int, bool]) -> list:
+def _free_constant_asts(term: z3.ExprRef, skipped: Callable[[str], bool], names: dict[int, bool],
+                        seen: set[int] | None = None) -> list:
     """``free_constants`` as raw ASTs (alive as long as ``term``); ``names``: declaration id ->
-    whether ``skipped`` accepts it, shared by the caller across calls."""
+    whether ``skipped`` accepts it, shared by the caller across calls; ``seen``: the ids of the
+    subterms walked (filled in)."""
     ctx = term.ctx
     ref = ctx.ref()
-    seen: set[int] = set()
+    seen = set() if seen is None else seen
     found: list = []
     stack = [term.as_ast()]
     while stack:
@@ -141,6 +143,7 @@ class Renamings:
         self._names: dict[int, bool] = {}
         self._canonical: dict[tuple[int, int], z3.ExprRef] = {}  # (position, sort id) -> constant
         self._alive: list[z3.ExprRef] = []
+        self.visited = 0  # subterms walked over all keys so far (one claim's shared ones once)
 
     def key(self, term: z3.ExprRef, extra: Callable[[list[int]], list[z3.ExprRef]] | None = None
             ) -> tuple[int, list[int]]:
@@ -148,7 +151,9 @@ class Renamings:
         unknowns that belong to the term (renamed with it: part of the key)."""
         ctx = term.ctx
         ref = ctx.ref()
-        nodes = _free_constant_asts(term, self._skipped, self._names)
+        seen: set[int] = set()
+        nodes = _free_constant_asts(term, self._skipped, self._names, seen)
+        self.visited += len(seen)
         ids = [_ID(ref, node) for node in nodes]
         constraints = extra(ids) if extra is not None else []
         whole = z3.And(term, *constraints) if constraints else term

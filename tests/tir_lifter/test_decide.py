@@ -35,11 +35,26 @@ def test_elements_that_rename_one_another_are_asked_once():
 
 def test_a_disjunction_z3_cannot_decide_in_time_is_decided_class_by_class():
     """24 elements asked at once (the question as a whole) kept Z3 busy for its whole 20 s limit
-    when tried (here 2 s); after that call, one call per class decides them in milliseconds."""
+    when tried; in 2 classes, one call each decides them in milliseconds."""
+    claims, inputs = _row_claims(12)
+    decision = decide(claims, [], inputs, 20000)
+    assert decision.status == z3.unsat
+    assert (decision.classes, decision.calls) == (2, 2)
+
+
+def test_claims_too_large_to_sort_cheaply_are_asked_together_first(monkeypatch):
+    """Past the walk limit the call for all comes first, as before; undecided (here within 2 s),
+    the classes are asked after it."""
+    import tir_lifter.decide as decide_module
+
+    monkeypatch.setattr(decide_module, "CLASS_WALK_LIMIT", 10)
     claims, inputs = _row_claims(12)
     decision = decide(claims, [], inputs, 2000)
     assert decision.status == z3.unsat
     assert (decision.classes, decision.calls) == (2, 3)
+    x, y = z3.Reals("x y")
+    linear = [x + i != x + i for i in range(12)] + [x + y != y + x]
+    assert decide(linear, [], {x.get_id(), y.get_id()}, 2000).calls == 1  # decided at once
 
 
 def test_claims_alike_but_for_their_dtype_ranges_are_asked_apart():
