@@ -1,6 +1,8 @@
 """Single-device checks on small kernels written for the purpose."""
 from __future__ import annotations
 
+import re
+
 from tir_lifter import run_lift
 
 from lifter_helpers import gemm_source, line_of
@@ -24,7 +26,10 @@ def test_missing_clear_of_the_accumulator_is_an_uninitialized_read_named_where_t
     # the statement that is missing: its place, after the line before the K loop (here the `pass`)
     assert diag.line == line_of(path, "pass")
     assert f"(line {line_of(path, 'T.gemm(')})" in diag.message
-    assert f"belongs after line {diag.line}, before the loop at line {line_of(path, 'T.Pipelined')}" in diag.message
+    loop = line_of(path, 'T.Pipelined')
+    assert f"belongs before the loop at line {loop}" in diag.message
+    start, end = map(int, re.search(r"between lines (\d+) and (\d+)", diag.message).groups())
+    assert start <= line_of(path, "T.alloc_fragment") < diag.line < end == loop, diag.message
     assert report.verdict == "violations"
 
 
