@@ -36,6 +36,11 @@ MUTANTS = {
     "fp8_saturates.py": _mutate(ELEMENTWISE, ("C_local[i, j] = A_shared[i, j] + B_shared[i, j]",
                                                "C_local[i, j] = T.Cast(in_dtype, T.Cast(T.float8_e4m3fn, "
                                                "A_shared[i, j] * 1000.0)) / 1000.0 + B_shared[i, j]")),
+    # a float8 output the reference converts to as well: a sum above 448 is 448 on both sides (the
+    # kernel saturates, and so does torch's conversion), not a difference
+    "fp8_output.py": _mutate(ELEMENTWISE, ("return A + B", "return (A + B).to(torch.float8_e4m3fn)"),
+                             ("import tilelang\n", "import tilelang\nimport torch\n"),
+                             ("T.float32, T.float32)", "T.float32, T.float8_e4m3fn)")),
     # the K loop capped at 8 tiles where the file's K has 16 (T.min)
     "cap_min.py": _mutate(GEMM, (K_LOOP, "T.Pipelined(T.min(T.ceildiv(K, block_K), 8), num_stages=2)")),
     # ... written with T.max
@@ -107,8 +112,10 @@ def test_the_violation_names_the_mutated_line_among_the_lines_its_value_came_thr
 
 
 def test_an_integer_output_for_a_float_reference_is_named_in_the_violation(reports):
-    report, _ = reports["int_output.py"]
-    assert any("the kernel's output C is int32, the reference's float32" in d.message for d in _errors(report))
+    report, path = reports["int_output.py"]
+    built = line_of(path, "kernel = elementwise_add(")
+    assert any(f"the kernel's output C is int32 as the file builds it at line {built}, the reference's float32"
+               in d.message for d in _errors(report)), [d.message for d in _errors(report)]
 
 
 def test_a_capped_count_is_reduced_on_the_side_of_the_cap_it_is_at_the_real_sizes(reports):
@@ -182,3 +189,8 @@ def test_comparisons_of_constants_with_sizes_are_listed_with_trip_counts():
     (node,) = constant_comparisons(kernel)
     assert str(node) == "min(ceildiv(K, 2), 8)"
     assert comparison_case(node, {"K": 32}, {}) == 1 and comparison_case(node, {"K": 16}, {}) == 0
+
+
+def test_a_float8_output_differing_only_where_torch_converts_alike_is_no_violation(reports):
+    report, _ = reports["fp8_output.py"]
+    assert report.verdict != "violations", [d.message for d in report.diagnostics]
