@@ -361,6 +361,8 @@ def main() -> None:
         through = {int(n) for d in errors for n in re.findall(r"\d+", (re.findall(
             r"comes through lines ([\d, and]+)", d["message"]) or [""])[0])}
         through |= {int(n) for d in errors for n in re.findall(r"builds it at line (\d+)", d["message"])}
+        through |= {int(n) for d in errors for written in re.findall(r"is written at lines? ([\d, ]+), which miss",
+                                                                      d["message"]) for n in re.findall(r"\d+", written)}
         windows = [(int(a), int(b)) for d in errors for a, b in re.findall(r"between lines (\d+) and (\d+)", d["message"])]
         named = "exact" if any(d.get("line") == mutant.line for d in errors) else \
             "listed" if mutant.line in through else \
@@ -379,7 +381,7 @@ def main() -> None:
     violations = [r for r in rows if r["verdict"] == "violations"]
     named = collections.Counter(r["line_named"] for r in violations)
     print(f"violations naming the mutated line: {named['exact']} as their line, {named['listed']} more among the "
-          f"lines the wrong value came through or the call that built the kernel, {named['window']} a dropped "
+          f"lines the wrong value came through, the call that built the kernel or the writes that missed an element, {named['window']} a dropped "
           f"statement inside the lines the report says it belongs between, {named['no']} not, of {len(violations)}")
     print(f"latent findings (worded as sizes the file does not build): {sum(r['latent'] for r in rows)}")
     by_operator = collections.Counter((r["operator"], r["verdict"]) for r in rows)

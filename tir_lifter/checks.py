@@ -32,7 +32,8 @@ from .counterexample import (confirm_mismatch, describe_block, describe_masks, f
 from .decide import decide, one_per_class
 from .errors import InfiniteValue
 from .interpreter import Machine, Trace
-from .localize import faulty_line, masking_line, misplacing_writer, missing_initialization, short_loop
+from .localize import (faulty_line, masking_line, misplacing_writer, missing_initialization, short_loop,
+                       writing_lines)
 from .program import GLOBAL, Kernel, Region, Store, TileOp, uses_thread_index, walk_stmts
 from .sizes import Reduction
 from .spec import Spec, SpecError, evaluate
@@ -448,6 +449,11 @@ def _fault_diagnostic(kernel: Kernel, sizes: dict[str, int], fault: Any) -> Diag
                    f"that read writes {fault.buffer}: its initialization belongs before the {what} at line {anchor}, "
                    f"after its allocation in the scope opened at line {start} (between lines {start} and {anchor})")
         line = after
+    elif fault.buffer and fault.check == "uninitialized-read":
+        writes = writing_lines(kernel, fault.buffer)
+        if writes:  # written, but not there: the writes that miss the element are named
+            message += (f"; {fault.buffer} is written at line{'s' if len(writes) > 1 else ''} "
+                        f"{', '.join(map(str, writes))}, which miss{'' if len(writes) > 1 else 'es'} that element")
     return Diagnostic(fault.check, ERROR, message, line, example)
 
 

@@ -450,6 +450,12 @@ def missing_initialization(kernel: Kernel, buffer: str, line: int | None) -> tup
     return max(before), anchor.line, "loop" if loops else "statement", start
 
 
+def writing_lines(kernel: Kernel, buffer: str) -> list[int]:
+    """The source lines of the statements that write ``buffer`` (or a view of it), in order."""
+    names = _aliases(kernel, buffer)
+    return sorted({stmt.line for n in names for stmt, _ in _writers(kernel.body, n) if stmt.line is not None})
+
+
 # --- output elements no block writes: a loop that stops short, not the grid ------------------
 
 def _writers(stmts: tuple[Stmt, ...], name: str, loops: tuple[Loop, ...] = ()):

@@ -13,6 +13,7 @@
 * A dropped initialization is a statement that is not there: the report gives the lines it
   belongs between (the scope that allocates the buffer, up to the loop that reads it).
 * An output dtype the reference does not have: the call of the file that built the kernel so.
+* A read of scratch elements a write missed (the write one row off): the lines that write it.
 
 Mutants of the bundled kernels, each a confirmed violation at its mutated line, and the right
 kernel verified.
@@ -36,6 +37,8 @@ SOFTMAX = (EXAMPLES / "two_pass_softmax.py").read_text()
 MAX_FILL = "T.fill(row_max, -T.infinity(T.float32))"
 TYPED = (EXAMPLES / "typed_elementwise.py").read_text()
 TYPED_CALL = "kernel = elementwise_add(M, N, 32, 32, T.float32, T.float32)"
+SPLIT = (EXAMPLES / "split_masked_row_sum.py").read_text()
+PARTIAL_WRITE = "partial[bm * block_M + i, bs] = total[i]"
 
 
 def _mutate(source: str, old: str, new: str) -> str:
@@ -53,6 +56,7 @@ FILES = {
     "persistent_short_waves.py": _mutate(PERSISTENT, "T.serial(waves)", "T.serial(waves - 1)"),
     "softmax_no_max_fill.py": _mutate(SOFTMAX, MAX_FILL, "pass  # dropped"),
     "typed_int_output.py": _mutate(TYPED, TYPED_CALL, TYPED_CALL.replace("T.float32)", "T.int32)")),
+    "split_partial_row_off.py": _mutate(SPLIT, PARTIAL_WRITE, PARTIAL_WRITE.replace("+ i,", "+ i + 1,")),
 }
 
 
@@ -133,3 +137,12 @@ def test_an_integer_output_dtype_names_the_call_that_built_it(lifted):
     spec = [d for d in errors if d.check == "spec"]
     assert spec and f"int32 as the file builds it at line {line_of(path, 'kernel = elementwise_add(')}" \
         in spec[0].message, [d.message for d in errors]
+
+
+def test_scratch_elements_a_write_missed_name_that_write(lifted):
+    path, errors = _errors(lifted, "split_partial_row_off.py")
+    uninitialized = [d for d in errors if d.check == "uninitialized-read"]
+    assert uninitialized, [(d.check, d.line) for d in errors]
+    written = line_of(path, "partial[bm * block_M + i + 1, bs]")
+    assert f"partial is written at line {written}, which misses that element" in uninitialized[0].message, \
+        uninitialized[0].message
