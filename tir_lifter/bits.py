@@ -14,6 +14,7 @@ value, or as the other signedness).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,15 @@ def width(dtype: str) -> int | None:
     if is_integer_dtype(dtype):
         return int(re.sub(r"\D", "", dtype))
     return _FLOAT_BITS.get(dtype)
+
+
+def torch_dtype(dtype: str) -> Any:
+    """torch's dtype for a TIR dtype name (TIR's ``float8_e4m3`` is torch's ``float8_e4m3fn``), else None."""
+    import torch
+    found = getattr(torch, str(dtype), None)
+    if not isinstance(found, torch.dtype):
+        found = getattr(torch, f"{dtype}fn", None)
+    return found if isinstance(found, torch.dtype) else None
 
 
 def int_range(dtype: str) -> tuple[int, int]:

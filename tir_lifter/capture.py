@@ -808,8 +808,9 @@ def _out_idx(value: Any) -> tuple[int, ...] | None:
 
 def _meta_tensor(buffer: Any, sizes: dict | None = None) -> Any:
     import torch
-    dtype = getattr(torch, str(buffer.dtype).replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
-                    torch.float32)
+
+    from .bits import torch_dtype
+    dtype = torch_dtype(str(buffer.dtype)) or torch.float32
     shape = list(buffer.shape)
     if sizes:  # an output shaped by the launch's dynamic sizes (``T.empty((M, N))``, ``M = T.dynamic("M")``)
         from tvm import arith

@@ -14,7 +14,7 @@ import numpy as np
 from verifier.report import Counterexample
 
 from .backends import FloatBackend
-from .bits import BIT_OPERATIONS, REINTERPRET, int_range, is_integer_dtype, width
+from .bits import BIT_OPERATIONS, REINTERPRET, int_range, is_integer_dtype, torch_dtype, width
 from .interpreter import Machine
 from .program import (BinOp, Call, Const, If, Kernel, Load, Loop, Region, Store, TileOp, While, expr_children,
                       walk_expr, walk_stmts)
@@ -272,11 +272,12 @@ def _same_once_stored(kernel: Kernel, name: str, got: Any, want: Any, tol: float
         return False
     try:
         import torch
-        target = getattr(torch, dtype, None) or getattr(torch, f"{dtype}fn", None)
-        stored = torch.tensor(float(want), dtype=torch.float64).to(target).item()
-    except Exception:  # noqa: BLE001 - no torch, or a dtype it lacks: no claim
+        target = torch_dtype(dtype)
+    except ImportError:  # no torch: no claim
         return False
-    return _close(got, stored, tol)
+    if target is None:  # a dtype torch lacks: no claim
+        return False
+    return _close(got, torch.tensor(float(want), dtype=torch.float64).to(target).item(), tol)
 
 
 def find_concrete_mismatch(kernel: Kernel, spec: Spec, sizes: dict[str, int],

@@ -306,11 +306,8 @@ def _with_index_samples(kernel: Any, instance: Instance, capture: Capture | None
     names = [b.name for b in kernel.params]
     launches = [launch for launch in capture.launches if launch.instance is instance]
     if not launches:
-        ended = f"; the file's run ended before its end, with {capture.stopped_by}" \
-            if capture.stopped_by and capture.stopped_by != "end of file" else ""
-        raise Unsupported(kernel.line, f"the kernel reads {', '.join(sorted(index_reads(kernel)))} as an index, and the "
-                          "file's run launches it nowhere (a launch inside a function only benchmarked is not run): "
-                          f"what the file passes it is not known{ended}")
+        raise Unsupported(kernel.line, f"the kernel reads {', '.join(sorted(index_reads(kernel)))} as an index, and "
+                          f"{_LAUNCHED_NOWHERE}: what the file passes it is not known{_ended_early(capture)}")
     tensors = launch_tensors(launches[0], names, kernel.signature)
     return replace(kernel, samples=sample_plan(kernel, tensors, capture.derivations))
 
@@ -491,9 +488,9 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
         if traced:
             _bit_pattern_dtypes(traced, kernel)
             return traced
-    if traced_reason and capture is not None and capture.stopped_by and capture.stopped_by != "end of file":
+    if traced_reason and capture is not None:
         # what the run did not reach (a reference called after the error) may be the kernel's
-        traced_reason += f"; the file's run ended before its end, with {capture.ending()}"
+        traced_reason += _ended_early(capture)
     reference = _associate(name, references, kernel_count)
     if reference is not None and traced_reason.startswith(f"{reference.name}'s result is compared"):
         # the file's own call of that reference shows it is no spec of this kernel: not translated instead
@@ -547,12 +544,21 @@ def _spec_for(name: str, elaborated: Elaborated, references: dict[str, ast.Funct
                        "made otherwise)")
         if not any(_among(launch.instance, group) for launch in capture.launches) and \
                 not any(ref.via == "profiler" and _among(ref.instance, group) for ref in capture.references):
-            others += "; the file's run launches it nowhere (a launch inside a function only benchmarked is not run)"
-        if capture.stopped_by and capture.stopped_by != "end of file":
-            others += f"; the file's run ended before its end, with {capture.ending()}"
+            others += f"; {_LAUNCHED_NOWHERE}"
+        others += _ended_early(capture)
     report.add(Diagnostic("unsupported", ERROR, f"no spec for kernel {name}{others}: pass --spec {name}=\"C = ...\"",
                           kernel.line))
     return []
+
+
+_LAUNCHED_NOWHERE = "the file's run launches it nowhere (a launch inside a function only benchmarked is not run)"
+
+
+def _ended_early(capture: Capture) -> str:
+    """``; the file's run ended before its end, with ...`` when it did, else nothing."""
+    if capture.stopped_by and capture.stopped_by != "end of file":
+        return f"; the file's run ended before its end, with {capture.ending()}"
+    return ""
 
 
 def _passed_outputs(group: list[Instance], names: list[str], written: list[str], capture: Capture | None) -> list[str]:

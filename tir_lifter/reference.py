@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .bits import torch_dtype
 from .capture import Capture, Instance, Launch, ReferenceCall
 from .counterexample import is_mask, sampled_array
 from .spec import SpecError
@@ -401,8 +402,7 @@ def named_reference(func: Any, inputs: list[str], written: list[str], instances:
     spec = _traced_spec(ref, binding, tuple(written), written, instances, params, capture, path)
     for name in inputs:  # a kernel never launched by the file: its buffers' dtypes
         if name not in spec.dtypes and dtypes.get(name):
-            spec.dtypes[name] = getattr(torch, dtypes[name].replace("float8_e4m3", "float8_e4m3fn").replace("fnfn", "fn"),
-                                        torch.float32)
+            spec.dtypes[name] = torch_dtype(dtypes[name]) or torch.float32
     spec.origin = spec.origin.replace(", re-run by torch", " (not called by the file: bound to the kernel's inputs "
                                       "in order, as TileLang's profiler calls a reference), re-run by torch")
     return spec
